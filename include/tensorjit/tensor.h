@@ -1,0 +1,148 @@
+// The tracing frontend. A tj::Tensor is a proxy: it holds no data, only a
+// value in the graph its Tracer is building. Calling ordinary C++ code with
+// proxies records the graph: loops unroll, `if` on C++ values specializes,
+// C++ scalars become constants. Shape errors throw tj::ShapeError naming the
+// op and its operand types. Tracing never allocates tensor data, so a
+// Llama-3.1-8B layer is traced shape-only.
+//
+//   tj::Tracer t("mlp");
+//   auto x = t.input("x", tj::DType::f32, {tj::Dim::symbol("T"), 128});
+//   auto w = t.param("w", tj::DType::f32, {128, 64});
+//   tj::Graph g = t.finish({tj::gelu(tj::matmul(x, w)) * 0.5});
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "tensorjit/error.h"
+#include "tensorjit/type.h"
+
+namespace tj {
+
+class Tracer;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(Tracer* t, ValueId v) : t_(t), v_(v) {}
+
+  const Type& type() const;
+  DType dtype() const { return type().dtype; }
+  const Shape& shape() const { return type().shape; }
+  int rank() const { return type().rank(); }
+  const Dim& dim(int axis) const;  // negative axes count from the end
+  ValueId id() const { return v_; }
+  Tracer* tracer() const { return t_; }
+  bool defined() const { return t_ != nullptr; }
+
+  // Reading a value while tracing is data-dependent: it throws until graph
+  // breaks exist (the JIT layer).
+  double item() const;
+
+ private:
+  Tracer* t_ = nullptr;
+  ValueId v_ = -1;
+};
+
+class Tracer {
+ public:
+  explicit Tracer(std::string name = "main") : g_(std::move(name)) {}
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  Tensor input(std::string name, DType dtype, Shape shape);
+  Tensor param(std::string name, DType dtype, Shape shape);
+  Tensor constant(DType dtype, Shape shape, std::vector<double> data);
+  Tensor scalar(double value, DType dtype);
+
+  Tensor emit(Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs = {});
+  const Graph& graph() const { return g_; }
+  // Sets the outputs and hands over the graph; the tracer is empty afterwards.
+  Graph finish(const std::vector<Tensor>& outputs);
+
+ private:
+  Graph g_;
+};
+
+// ---- elementwise -----------------------------------------------------------
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor recip(const Tensor& x);
+Tensor cast(const Tensor& x, DType to);
+
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- reductions ------------------------------------------------------------
+Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
+Tensor amax(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
+Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
+
+// ---- contraction -----------------------------------------------------------
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- views and data movement -----------------------------------------------
+// One entry of `shape` may be -1: inferred from the element count.
+Tensor reshape(const Tensor& x, Shape shape);
+Tensor permute(const Tensor& x, std::vector<int64_t> perm);
+Tensor transpose(const Tensor& x, int64_t a = -2, int64_t b = -1);
+Tensor expand(const Tensor& x, Shape shape);
+// Python-style: negative start/end count from the end of a concrete axis.
+Tensor slice(const Tensor& x, int64_t axis, Dim start, Dim end, int64_t step = 1);
+Tensor squeeze(const Tensor& x, std::vector<int64_t> axes);
+Tensor unsqueeze(const Tensor& x, std::vector<int64_t> axes);
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+Tensor gather(const Tensor& table, const Tensor& indices, int64_t axis = 0);
+Tensor iota(Tracer& t, Dim n, DType dtype = DType::i64);
+
+// ---- composites ------------------------------------------------------------
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor rms_norm(const Tensor& x, const Tensor& w, double eps = 1e-5);
+Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps = 1e-5);
+Tensor silu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // tanh form
+
+// ---- special ---------------------------------------------------------------
+// Additive mask [q, k]: 0 where key j <= offset + query i, -inf elsewhere.
+Tensor causal_mask(const Tensor& offset, Dim q, Dim k, DType dtype = DType::f32);
+// The cache with `rows` written at `pos` along `axis`; functional, no mutation.
+Tensor kv_write(const Tensor& cache, const Tensor& rows, const Tensor& pos, int64_t axis = 2);
+// q [B,Hq,T,D], k/v [B,Hkv,S,D]; Hq a multiple of Hkv (grouped-query).
+// `offset` (the query's start position) only when causal.
+Tensor flash_attn(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
+Tensor flash_attn_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& offset, double scale);
+
+}  // namespace tj

@@ -1,0 +1,212 @@
+#include <algorithm>
+
+#include "tensorjit/tensor.h"
+
+namespace tj {
+
+const Type& Tensor::type() const {
+  if (!t_) throw Error("use of an undefined tensor");
+  return t_->graph().type(v_);
+}
+
+const Dim& Tensor::dim(int axis) const {
+  int r = rank();
+  if (axis < -r || axis >= r) throw Error("axis " + std::to_string(axis) + " out of range for " + type().str());
+  return shape()[static_cast<size_t>(axis < 0 ? axis + r : axis)];
+}
+
+double Tensor::item() const {
+  throw Error("item() reads a tensor's value while tracing: data-dependent control flow needs a graph break");
+}
+
+Tensor Tracer::input(std::string name, DType dtype, Shape shape) {
+  return {this, g_.add_input(std::move(name), {dtype, std::move(shape)})};
+}
+
+Tensor Tracer::param(std::string name, DType dtype, Shape shape) {
+  return {this, g_.add_param(std::move(name), {dtype, std::move(shape)})};
+}
+
+Tensor Tracer::constant(DType dtype, Shape shape, std::vector<double> data) {
+  return {this, g_.add_const({dtype, std::move(shape)}, std::move(data))};
+}
+
+Tensor Tracer::scalar(double value, DType dtype) { return constant(dtype, {}, {value}); }
+
+Tensor Tracer::emit(Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs) {
+  std::vector<ValueId> ids;
+  ids.reserve(operands.size());
+  for (const auto& t : operands) {
+    if (t.tracer() != this) throw Error(std::string(op_def(op).name) + ": operand from another trace (or undefined)");
+    ids.push_back(t.id());
+  }
+  return {this, g_.add(op, std::move(ids), attrs)};
+}
+
+Graph Tracer::finish(const std::vector<Tensor>& outputs) {
+  std::vector<ValueId> ids;
+  for (const auto& t : outputs) {
+    if (t.tracer() != this) throw Error("output from another trace (or undefined)");
+    ids.push_back(t.id());
+  }
+  g_.set_outputs(std::move(ids));
+  Graph out = std::move(g_);
+  g_ = Graph(out.name());
+  return out;
+}
+
+namespace {
+
+Tracer& tracer_of(const Tensor& t) {
+  if (!t.tracer()) throw Error("use of an undefined tensor");
+  return *t.tracer();
+}
+
+Tensor unary(Op op, const Tensor& x) { return tracer_of(x).emit(op, {x}); }
+Tensor binary(Op op, const Tensor& a, const Tensor& b) { return tracer_of(a).emit(op, {a, b}); }
+Tensor scalar_like(const Tensor& like, double v) { return tracer_of(like).scalar(v, like.dtype()); }
+
+Tensor reduce(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return tracer_of(x).emit(op, {x}, {{"axes", std::move(axes)}, {"keepdim", keepdim}});
+}
+
+}  // namespace
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return binary(Op::add, a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return binary(Op::sub, a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return binary(Op::mul, a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return binary(Op::div, a, b); }
+Tensor operator+(const Tensor& a, double b) { return a + scalar_like(a, b); }
+Tensor operator-(const Tensor& a, double b) { return a - scalar_like(a, b); }
+Tensor operator*(const Tensor& a, double b) { return a * scalar_like(a, b); }
+Tensor operator/(const Tensor& a, double b) { return a / scalar_like(a, b); }
+Tensor operator+(double a, const Tensor& b) { return scalar_like(b, a) + b; }
+Tensor operator-(double a, const Tensor& b) { return scalar_like(b, a) - b; }
+Tensor operator*(double a, const Tensor& b) { return scalar_like(b, a) * b; }
+Tensor operator/(double a, const Tensor& b) { return scalar_like(b, a) / b; }
+Tensor operator-(const Tensor& a) { return unary(Op::neg, a); }
+
+Tensor neg(const Tensor& x) { return unary(Op::neg, x); }
+Tensor exp(const Tensor& x) { return unary(Op::exp, x); }
+Tensor log(const Tensor& x) { return unary(Op::log, x); }
+Tensor tanh(const Tensor& x) { return unary(Op::tanh, x); }
+Tensor sqrt(const Tensor& x) { return unary(Op::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(Op::rsqrt, x); }
+Tensor sin(const Tensor& x) { return unary(Op::sin, x); }
+Tensor cos(const Tensor& x) { return unary(Op::cos, x); }
+Tensor abs(const Tensor& x) { return unary(Op::abs, x); }
+Tensor sigmoid(const Tensor& x) { return unary(Op::sigmoid, x); }
+Tensor recip(const Tensor& x) { return unary(Op::recip, x); }
+Tensor cast(const Tensor& x, DType to) { return tracer_of(x).emit(Op::cast, {x}, {{"to", to}}); }
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::max, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::min, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(Op::pow, a, b); }
+Tensor pow(const Tensor& a, double b) { return pow(a, scalar_like(a, b)); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(Op::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(Op::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(Op::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(Op::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(Op::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::ge, a, b); }
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return tracer_of(c).emit(Op::where, {c, a, b}); }
+
+Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::sum, x, std::move(axes), keepdim); }
+Tensor amax(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::amax, x, std::move(axes), keepdim); }
+Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::mean, x, std::move(axes), keepdim); }
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return binary(Op::matmul, a, b); }
+
+Tensor reshape(const Tensor& x, Shape shape) {
+  int infer_at = -1;
+  Dim known(1);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == Dim(-1)) {
+      if (infer_at >= 0) throw ShapeError("reshape(" + x.type().str() + "): more than one -1 in " + shape_str(shape));
+      infer_at = static_cast<int>(i);
+    } else {
+      known = known * shape[i];
+    }
+  }
+  if (infer_at >= 0) {
+    auto d = numel(x.shape()).div_exact(known);
+    if (!d) throw ShapeError("reshape(" + x.type().str() + "): cannot infer -1 in " + shape_str(shape));
+    shape[static_cast<size_t>(infer_at)] = *d;
+  }
+  return tracer_of(x).emit(Op::reshape, {x}, {{"shape", std::move(shape)}});
+}
+
+Tensor permute(const Tensor& x, std::vector<int64_t> perm) {
+  return tracer_of(x).emit(Op::permute, {x}, {{"perm", std::move(perm)}});
+}
+
+Tensor transpose(const Tensor& x, int64_t a, int64_t b) {
+  int64_t r = x.rank();
+  if (a < -r || a >= r || b < -r || b >= r)
+    throw ShapeError("transpose(" + x.type().str() + "): axes " + std::to_string(a) + ", " + std::to_string(b) + " out of range");
+  if (a < 0) a += r;
+  if (b < 0) b += r;
+  std::vector<int64_t> perm(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) perm[static_cast<size_t>(i)] = i;
+  std::swap(perm[static_cast<size_t>(a)], perm[static_cast<size_t>(b)]);
+  return permute(x, std::move(perm));
+}
+
+Tensor expand(const Tensor& x, Shape shape) { return tracer_of(x).emit(Op::expand, {x}, {{"shape", std::move(shape)}}); }
+
+Tensor slice(const Tensor& x, int64_t axis, Dim start, Dim end, int64_t step) {
+  int64_t r = x.rank();
+  if (axis < -r || axis >= r) throw ShapeError("slice(" + x.type().str() + "): axis " + std::to_string(axis) + " out of range");
+  const Dim& d = x.dim(static_cast<int>(axis));
+  // Python-style negative indices and clamping, where the axis is concrete.
+  auto normalize = [&](Dim v) {
+    auto c = v.as_const();
+    if (c && *c < 0) v = d + v;
+    if (auto dc = d.as_const(); dc && v.as_const()) v = Dim(std::clamp<int64_t>(*v.as_const(), 0, *dc));
+    return v;
+  };
+  return tracer_of(x).emit(Op::slice, {x},
+                           {{"axis", axis}, {"start", normalize(std::move(start))}, {"end", normalize(std::move(end))}, {"step", step}});
+}
+
+Tensor squeeze(const Tensor& x, std::vector<int64_t> axes) { return tracer_of(x).emit(Op::squeeze, {x}, {{"axes", std::move(axes)}}); }
+Tensor unsqueeze(const Tensor& x, std::vector<int64_t> axes) {
+  return tracer_of(x).emit(Op::unsqueeze, {x}, {{"axes", std::move(axes)}});
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
+  if (xs.empty()) throw ShapeError("concat of no tensors");
+  return tracer_of(xs[0]).emit(Op::concat, xs, {{"axis", axis}});
+}
+
+Tensor gather(const Tensor& table, const Tensor& indices, int64_t axis) {
+  return tracer_of(table).emit(Op::gather, {table, indices}, {{"axis", axis}});
+}
+
+Tensor iota(Tracer& t, Dim n, DType dtype) { return t.emit(Op::iota, {}, {{"n", std::move(n)}, {"dtype", dtype}}); }
+
+Tensor softmax(const Tensor& x, int64_t axis) { return tracer_of(x).emit(Op::softmax, {x}, {{"axis", axis}}); }
+Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) { return tracer_of(x).emit(Op::rms_norm, {x, w}, {{"eps", eps}}); }
+Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
+  return tracer_of(x).emit(Op::layer_norm, {x, w, b}, {{"eps", eps}});
+}
+Tensor silu(const Tensor& x) { return unary(Op::silu, x); }
+Tensor gelu(const Tensor& x) { return unary(Op::gelu, x); }
+
+Tensor causal_mask(const Tensor& offset, Dim q, Dim k, DType dtype) {
+  return tracer_of(offset).emit(Op::causal_mask, {offset}, {{"q", std::move(q)}, {"k", std::move(k)}, {"dtype", dtype}});
+}
+
+Tensor kv_write(const Tensor& cache, const Tensor& rows, const Tensor& pos, int64_t axis) {
+  return tracer_of(cache).emit(Op::kv_write, {cache, rows, pos}, {{"axis", axis}});
+}
+
+Tensor flash_attn(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  return tracer_of(q).emit(Op::flash_attn, {q, k, v}, {{"scale", scale}});
+}
+
+Tensor flash_attn_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& offset, double scale) {
+  return tracer_of(q).emit(Op::flash_attn, {q, k, v, offset}, {{"scale", scale}, {"causal", true}});
+}
+
+}  // namespace tj

@@ -1,0 +1,163 @@
+#include "ir/graph.h"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+
+#include "tensorjit/error.h"
+
+namespace tj {
+
+std::string_view dtype_name(DType t) {
+  static constexpr std::array<std::string_view, 7> names = {"f32", "f64", "bf16", "f16", "i32", "i64", "bool"};
+  return names[static_cast<size_t>(t)];
+}
+
+std::optional<DType> parse_dtype(std::string_view s) {
+  for (int i = 0; i < 7; ++i)
+    if (dtype_name(static_cast<DType>(i)) == s) return static_cast<DType>(i);
+  return std::nullopt;
+}
+
+std::string Type::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+
+const AttrValue& Node::attr(std::string_view name) const {
+  int i = attr_index(def(), name);
+  if (i < 0) throw Error(std::string(def().name) + " has no attribute '" + std::string(name) + "'");
+  return attrs[static_cast<size_t>(i)];
+}
+
+ValueId Graph::push(Node n) {
+  nodes_.push_back(std::move(n));
+  return static_cast<ValueId>(nodes_.size() - 1);
+}
+
+ValueId Graph::add_input(std::string name, Type type) {
+  if (find(name) >= 0) throw Error("duplicate input or param name '" + name + "'");
+  return push(Node{Op::input, {}, {}, std::move(type), std::move(name)});
+}
+
+ValueId Graph::add_param(std::string name, Type type) {
+  if (find(name) >= 0) throw Error("duplicate input or param name '" + name + "'");
+  return push(Node{Op::param, {}, {}, std::move(type), std::move(name)});
+}
+
+ValueId Graph::add_const(Type type, std::vector<double> data) {
+  return add_const(std::move(type), std::make_shared<const std::vector<double>>(std::move(data)));
+}
+
+ValueId Graph::add_const(Type type, ConstData data) {
+  auto n = numel_const(type.shape);
+  if (!n) throw Error("constant " + type.str() + " must have a concrete shape");
+  if (!data || (data->size() != 1 && static_cast<int64_t>(data->size()) != *n))
+    throw Error("constant " + type.str() + " has " + std::to_string(data ? data->size() : 0) + " values, expected 1 or " +
+                std::to_string(*n));
+  return push(Node{Op::constant, {}, {std::move(data)}, std::move(type), {}});
+}
+
+ValueId Graph::add(Op op, std::vector<ValueId> inputs, const NamedAttrs& named) {
+  const OpDef& def = op_def(op);
+  std::vector<std::optional<AttrValue>> slots(def.attrs.size());
+  for (const auto& [name, value] : named) {
+    int i = attr_index(def, name);
+    if (i < 0) throw Error(std::string(def.name) + ": unknown attribute '" + name + "'");
+    AttrValue v = value;
+    // Accept an int where a dimension is expected, for convenience.
+    if (def.attrs[static_cast<size_t>(i)].kind == AttrKind::DimK && std::holds_alternative<int64_t>(v))
+      v = Dim(std::get<int64_t>(v));
+    slots[static_cast<size_t>(i)] = std::move(v);
+  }
+  std::vector<AttrValue> attrs;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i]) attrs.push_back(std::move(*slots[i]));
+    else if (def.attrs[i].default_value) attrs.push_back(*def.attrs[i].default_value);
+    else throw Error(std::string(def.name) + ": missing attribute '" + def.attrs[i].name + "'");
+  }
+  return add_raw(op, std::move(inputs), std::move(attrs));
+}
+
+ValueId Graph::add_raw(Op op, std::vector<ValueId> inputs, std::vector<AttrValue> attrs) {
+  const OpDef& def = op_def(op);
+  if (attrs.size() != def.attrs.size()) throw Error(std::string(def.name) + ": wrong number of attributes");
+  for (size_t i = 0; i < attrs.size(); ++i)
+    if (attrs[i].index() != static_cast<size_t>(def.attrs[i].kind))
+      throw Error(std::string(def.name) + ": attribute '" + def.attrs[i].name + "' has the wrong kind");
+  std::vector<Type> types;
+  types.reserve(inputs.size());
+  for (ValueId v : inputs) {
+    if (v < 0 || static_cast<size_t>(v) >= nodes_.size()) throw Error(std::string(def.name) + ": operand is not defined");
+    types.push_back(nodes_[static_cast<size_t>(v)].type);
+  }
+  Type t = infer_type(op, types, attrs);
+  return push(Node{op, std::move(inputs), std::move(attrs), std::move(t), {}});
+}
+
+std::vector<ValueId> Graph::inputs() const {
+  std::vector<ValueId> r;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].op == Op::input) r.push_back(static_cast<ValueId>(i));
+  return r;
+}
+
+std::vector<ValueId> Graph::params() const {
+  std::vector<ValueId> r;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].op == Op::param) r.push_back(static_cast<ValueId>(i));
+  return r;
+}
+
+ValueId Graph::find(std::string_view name) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if ((nodes_[i].op == Op::input || nodes_[i].op == Op::param) && nodes_[i].name == name)
+      return static_cast<ValueId>(i);
+  return -1;
+}
+
+namespace {
+
+// Shortest text that reads back to the same double.
+std::string float_str(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  std::array<char, 32> buf;
+  auto [p, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  std::string s(buf.data(), p);
+  // Keep floats recognizable as floats: "2" -> "2.0".
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+template <class Seq, class F>
+std::string list_str(const Seq& seq, F f) {
+  std::string s = "[";
+  bool first = true;
+  for (const auto& x : seq) {
+    if (!first) s += ", ";
+    s += f(x);
+    first = false;
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+std::string attr_str(AttrKind kind, const AttrValue& v) {
+  switch (kind) {
+    case AttrKind::Int: return std::to_string(std::get<int64_t>(v));
+    case AttrKind::Float: return float_str(std::get<double>(v));
+    case AttrKind::Bool: return std::get<bool>(v) ? "true" : "false";
+    case AttrKind::Ints:
+      return list_str(std::get<std::vector<int64_t>>(v), [](int64_t x) { return std::to_string(x); });
+    case AttrKind::DimK: return std::get<Dim>(v).str();
+    case AttrKind::Dims: return list_str(std::get<Shape>(v), [](const Dim& d) { return d.str(); });
+    case AttrKind::DTypeK: return std::string(dtype_name(std::get<DType>(v)));
+    case AttrKind::Data: {
+      const auto& d = *std::get<ConstData>(v);
+      if (d.size() == 1) return float_str(d[0]);
+      return list_str(d, float_str);
+    }
+  }
+  return "?";
+}
+
+}  // namespace tj

@@ -1,0 +1,84 @@
+// The SSA graph IR. A graph is a list of nodes in topological order; node i
+// defines value i, exactly once. Graph inputs are `input` (runtime data) or
+// `param` (weights, which passes may freeze into constants); constants carry
+// their data. Every node's type is computed by the op table's inference when
+// the node is added, so a graph that was built is a graph that type-checks.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/op.h"
+
+namespace tj {
+
+using ValueId = int32_t;
+
+struct Node {
+  Op op;
+  std::vector<ValueId> inputs;
+  std::vector<AttrValue> attrs;  // one per entry of op_def(op).attrs, defaults filled in
+  Type type;
+  std::string name;  // inputs and params only
+
+  const OpDef& def() const { return op_def(op); }
+  const AttrValue& attr(std::string_view name) const;
+  int64_t attr_int(std::string_view name) const { return std::get<int64_t>(attr(name)); }
+  double attr_float(std::string_view name) const { return std::get<double>(attr(name)); }
+  bool attr_bool(std::string_view name) const { return std::get<bool>(attr(name)); }
+  const std::vector<int64_t>& attr_ints(std::string_view name) const {
+    return std::get<std::vector<int64_t>>(attr(name));
+  }
+  const Dim& attr_dim(std::string_view name) const { return std::get<Dim>(attr(name)); }
+  const Shape& attr_dims(std::string_view name) const { return std::get<Shape>(attr(name)); }
+  DType attr_dtype(std::string_view name) const { return std::get<DType>(attr(name)); }
+  const ConstData& const_data() const { return std::get<ConstData>(attrs[0]); }
+};
+
+// Attributes by name, for building nodes: {{"axis", int64_t{1}}, {"keepdim", true}}.
+using NamedAttrs = std::vector<std::pair<std::string, AttrValue>>;
+
+class Graph {
+ public:
+  explicit Graph(std::string name = "main") : name_(std::move(name)) {}
+
+  ValueId add_input(std::string name, Type type);
+  ValueId add_param(std::string name, Type type);
+  ValueId add_const(Type type, std::vector<double> data);  // size 1 (splat) or numel
+  ValueId add_const(Type type, ConstData data);
+  // Adds a computed node; runs inference, throws ShapeError naming the op and
+  // the operand types when they do not fit.
+  ValueId add(Op op, std::vector<ValueId> inputs, const NamedAttrs& attrs = {});
+  // The same with attributes already in schema order (the parser's path).
+  ValueId add_raw(Op op, std::vector<ValueId> inputs, std::vector<AttrValue> attrs);
+
+  void set_outputs(std::vector<ValueId> outs) { outputs_ = std::move(outs); }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Node& node(ValueId v) const { return nodes_.at(static_cast<size_t>(v)); }
+  const Type& type(ValueId v) const { return node(v).type; }
+  size_t size() const { return nodes_.size(); }
+  const std::string& name() const { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+
+  std::vector<ValueId> inputs() const;  // `input` nodes, in order
+  std::vector<ValueId> params() const;  // `param` nodes, in order
+  ValueId find(std::string_view input_or_param_name) const;  // -1 if none
+
+ private:
+  ValueId push(Node n);
+  std::string name_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> outputs_;
+};
+
+// Runs an op's inference on given operand types; the entry point shared by
+// Graph::add, the verifier and (later) passes that want to check a rewrite.
+Type infer_type(Op op, const std::vector<Type>& operand_types, std::vector<AttrValue>& attrs);
+
+std::string attr_str(AttrKind kind, const AttrValue& v);
+
+}  // namespace tj

@@ -1,0 +1,402 @@
+// Parser for the text form printed by printer.cpp. A hand-written cursor
+// parser: dims are handed to Dim::parse as raw text, everything else is read
+// token by token. Every error carries line:column and the offending token.
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <unordered_map>
+
+#include "ir/text.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+
+namespace {
+
+bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
+
+class Parser {
+ public:
+  explicit Parser(std::string_view src) : s_(src) {}
+
+  Graph parse() {
+    skip_blank_lines();
+    expect_word("graph");
+    Graph g(read_ident("graph name"));
+    end_line();
+    for (;;) {
+      skip_blank_lines();
+      if (at_end()) fail_here("unexpected end of input: expected 'return'");
+      if (peek() == '%') {
+        statement(g);
+      } else {
+        size_t at = i_;
+        std::string w = read_ident("'input', 'param', '%value' or 'return'");
+        if (w == "input" || w == "param") {
+          declaration(g, w == "input", at);
+        } else if (w == "return") {
+          ret(g);
+          return g;
+        } else {
+          fail_at(at, "expected 'input', 'param', '%value' or 'return'", w);
+        }
+      }
+    }
+  }
+
+ private:
+  // ---- errors --------------------------------------------------------------
+  [[noreturn]] void fail_at(size_t at, const std::string& msg, std::string_view token) const {
+    int line = 1, col = 1;
+    for (size_t k = 0; k < at && k < s_.size(); ++k) {
+      if (s_[k] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    std::string tok;
+    for (char c : token) {
+      if (std::isprint(static_cast<unsigned char>(c))) {
+        tok += c;
+      } else {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+        tok += buf;
+      }
+    }
+    throw ParseError(line, col, tok.empty() ? msg : msg + " at '" + tok + "'");
+  }
+  [[noreturn]] void fail_here(const std::string& msg) const { fail_at(i_, msg, current_token()); }
+
+  std::string_view current_token() const {
+    if (at_end()) return "<end of input>";
+    size_t e = i_;
+    if (ident_char(s_[e]) || s_[e] == '%' || s_[e] == '-') {
+      ++e;
+      while (e < s_.size() && ident_char(s_[e])) ++e;
+    } else {
+      ++e;
+    }
+    return s_.substr(i_, e - i_);
+  }
+
+  // ---- characters ----------------------------------------------------------
+  bool at_end() const { return i_ >= s_.size(); }
+  char peek() const { return at_end() ? '\0' : s_[i_]; }
+  void skip_space() {
+    while (!at_end() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+    if (!at_end() && s_[i_] == '#')
+      while (!at_end() && s_[i_] != '\n') ++i_;
+  }
+  void skip_blank_lines() {
+    for (;;) {
+      skip_space();
+      if (!at_end() && s_[i_] == '\n') ++i_;
+      else return;
+    }
+  }
+  void end_line() {
+    skip_space();
+    if (at_end()) return;
+    if (s_[i_] != '\n') fail_here("expected end of line");
+    ++i_;
+  }
+  bool accept(char c) {
+    skip_space();
+    if (peek() == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!accept(c)) fail_here(std::string("expected '") + c + "'");
+  }
+  std::string read_ident(const char* what) {
+    skip_space();
+    if (at_end() || !ident_start(s_[i_])) fail_here(std::string("expected ") + what);
+    size_t b = i_;
+    while (!at_end() && ident_char(s_[i_])) ++i_;
+    return std::string(s_.substr(b, i_ - b));
+  }
+  void expect_word(const char* w) {
+    skip_space();
+    size_t at = i_;
+    std::string got = read_ident((std::string("'") + w + "'").c_str());
+    if (got != w) fail_at(at, std::string("expected '") + w + "'", got);
+  }
+
+  // ---- values --------------------------------------------------------------
+  // `%name` or `%123`; returns the text after '%'.
+  std::string read_value_name(size_t* at) {
+    skip_space();
+    *at = i_;
+    if (peek() != '%') fail_here("expected a %value");
+    ++i_;
+    size_t b = i_;
+    while (!at_end() && ident_char(s_[i_])) ++i_;
+    if (b == i_) fail_at(*at, "expected a value name after '%'", current_token());
+    return std::string(s_.substr(b, i_ - b));
+  }
+  ValueId use_value() {
+    size_t at;
+    std::string name = read_value_name(&at);
+    auto it = values_.find(name);
+    if (it == values_.end()) fail_at(at, "use of undefined value", "%" + name);
+    return it->second;
+  }
+  void define(const std::string& name, ValueId v, size_t at) {
+    if (!values_.emplace(name, v).second) fail_at(at, "value defined twice", "%" + name);
+  }
+
+  // ---- types and dims ------------------------------------------------------
+  Dim read_dim() {
+    skip_space();
+    size_t b = i_;
+    int depth = 0;
+    while (!at_end()) {
+      char c = s_[i_];
+      if (c == '(') ++depth;
+      else if (c == ')' && depth > 0) --depth;
+      else if (depth == 0 && (c == ',' || c == ']' || c == '}' || c == ')')) break;
+      else if (c == '\n') break;
+      ++i_;
+    }
+    std::string_view text = s_.substr(b, i_ - b);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+    if (text.empty()) fail_at(b, "expected a dimension", current_token_at(b));
+    size_t off = 0;
+    try {
+      return Dim::parse(text, &off);
+    } catch (const Error& e) {
+      fail_at(b + off, e.what(), text.substr(std::min(off, text.size())));
+    }
+  }
+  std::string_view current_token_at(size_t at) {
+    size_t save = i_;
+    i_ = at;
+    auto t = current_token();
+    i_ = save;
+    return t;
+  }
+  Shape read_dims() {
+    expect('[');
+    Shape s;
+    if (accept(']')) return s;
+    do {
+      s.push_back(read_dim());
+    } while (accept(','));
+    expect(']');
+    return s;
+  }
+  Type read_type() {
+    skip_space();
+    size_t at = i_;
+    std::string name = read_ident("a type such as f32[2,3]");
+    auto dt = parse_dtype(name);
+    if (!dt) fail_at(at, "unknown dtype", name);
+    Type t{*dt, {}};
+    if (peek() != '[') fail_here("expected '[' after dtype");
+    t.shape = read_dims();
+    for (const auto& d : t.shape)
+      if (auto v = d.as_const(); v && *v < 0) fail_at(at, "negative dimension in type", name);
+    return t;
+  }
+
+  // ---- numbers -------------------------------------------------------------
+  std::string_view number_text() {
+    skip_space();
+    size_t b = i_;
+    if (peek() == '-' || peek() == '+') ++i_;
+    while (!at_end() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '.' ||
+                         ((s_[i_] == '-' || s_[i_] == '+') && (s_[i_ - 1] == 'e' || s_[i_ - 1] == 'E'))))
+      ++i_;
+    return s_.substr(b, i_ - b);
+  }
+  int64_t read_int() {
+    size_t b = (skip_space(), i_);
+    auto t = number_text();
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || ec != std::errc() || p != t.data() + t.size()) fail_at(b, "expected an integer", t.empty() ? current_token() : t);
+    return v;
+  }
+  double read_float() {
+    size_t b = (skip_space(), i_);
+    auto t = number_text();
+    std::string_view u = t;
+    bool negative = !u.empty() && u[0] == '-';
+    if (!u.empty() && (u[0] == '-' || u[0] == '+')) u.remove_prefix(1);
+    if (u == "inf") return negative ? -INFINITY : INFINITY;
+    if (u == "nan") return NAN;
+    double v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || ec != std::errc() || p != t.data() + t.size()) fail_at(b, "expected a number", t.empty() ? current_token() : t);
+    return v;
+  }
+  bool read_bool() {
+    size_t at = (skip_space(), i_);
+    std::string w = read_ident("true or false");
+    if (w == "true") return true;
+    if (w == "false") return false;
+    fail_at(at, "expected true or false", w);
+  }
+
+  AttrValue read_attr(AttrKind kind) {
+    switch (kind) {
+      case AttrKind::Int: return read_int();
+      case AttrKind::Float: return read_float();
+      case AttrKind::Bool: return read_bool();
+      case AttrKind::Ints: {
+        std::vector<int64_t> v;
+        expect('[');
+        if (!accept(']')) {
+          do v.push_back(read_int());
+          while (accept(','));
+          expect(']');
+        }
+        return v;
+      }
+      case AttrKind::DimK: return read_dim();
+      case AttrKind::Dims: return read_dims();
+      case AttrKind::DTypeK: {
+        size_t at = (skip_space(), i_);
+        std::string w = read_ident("a dtype");
+        auto dt = parse_dtype(w);
+        if (!dt) fail_at(at, "unknown dtype", w);
+        return *dt;
+      }
+      case AttrKind::Data: {
+        std::vector<double> v;
+        if (accept('[')) {
+          if (!accept(']')) {
+            do v.push_back(read_float());
+            while (accept(','));
+            expect(']');
+          }
+        } else {
+          v.push_back(read_float());
+        }
+        return std::make_shared<const std::vector<double>>(std::move(v));
+      }
+    }
+    fail_here("bad attribute kind");
+  }
+
+  // ---- lines ---------------------------------------------------------------
+  void declaration(Graph& g, bool is_input, size_t at) {
+    size_t name_at;
+    std::string name = read_value_name(&name_at);
+    if (!ident_start(name[0])) fail_at(name_at, "input and param names must start with a letter", "%" + name);
+    expect(':');
+    Type t = read_type();
+    end_line();
+    (void)at;
+    if (values_.count(name)) fail_at(name_at, "value defined twice", "%" + name);
+    ValueId v = is_input ? g.add_input(name, t) : g.add_param(name, t);
+    define(name, v, name_at);
+  }
+
+  void statement(Graph& g) {
+    size_t name_at;
+    std::string name = read_value_name(&name_at);
+    if (values_.count(name)) fail_at(name_at, "value defined twice", "%" + name);
+    expect('=');
+    skip_space();
+    size_t op_at = i_;
+    std::string opname = read_ident("an op name");
+    auto op = op_by_name(opname);
+    if (!op) fail_at(op_at, "unknown op", opname);
+    if (*op == Op::input || *op == Op::param) fail_at(op_at, "inputs and params are declared as 'input %name : type'", opname);
+    const OpDef& def = op_def(*op);
+
+    std::vector<ValueId> operands;
+    if (accept('(')) {
+      if (!accept(')')) {
+        do operands.push_back(use_value());
+        while (accept(','));
+        expect(')');
+      }
+    }
+    int n = static_cast<int>(operands.size());
+    if (n < def.min_inputs || (def.max_inputs >= 0 && n > def.max_inputs)) {
+      std::string want = def.max_inputs < 0 ? "at least " + std::to_string(def.min_inputs)
+                         : def.min_inputs == def.max_inputs ? std::to_string(def.min_inputs)
+                                                            : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs);
+      fail_at(op_at, opname + " takes " + want + " operands, got " + std::to_string(n), opname);
+    }
+
+    std::vector<std::optional<AttrValue>> slots(def.attrs.size());
+    if (accept('{')) {
+      if (!accept('}')) {
+        do {
+          skip_space();
+          size_t at = i_;
+          std::string key = read_ident("an attribute name");
+          int idx = attr_index(def, key);
+          if (idx < 0) fail_at(at, opname + " has no attribute '" + key + "'", key);
+          if (slots[static_cast<size_t>(idx)]) fail_at(at, "attribute given twice", key);
+          expect('=');
+          slots[static_cast<size_t>(idx)] = read_attr(def.attrs[static_cast<size_t>(idx)].kind);
+        } while (accept(','));
+        expect('}');
+      }
+    }
+    std::vector<AttrValue> attrs;
+    for (size_t k = 0; k < slots.size(); ++k) {
+      if (slots[k]) attrs.push_back(std::move(*slots[k]));
+      else if (def.attrs[k].default_value) attrs.push_back(*def.attrs[k].default_value);
+      else fail_at(op_at, opname + " needs attribute '" + def.attrs[k].name + "'", opname);
+    }
+    expect(':');
+    skip_space();
+    size_t type_at = i_;
+    Type declared = read_type();
+    end_line();
+
+    ValueId v;
+    if (*op == Op::constant) {
+      try {
+        v = g.add_const(declared, std::get<ConstData>(attrs[0]));
+      } catch (const Error& e) {
+        fail_at(op_at, e.what(), opname);
+      }
+    } else {
+      try {
+        v = g.add_raw(*op, std::move(operands), std::move(attrs));
+      } catch (const Error& e) {
+        fail_at(op_at, e.what(), opname);
+      }
+      if (g.type(v) != declared)
+        fail_at(type_at, "declared type " + declared.str() + " differs from inferred type " + g.type(v).str(),
+                declared.str());
+    }
+    define(name, v, name_at);
+  }
+
+  void ret(Graph& g) {
+    std::vector<ValueId> outs;
+    skip_space();
+    if (peek() != '\n' && !at_end()) {
+      do outs.push_back(use_value());
+      while (accept(','));
+    }
+    end_line();
+    skip_blank_lines();
+    if (!at_end()) fail_here("unexpected text after 'return'");
+    g.set_outputs(std::move(outs));
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+  std::unordered_map<std::string, ValueId> values_;
+};
+
+}  // namespace
+
+Graph parse_graph(std::string_view text) { return Parser(text).parse(); }
+
+}  // namespace tj

@@ -1,0 +1,67 @@
+// Models written with the tracing frontend: an MLP, a Llama-style decoder
+// layer, and a multi-layer Llama (embedding, N layers, final norm, LM head).
+//
+// The layer takes T tokens at start position `pos` and a KV cache of length
+// S; it writes the new K/V rows at `pos` (kv_write) and attends over the whole
+// cache with a causal mask, so prefill (T tokens) and decode (T = 1) are one
+// form. Without an explicit KV length, prefill uses S = T.
+// Weights are [in, out]: y = x @ W.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorjit/tensor.h"
+
+namespace tj::models {
+
+struct LlamaConfig {
+  std::string name;
+  int64_t d_model, n_heads, n_kv_heads, head_dim, ffn, vocab, max_pos, n_layers;
+  double rope_base, eps;
+};
+
+// "tiny", "tinyllama", "llama3-8b"; throws tj::Error naming the known ones.
+const LlamaConfig& llama_config(std::string_view name);
+std::vector<std::string> llama_config_names();
+
+struct LayerParams {
+  Tensor attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down;
+};
+struct RopeTables {
+  Tensor cos, sin;  // [max_pos, head_dim/2]
+};
+struct LayerOut {
+  Tensor y, k_cache, v_cache;
+};
+struct LayerOptions {
+  bool flash = false;  // emit flash_attn directly instead of the unfused form
+};
+
+LayerParams declare_layer_params(Tracer& t, const LlamaConfig& c, DType dt, const std::string& prefix);
+RopeTables declare_rope_tables(Tracer& t, const LlamaConfig& c, DType dt);
+
+// x [B,T,d], pos i64[], k_cache/v_cache [B,Hkv,S,head_dim].
+LayerOut llama_layer(const LlamaConfig& c, const LayerParams& p, const RopeTables& rope, const Tensor& x,
+                     const Tensor& pos, const Tensor& k_cache, const Tensor& v_cache, const LayerOptions& o = {});
+
+struct Shapes {
+  Dim batch = 1;
+  Dim tokens = 1;
+  Dim kv_len = 1;
+  DType dtype = DType::f32;
+};
+
+// Inputs x, pos, k_cache, v_cache; outputs y, k_cache', v_cache'.
+Graph trace_llama_layer(const LlamaConfig& c, const Shapes& s, const LayerOptions& o = {});
+// Inputs tokens i64[B,T], pos, k_cache.i, v_cache.i; outputs logits, then each
+// layer's k and v caches.
+Graph trace_llama(const LlamaConfig& c, const Shapes& s, int64_t layers, const LayerOptions& o = {});
+// x [B,T,d] @ w1 [d,ffn] -> gelu -> @ w2 [ffn,d].
+Graph trace_mlp(const LlamaConfig& c, const Shapes& s);
+
+// cos/sin tables: table[p][j] = cos(p * base^(-2j/head_dim)), j < head_dim/2.
+std::vector<double> rope_table(const LlamaConfig& c, bool sine);
+
+}  // namespace tj::models

@@ -1,0 +1,99 @@
+#include "tensorjit/ndarray.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "tensorjit/error.h"
+
+namespace tj {
+
+namespace {
+
+uint16_t bf16_bits(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+float bf16_value(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+}  // namespace
+
+double round_to_bf16(double v) { return bf16_value(bf16_bits(static_cast<float>(v))); }
+double round_to_f16(double v) { return static_cast<double>(static_cast<_Float16>(static_cast<float>(v))); }
+
+void NDArray::Free::operator()(void* p) const { std::free(p); }
+
+NDArray::NDArray(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+  numel_ = 1;
+  for (int64_t d : shape_) {
+    if (d < 0) throw Error("negative dimension in array shape");
+    numel_ *= d;
+  }
+  size_t bytes = (nbytes() + 63) / 64 * 64;
+  data_.reset(std::aligned_alloc(64, bytes ? bytes : 64));
+  if (!data_) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(data_.get(), 0, bytes ? bytes : 64);
+}
+
+NDArray::NDArray(const NDArray& o) : NDArray(o.dtype_, o.shape_) { std::memcpy(raw(), o.raw(), nbytes()); }
+
+NDArray& NDArray::operator=(const NDArray& o) {
+  if (this != &o) *this = NDArray(o);
+  return *this;
+}
+
+NDArray NDArray::from(DType dtype, std::vector<int64_t> shape, const std::vector<double>& values) {
+  NDArray a(dtype, std::move(shape));
+  if (static_cast<int64_t>(values.size()) != a.numel())
+    throw Error("NDArray::from: " + std::to_string(values.size()) + " values for " + a.type_str());
+  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, values[static_cast<size_t>(i)]);
+  return a;
+}
+
+void NDArray::check_type(size_t elem) const {
+  if (elem != static_cast<size_t>(dtype_size(dtype_))) throw Error("NDArray: element type does not match " + type_str());
+}
+
+double NDArray::get(int64_t i) const {
+  const void* p = raw();
+  switch (dtype_) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::f64: return static_cast<const double*>(p)[i];
+    case DType::bf16: return bf16_value(static_cast<const uint16_t*>(p)[i]);
+    case DType::f16: return static_cast<double>(static_cast<const _Float16*>(p)[i]);
+    case DType::i32: return static_cast<const int32_t*>(p)[i];
+    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::boolean: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void NDArray::set(int64_t i, double v) {
+  void* p = raw();
+  switch (dtype_) {
+    case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case DType::f64: static_cast<double*>(p)[i] = v; break;
+    case DType::bf16: static_cast<uint16_t*>(p)[i] = bf16_bits(static_cast<float>(v)); break;
+    case DType::f16: static_cast<_Float16*>(p)[i] = static_cast<_Float16>(static_cast<float>(v)); break;
+    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0; break;
+  }
+}
+
+std::vector<double> NDArray::to_vector() const {
+  std::vector<double> r(static_cast<size_t>(numel_));
+  for (int64_t i = 0; i < numel_; ++i) r[static_cast<size_t>(i)] = get(i);
+  return r;
+}
+
+std::string NDArray::type_str() const {
+  std::string s = std::string(dtype_name(dtype_)) + "[";
+  for (size_t i = 0; i < shape_.size(); ++i) s += (i ? "," : "") + std::to_string(shape_[i]);
+  return s + "]";
+}
+
+}  // namespace tj

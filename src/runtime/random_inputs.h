@@ -1,0 +1,35 @@
+// Seeded random values for a graph's inputs and params, for `tjc run`, tests
+// and benchmarks. Deterministic for a given seed on every platform.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/interpreter.h"
+
+namespace tj {
+
+struct RandomInputOptions {
+  uint64_t seed = 0;
+  SymEnv sizes;                                         // values of symbolic dims
+  std::map<std::string, double, std::less<>> fixed;     // scalar inputs given by name
+};
+
+// Floats: matrices ~ N(0, 1/fan_in) (fan_in = second-last dim), vectors whose
+// name contains "norm" ~ 1 + 0.1 N(0,1), others ~ N(0,1). Integers that feed a
+// gather as indices are uniform over the gathered axis; other integers are 0
+// unless fixed. Bools are 0/1 at random.
+Bindings random_inputs(const Graph& g, const RandomInputOptions& opts);
+
+// A splitmix64-based generator with a portable normal.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t next();
+  double uniform();  // [0, 1)
+  double normal();
+
+ private:
+  uint64_t s_;
+};
+
+}  // namespace tj
