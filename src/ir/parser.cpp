@@ -182,12 +182,15 @@ class Parser {
     i_ = save;
     return t;
   }
-  Shape read_dims() {
+  // In a type, dims must not be negative; attribute dims are checked by inference.
+  Shape read_dims(bool in_type = false) {
     expect('[');
     Shape s;
     if (accept(']')) return s;
     do {
+      size_t at = (skip_space(), i_);
       s.push_back(read_dim());
+      if (auto v = s.back().as_const(); in_type && v && *v < 0) fail_at(at, "negative dimension in type", s.back().str());
     } while (accept(','));
     expect(']');
     return s;
@@ -200,9 +203,7 @@ class Parser {
     if (!dt) fail_at(at, "unknown dtype", name);
     Type t{*dt, {}};
     if (peek() != '[') fail_here("expected '[' after dtype");
-    t.shape = read_dims();
-    for (const auto& d : t.shape)
-      if (auto v = d.as_const(); v && *v < 0) fail_at(at, "negative dimension in type", name);
+    t.shape = read_dims(/*in_type=*/true);
     return t;
   }
 
