@@ -19,6 +19,11 @@ struct RandomInputOptions {
 // gather as indices are uniform over the gathered axis; other integers are 0
 // unless fixed. Bools are 0/1 at random.
 Bindings random_inputs(const Graph& g, const RandomInputOptions& opts);
+inline Bindings random_inputs(const Graph& g, uint64_t seed) {
+  RandomInputOptions o;
+  o.seed = seed;
+  return random_inputs(g, o);
+}
 
 // A splitmix64-based generator with a portable normal.
 class Rng {
