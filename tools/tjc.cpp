@@ -57,6 +57,14 @@ struct TraceArgs {
   bool flash = false;
 };
 
+Dim dim_arg(const std::string& text, const char* option) {
+  try {
+    return Dim::parse(text);
+  } catch (const Error& e) {
+    throw Error(std::string(option) + " '" + text + "': " + e.what());
+  }
+}
+
 Graph trace_model(const TraceArgs& a) {
   const models::LlamaConfig& cfg = models::llama_config(a.config);
   models::Shapes s;
@@ -65,13 +73,16 @@ Graph trace_model(const TraceArgs& a) {
   if (a.mode == "decode") {
     if (!a.tokens.empty() && a.tokens != "1") throw Error("decode processes one token; --tokens is for prefill");
     s.tokens = 1;
-    s.kv_len = Dim::parse(a.kv_len.empty() ? "64" : a.kv_len);
+    s.kv_len = dim_arg(a.kv_len.empty() ? "64" : a.kv_len, "--kv-len");
   } else if (a.mode == "prefill") {
-    s.tokens = Dim::parse(a.tokens.empty() ? "16" : a.tokens);
-    s.kv_len = a.kv_len.empty() ? s.tokens : Dim::parse(a.kv_len);
+    s.tokens = dim_arg(a.tokens.empty() ? "16" : a.tokens, "--tokens");
+    s.kv_len = a.kv_len.empty() ? s.tokens : dim_arg(a.kv_len, "--kv-len");
   } else {
     throw Error("--mode must be prefill or decode");
   }
+  auto t = s.tokens.as_const(), kv = s.kv_len.as_const();
+  if (t && *t < 0) throw Error("--tokens must not be negative");
+  if (t && kv && *kv < *t) throw Error("--kv-len " + std::to_string(*kv) + " cannot hold " + std::to_string(*t) + " tokens");
   models::LayerOptions o{a.flash};
   if (a.model == "mlp") return models::trace_mlp(cfg, s);
   if (a.model == "llama-layer") return models::trace_llama_layer(cfg, s, o);

@@ -4,7 +4,9 @@
 // The layer takes T tokens at start position `pos` and a KV cache of length
 // S; it writes the new K/V rows at `pos` (kv_write) and attends over the whole
 // cache with a causal mask, so prefill (T tokens) and decode (T = 1) are one
-// form. Without an explicit KV length, prefill uses S = T.
+// form. A plain prefill is the case S = T at pos 0 (tjc's default).
+// In the unfused form masked keys are excluded by adding -inf to their scores,
+// so they must hold finite values (a NaN there poisons the row, as in PyTorch).
 // Weights are [in, out]: y = x @ W.
 #pragma once
 
