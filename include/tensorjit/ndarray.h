@@ -53,8 +53,11 @@ class NDArray {
   std::unique_ptr<void, Free> data_;
 };
 
-// Rounding to the 16-bit float formats (round to nearest even), as doubles.
+// Rounding to the 16-bit float formats (round to nearest even, once), as doubles.
 double round_to_bf16(double v);
 double round_to_f16(double v);
+// The nearest value of dtype `t` (floats round to nearest even; integers
+// truncate and saturate, NaN becomes 0; bool is v != 0).
+double round_to_dtype(double v, DType t);
 
 }  // namespace tj

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tensorjit/error.h"
+#include "tensorjit/ndarray.h"
 
 namespace tj {
 
@@ -43,6 +44,7 @@ ValueId Graph::add_param(std::string name, Type type) {
 }
 
 ValueId Graph::add_const(Type type, std::vector<double> data) {
+  for (double& v : data) v = round_to_dtype(v, type.dtype);
   return add_const(std::move(type), std::make_shared<const std::vector<double>>(std::move(data)));
 }
 
@@ -52,6 +54,9 @@ ValueId Graph::add_const(Type type, ConstData data) {
   if (!data || (data->size() != 1 && static_cast<int64_t>(data->size()) != *n))
     throw Error("constant " + type.str() + " has " + std::to_string(data ? data->size() : 0) + " values, expected 1 or " +
                 std::to_string(*n));
+  for (double v : *data)
+    if (round_to_dtype(v, type.dtype) != v && !std::isnan(v))
+      return add_const(type, std::vector<double>(data->begin(), data->end()));  // round a copy
   return push(Node{Op::constant, {}, {std::move(data)}, std::move(type), {}});
 }
 

@@ -1,3 +1,5 @@
+#include <array>
+#include <charconv>
 #include <cmath>
 
 #include "ir/text.h"
@@ -6,16 +8,24 @@ namespace tj {
 
 namespace {
 
+// Integers print as integers; f32/bf16/f16 values as the shortest text that
+// reads back to the same float (the parser rounds constants to their dtype).
+std::string value_str(double v, DType t) {
+  if (!is_float(t)) return std::to_string(static_cast<int64_t>(v));
+  if (t == DType::f64 || !std::isfinite(v)) return attr_str(AttrKind::Float, v);
+  std::array<char, 32> buf;
+  auto [p, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), static_cast<float>(v));
+  std::string s(buf.data(), p);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
 std::string data_str(const Node& n) {
   const auto& d = *n.const_data();
-  if (!is_float(n.type.dtype)) {
-    auto one = [](double v) { return std::to_string(static_cast<int64_t>(v)); };
-    if (d.size() == 1) return one(d[0]);
-    std::string s = "[";
-    for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + one(d[i]);
-    return s + "]";
-  }
-  return attr_str(AttrKind::Data, n.attrs[0]);
+  if (d.size() == 1) return value_str(d[0], n.type.dtype);
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + value_str(d[i], n.type.dtype);
+  return s + "]";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tensorjit/ndarray.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -21,8 +22,32 @@ float bf16_value(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>
 
 }  // namespace
 
-double round_to_bf16(double v) { return bf16_value(bf16_bits(static_cast<float>(v))); }
-double round_to_f16(double v) { return static_cast<double>(static_cast<_Float16>(static_cast<float>(v))); }
+// double -> float rounding to odd: an inexact result gets its last bit set.
+// Rounding that float again to a format of at most 11 significant bits then
+// equals rounding the double directly (float has 24 >= 2*11+2 bits), so
+// bf16 and f16 values are rounded once, not twice.
+float to_float_round_odd(double v) {
+  float f = static_cast<float>(v);
+  if (std::isnan(v) || static_cast<double>(f) == v) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+}
+
+double round_to_bf16(double v) { return bf16_value(bf16_bits(to_float_round_odd(v))); }
+double round_to_f16(double v) { return static_cast<double>(static_cast<_Float16>(to_float_round_odd(v))); }
+
+double round_to_dtype(double v, DType t) {
+  switch (t) {
+    case DType::f64: return v;
+    case DType::f32: return static_cast<float>(v);
+    case DType::bf16: return round_to_bf16(v);
+    case DType::f16: return round_to_f16(v);
+    case DType::boolean: return v != 0 ? 1.0 : 0.0;
+    case DType::i32: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), -2147483648.0, 2147483647.0);
+    case DType::i64: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), -9223372036854775808.0, 9223372036854774784.0);
+  }
+  return v;
+}
 
 void NDArray::Free::operator()(void* p) const { std::free(p); }
 
@@ -76,10 +101,11 @@ void NDArray::set(int64_t i, double v) {
   switch (dtype_) {
     case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
     case DType::f64: static_cast<double*>(p)[i] = v; break;
-    case DType::bf16: static_cast<uint16_t*>(p)[i] = bf16_bits(static_cast<float>(v)); break;
-    case DType::f16: static_cast<_Float16*>(p)[i] = static_cast<_Float16>(static_cast<float>(v)); break;
-    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case DType::bf16: static_cast<uint16_t*>(p)[i] = bf16_bits(to_float_round_odd(v)); break;
+    case DType::f16: static_cast<_Float16*>(p)[i] = static_cast<_Float16>(to_float_round_odd(v)); break;
+    // Integers saturate (NaN becomes 0) instead of overflowing.
+    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(round_to_dtype(v, DType::i32)); break;
+    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(round_to_dtype(v, DType::i64)); break;
     case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0; break;
   }
 }
@@ -92,7 +118,10 @@ std::vector<double> NDArray::to_vector() const {
 
 std::string NDArray::type_str() const {
   std::string s = std::string(dtype_name(dtype_)) + "[";
-  for (size_t i = 0; i < shape_.size(); ++i) s += (i ? "," : "") + std::to_string(shape_[i]);
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape_[i]);
+  }
   return s + "]";
 }
 

@@ -342,6 +342,13 @@ Array<T> gather(const Node& n, const Array<T>& table, const Array<T>& idx, const
 }
 
 template <class T>
+T ieee_max(T a, T b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
+  if (a != b) return a > b ? a : b;
+  return std::signbit(a) ? b : a;  // +0 beats -0
+}
+
+template <class T>
 T gelu_tanh(T x) {
   const double c = std::sqrt(2.0 / M_PI);
   double xd = x;
@@ -415,9 +422,10 @@ Array<T> eval_node(const Node& n, const std::vector<const Array<T>*>& in, const 
         r = m2([](T a, T b) { return a / b; });
       }
       break;
-    // NaN-propagating, like numpy's maximum/minimum.
-    case Op::max: r = m2([](T a, T b) { return std::isnan(a) || a > b ? a : b; }); break;
-    case Op::min: r = m2([](T a, T b) { return std::isnan(a) || a < b ? a : b; }); break;
+    // NaN-propagating like numpy's maximum/minimum, and commutative down to
+    // the sign of zero (max(-0, +0) = +0, min = -0), as IEEE 754-2019 maximum.
+    case Op::max: r = m2([](T a, T b) { return ieee_max(a, b); }); break;
+    case Op::min: r = m2([](T a, T b) { return -ieee_max(-a, -b); }); break;
     case Op::pow: r = m2([](T a, T b) { return std::pow(a, b); }); break;
     case Op::eq: r = m2([](T a, T b) { return T(a == b); }); break;
     case Op::ne: r = m2([](T a, T b) { return T(a != b); }); break;
