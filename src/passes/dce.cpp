@@ -1,0 +1,26 @@
+// dce: drops nodes whose results no output depends on.
+// Assumes nothing; guarantees a bit-identical result. Inputs and params are
+// kept even when unused: they are the graph's interface.
+#include "passes/passes.h"
+#include "passes/rewriter.h"
+
+namespace tj {
+
+bool dce(Graph& g, const PassOptions&) {
+  std::vector<bool> live(g.size(), false);
+  for (ValueId v : g.outputs()) live[static_cast<size_t>(v)] = true;
+  for (size_t i = g.size(); i-- > 0;) {
+    if (!live[i]) continue;
+    for (ValueId v : g.nodes()[i].inputs) live[static_cast<size_t>(v)] = true;
+  }
+  bool changed = false;
+  for (size_t i = 0; i < g.size(); ++i) {
+    Op op = g.nodes()[i].op;
+    if (!live[i] && op != Op::input && op != Op::param) changed = true;
+  }
+  if (!changed) return false;
+  g = Rewriter(g).run([&](ValueId v) { return live[static_cast<size_t>(v)] ? Rewriter::kCopy : Rewriter::kDrop; });
+  return true;
+}
+
+}  // namespace tj

@@ -1,0 +1,28 @@
+// Graph passes. Each is one function in its own file; it rewrites the graph
+// in place and returns whether anything changed. Every pass keeps the graph's
+// interface (inputs, params, output types) and its semantics; the header
+// comment of each .cpp says what it assumes and guarantees.
+#pragma once
+
+#include "ir/graph.h"
+#include "runtime/interpreter.h"
+
+namespace tj {
+
+struct PassOptions {
+  // Values for `freeze`: params named here become constants.
+  const Bindings* freeze_values = nullptr;
+  // Largest constant constant_fold will create, in elements.
+  int64_t max_fold_elements = int64_t{1} << 26;
+};
+
+bool dce(Graph& g, const PassOptions& o);                // bit-exact
+bool cse(Graph& g, const PassOptions& o);                // bit-exact
+bool freeze(Graph& g, const PassOptions& o);             // bit-exact
+bool constant_fold(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter in the graph's dtypes
+bool simplify(Graph& g, const PassOptions& o);           // bit-exact
+bool fold_norm_weights(Graph& g, const PassOptions& o);  // reassociates: ~1 ulp
+bool match_attention(Graph& g, const PassOptions& o);    // reassociates: ~1 ulp
+bool decompose(Graph& g, const PassOptions& o);          // ~1 ulp
+
+}  // namespace tj

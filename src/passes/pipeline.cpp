@@ -1,0 +1,144 @@
+#include "passes/pipeline.h"
+
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "ir/text.h"
+#include "ir/verifier.h"
+#include "runtime/random_inputs.h"
+#include "support/log.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+
+const std::vector<PassInfo>& pass_registry() {
+  static const std::vector<PassInfo> r = {
+      {"freeze", freeze, "params become constants, so weight-only work can be done now"},
+      {"cse", cse, "merge duplicate work early, so patterns see one value"},
+      {"simplify", simplify, "remove algebraic no-ops (bit-exact rules)"},
+      {"constant_fold", constant_fold, "compute what depends only on constants"},
+      {"match_attention", match_attention, "attention as one flash_attn, before softmax is decomposed"},
+      {"fold_norm_weights", fold_norm_weights, "norm scales move into the following weights"},
+      {"decompose", decompose, "composites into primitives for fusion"},
+      {"dce", dce, "drop what no output needs"},
+  };
+  return r;
+}
+
+const PassInfo& find_pass(const std::string& name) {
+  std::string known;
+  for (const auto& p : pass_registry()) {
+    if (name == p.name) return p;
+    known += (known.empty() ? "" : ", ") + std::string(p.name);
+  }
+  throw Error("unknown pass '" + name + "' (known: " + known + ")");
+}
+
+std::vector<std::string> default_pipeline(bool freeze) {
+  std::vector<std::string> p;
+  if (freeze) p.push_back("freeze");     // weights are known: fold them
+  p.push_back("cse");                     // one value per computation
+  p.push_back("simplify");                // x*1, permute∘permute, reshape∘reshape, ...
+  p.push_back("constant_fold");           // transposed/scaled weights, with freeze
+  p.push_back("match_attention");         // needs softmax whole: before decompose
+  p.push_back("fold_norm_weights");       // rms_norm scale into Wq/Wk/Wv, W_gate/W_up
+  p.push_back("constant_fold");           // the scaled weights, with freeze
+  p.push_back("decompose");               // primitives for the fusion stage
+  p.push_back("cse");                     // decompositions share subexpressions
+  p.push_back("simplify");                // and expose new no-ops
+  p.push_back("dce");                     // drop the leftovers
+  return p;
+}
+
+NodeCounts count_nodes(const Graph& g) {
+  NodeCounts c;
+  for (const Node& n : g.nodes()) {
+    switch (n.def().category) {
+      case OpCategory::source:
+        if (n.op == Op::constant) ++c.constant;
+        continue;
+      case OpCategory::elementwise: ++c.elementwise; break;
+      case OpCategory::reduction: ++c.reduction; break;
+      case OpCategory::matmul: ++c.matmul; break;
+      case OpCategory::view: ++c.view; break;
+      case OpCategory::movement: ++c.movement; break;
+      case OpCategory::composite: ++c.composite; break;
+      case OpCategory::special: ++c.special; break;
+    }
+    if (n.op == Op::flash_attn) ++c.flash_attn;
+    ++c.total_ops;
+  }
+  return c;
+}
+
+Difference compare_outputs(const std::vector<NDArray>& got, const std::vector<NDArray>& want) {
+  Difference d;
+  if (got.size() != want.size()) throw Error("compare_outputs: output counts differ");
+  double scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].shape() != want[i].shape()) throw Error("compare_outputs: output " + std::to_string(i) + " changed shape");
+    for (int64_t k = 0; k < got[i].numel(); ++k) {
+      double a = got[i].get(k), b = want[i].get(k);
+      if (std::bit_cast<uint64_t>(a) != std::bit_cast<uint64_t>(b) && !(std::isnan(a) && std::isnan(b))) d.bit_identical = false;
+      if (std::isnan(a) != std::isnan(b)) d.max_abs = INFINITY;
+      else if (!std::isnan(a) && a != b) d.max_abs = std::max(d.max_abs, std::fabs(a - b));
+      if (std::isfinite(b)) scale = std::max(scale, std::fabs(b));
+    }
+  }
+  d.max_rel = d.max_abs == 0 ? 0 : d.max_abs / std::max(scale, 1e-300);
+  return d;
+}
+
+std::vector<PassRecord> run_pipeline(Graph& g, const std::vector<std::string>& passes, const PipelineOptions& o) {
+  const bool log = o.log || log_enabled("passes");
+  std::vector<NDArray> reference;
+  Bindings inputs;
+  if (o.differential) {
+    if (o.inputs) {
+      inputs = *o.inputs;
+    } else {
+      RandomInputOptions ro;
+      ro.seed = o.seed;
+      ro.sizes = o.sizes;
+      ro.fixed = o.fixed_inputs;
+      inputs = random_inputs(g, ro);
+    }
+    reference = interpret(g, inputs, {DType::f64});
+  }
+  std::vector<PassRecord> records;
+  for (const auto& name : passes) {
+    const PassInfo& p = find_pass(name);
+    auto t0 = std::chrono::steady_clock::now();
+    PassRecord r;
+    r.pass = name;
+    r.changed = p.run(g, o.pass);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (o.verify) {
+      try {
+        verify(g);
+      } catch (const Error& e) {
+        throw Error("after pass " + name + ": " + e.what());
+      }
+    }
+    r.counts = count_nodes(g);
+    if (o.differential) {
+      Difference d = compare_outputs(interpret(g, inputs, {DType::f64}), reference);
+      r.max_abs_diff = d.max_abs;
+      r.max_rel_diff = d.max_rel;
+      r.bit_identical = d.bit_identical;
+    }
+    if (log) {
+      std::fprintf(stderr, "// pass %-18s %8.3f ms  %s\n", name.c_str(), r.seconds * 1e3, r.changed ? "changed" : "(unchanged)");
+      if (r.changed) {
+        std::string text = print_graph(g);
+        std::fwrite(text.data(), 1, text.size(), stderr);
+      }
+    }
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+}  // namespace tj

@@ -1,0 +1,54 @@
+#include "passes/rewriter.h"
+
+#include <cmath>
+
+namespace tj {
+
+std::vector<ValueId> Rewriter::map_all(const std::vector<ValueId>& vs) const {
+  std::vector<ValueId> r;
+  r.reserve(vs.size());
+  for (ValueId v : vs) r.push_back(map(v));
+  return r;
+}
+
+ValueId Rewriter::copy(ValueId v) {
+  const Node& n = old_.node(v);
+  switch (n.op) {
+    case Op::input: return out_.add_input(n.name, n.type);
+    case Op::param: return out_.add_param(n.name, n.type);
+    case Op::constant: return out_.add_const(n.type, n.const_data());
+    default: return out_.add_raw(n.op, map_all(n.inputs), n.attrs);
+  }
+}
+
+Graph Rewriter::run(const std::function<ValueId(ValueId)>& f) {
+  for (size_t i = 0; i < old_.size(); ++i) {
+    ValueId v = static_cast<ValueId>(i);
+    const Node& n = old_.node(v);
+    ValueId r = (n.op == Op::input || n.op == Op::param) ? kCopy : f(v);
+    if (r == kDrop) continue;
+    map_[i] = r >= 0 ? r : copy(v);
+  }
+  out_.set_outputs(map_all(old_.outputs()));
+  return std::move(out_);
+}
+
+std::vector<std::vector<ValueId>> users_of(const Graph& g) {
+  std::vector<std::vector<ValueId>> u(g.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    for (ValueId v : g.nodes()[i].inputs) u[static_cast<size_t>(v)].push_back(static_cast<ValueId>(i));
+  for (ValueId v : g.outputs()) u[static_cast<size_t>(v)].push_back(-1);
+  return u;
+}
+
+bool is_constant(const Graph& g, ValueId v) { return g.node(v).op == Op::constant; }
+
+bool is_splat(const Graph& g, ValueId v, double x) {
+  const Node& n = g.node(v);
+  if (n.op != Op::constant) return false;
+  for (double d : *n.const_data())
+    if (d != x || std::signbit(d) != std::signbit(x)) return false;
+  return true;
+}
+
+}  // namespace tj
