@@ -1,0 +1,29 @@
+// tjc: the tensorjit command line. Each subcommand registers itself (its
+// options and a callback) from its own file; errors become a message and a
+// non-zero exit, never a crash.
+#include <cstdio>
+
+#include "tensorjit/error.h"
+#include "tjc/common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tjc: the tensorjit compiler driver"};
+  app.require_subcommand(1);
+  tjc::add_trace_command(app);
+  tjc::add_fmt_command(app);
+  tjc::add_run_command(app);
+  tjc::add_opt_commands(app);
+  tjc::add_demo_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tj::Error& e) {
+    std::fprintf(stderr, "tjc: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tjc: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
