@@ -43,6 +43,7 @@ std::vector<std::string> default_pipeline(bool freeze) {
   p.push_back("simplify");                // x*1, permute∘permute, reshape∘reshape, ...
   p.push_back("constant_fold");           // transposed/scaled weights, with freeze
   p.push_back("match_attention");         // needs softmax whole: before decompose
+  p.push_back("dce");                     // drop the attention it replaced
   p.push_back("fold_norm_weights");       // rms_norm scale into Wq/Wk/Wv, W_gate/W_up
   p.push_back("constant_fold");           // the scaled weights, with freeze
   p.push_back("decompose");               // primitives for the fusion stage
@@ -105,7 +106,7 @@ std::vector<PassRecord> run_pipeline(Graph& g, const std::vector<std::string>& p
       ro.fixed = o.fixed_inputs;
       inputs = random_inputs(g, ro);
     }
-    reference = interpret(g, inputs, {DType::f64});
+    reference = interpret(g, inputs, {o.differential_dtype});
   }
   std::vector<PassRecord> records;
   for (const auto& name : passes) {
@@ -124,7 +125,7 @@ std::vector<PassRecord> run_pipeline(Graph& g, const std::vector<std::string>& p
     }
     r.counts = count_nodes(g);
     if (o.differential) {
-      Difference d = compare_outputs(interpret(g, inputs, {DType::f64}), reference);
+      Difference d = compare_outputs(interpret(g, inputs, {o.differential_dtype}), reference);
       r.max_abs_diff = d.max_abs;
       r.max_rel_diff = d.max_rel;
       r.bit_identical = d.bit_identical;

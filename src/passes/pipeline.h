@@ -28,7 +28,8 @@ std::vector<std::string> default_pipeline(bool freeze);
 struct PipelineOptions {
   PassOptions pass;
   bool verify = true;        // run the verifier after every pass
-  bool differential = false; // interpret before/after in f64 and record the difference
+  bool differential = false; // interpret before/after and record the difference
+  DType differential_dtype = DType::f64;  // compute dtype of that check
   uint64_t seed = 0;         // inputs for the differential check
   const Bindings* inputs = nullptr;  // or these, instead of seeded random ones
   SymEnv sizes;              // sizes of symbolic dims for the differential check

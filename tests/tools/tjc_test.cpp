@@ -1,5 +1,6 @@
 // The tjc command line, run as a user would: output, errors, exit codes.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 
@@ -109,6 +110,43 @@ TEST(Tjc, BadArgumentsGiveUsageAndNonZeroExit) {
     EXPECT_LT(r.code, 128) << args << ": crashed";
     EXPECT_FALSE(r.out.empty()) << args;
   }
+}
+
+TEST(Tjc, OptRunsPassesOnText) {
+  std::string path = temp_file("opt.tj",
+                               "graph g\ninput %x : f64[3]\ninput %y : f64[3]\n"
+                               "%0 = mul(%x, %y) : f64[3]\n%1 = mul(%y, %x) : f64[3]\n%2 = add(%0, %1) : f64[3]\n"
+                               "%3 = const {value=1.0} : f64[]\n%4 = mul(%2, %3) : f64[3]\nreturn %4\n");
+  Result r = tjc("opt " + path, "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "graph g\ninput %x : f64[3]\ninput %y : f64[3]\n%0 = mul(%x, %y) : f64[3]\n%1 = add(%0, %0) : f64[3]\nreturn %1\n");
+  Result only = tjc("opt - --passes simplify", path, true);
+  EXPECT_NE(only.out.find("mul(%y, %x)"), std::string::npos) << only.out;
+  EXPECT_EQ(only.out.find("mul(%2, %3)"), std::string::npos) << only.out;
+  Result logged = tjc("opt " + path + " --log");
+  EXPECT_NE(logged.out.find("// pass cse"), std::string::npos) << logged.out;
+  EXPECT_NE(logged.out.find("(unchanged)"), std::string::npos) << logged.out;
+  Result bad = tjc("opt " + path + " --passes cse,frobnicate");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("unknown pass 'frobnicate' (known: freeze, cse,"), std::string::npos) << bad.out;
+}
+
+TEST(Tjc, PassesReportAsJson) {
+  Result r = tjc("passes --model llama-layer --dtype f64 --tokens 4 --json", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["differential"].get<bool>());
+  ASSERT_GE(j["passes"].size(), 8u);
+  int flash = 0;
+  for (const auto& row : j["passes"]) {
+    EXPECT_LE(row["max_rel_diff"].get<double>(), 1e-13) << row.dump();
+    flash = row["counts"]["flash_attn"].get<int>();
+  }
+  EXPECT_EQ(flash, 1);
+  EXPECT_EQ(j["passes"].back()["counts"]["composite"].get<int>(), 0);
+  Result big = tjc("passes --model llama-layer --config llama3-8b --tokens 2048 --dtype bf16");
+  ASSERT_EQ(big.code, 0) << big.out;
+  EXPECT_NE(big.out.find("shape-only"), std::string::npos) << big.out;
 }
 
 TEST(Tjc, DemoRunsPrefillAndDecode) {

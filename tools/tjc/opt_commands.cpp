@@ -78,7 +78,7 @@ std::string delta(const NodeCounts& a, const NodeCounts& b) {
   add("composite", a.composite, b.composite);
   add("special", a.special, b.special);
   add("flash_attn", a.flash_attn, b.flash_attn);
-  return s.empty() ? "-" : s;
+  return s.empty() ? "rewritten, same counts" : s;
 }
 
 void cmd_passes(const PassesArgs& a) {

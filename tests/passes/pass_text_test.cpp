@@ -1,0 +1,108 @@
+// Text-in/text-out pass tests: every case in tests/data/passes/*.tj is a graph
+// with directives in comments:
+//   # PASSES: cse,dce      the passes to run, in order, or `default` (required)
+//   # FREEZE               freeze params with the seeded values first
+//   # EXACT                the result must be bit-identical (f64 interpreter)
+//   # OPS: N               op nodes (not inputs, params, constants) after
+//   # SET: pos=3           a scalar input's value for the differential check
+//   # SYM: T=3             a size symbol's value for the differential check
+//   # CHECK / CHECK-NEXT / CHECK-NOT: patterns on the printed result
+// Cases are separated by a line `# -----`. Every case is also checked
+// against the interpreter: in f64 (max relative difference <= 1e-13), or in
+// f32 for graphs with f32 values (<= 1e-6).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ir/text.h"
+#include "passes/pipeline.h"
+#include "runtime/random_inputs.h"
+#include "support/filecheck.h"
+
+namespace tj {
+namespace {
+
+std::vector<std::string> split_cases(const std::string& text) {
+  std::vector<std::string> cases(1);
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line == "# -----") cases.emplace_back();
+    else cases.back() += line + "\n";
+  }
+  return cases;
+}
+
+std::string directive(const std::string& text, const std::string& name) {
+  std::string key = "# " + name;
+  size_t at = text.find("\n" + key);
+  if (at == std::string::npos && text.rfind(key, 0) != 0) return {};
+  at = at == std::string::npos ? 0 : at + 1;
+  size_t e = text.find('\n', at);
+  std::string rest = text.substr(at + key.size(), e - at - key.size());
+  if (!rest.empty() && rest[0] == ':') rest = rest.substr(1);
+  size_t b = rest.find_first_not_of(' ');
+  return b == std::string::npos ? " " : rest.substr(b);  // " " marks a flag
+}
+
+void run_case(const std::string& text) {
+  std::string passes = directive(text, "PASSES");
+  ASSERT_FALSE(passes.empty()) << "case without '# PASSES:'";
+  Graph g = parse_graph(text);
+  RandomInputOptions ro;
+  ro.seed = 1;
+  if (std::string set = directive(text, "SET"); !set.empty()) {
+    auto eq = set.find('=');
+    ro.fixed[set.substr(0, eq)] = std::stod(set.substr(eq + 1));
+  }
+  if (std::string sym = directive(text, "SYM"); !sym.empty()) {
+    auto eq = sym.find('=');
+    ro.sizes[sym.substr(0, eq)] = std::stoll(sym.substr(eq + 1));
+  }
+  Bindings inputs = random_inputs(g, ro);
+  PipelineOptions o;
+  o.differential = true;
+  // Graphs with f32 values are checked in f32: constants fold in their dtype.
+  bool any_f32 = false;
+  for (const Node& n : g.nodes()) any_f32 |= n.type.dtype == DType::f32;
+  o.differential_dtype = any_f32 ? DType::f32 : DType::f64;
+  o.inputs = &inputs;
+  if (!directive(text, "FREEZE").empty()) o.pass.freeze_values = &inputs;
+  std::vector<std::string> list;
+  std::stringstream ss(passes);
+  for (std::string p; std::getline(ss, p, ',');) list.push_back(p);
+  if (passes == "default") list = default_pipeline(o.pass.freeze_values != nullptr);
+  auto records = run_pipeline(g, list, o);
+  std::string out = print_graph(g);
+  SCOPED_TRACE("result:\n" + out);
+  EXPECT_LE(records.back().max_rel_diff, any_f32 ? 1e-6 : 1e-13);
+  if (!directive(text, "EXACT").empty()) {
+    EXPECT_TRUE(records.back().bit_identical);
+  }
+  if (std::string ops = directive(text, "OPS"); !ops.empty()) {
+    EXPECT_EQ(count_nodes(g).total_ops, std::stoll(ops));
+  }
+  EXPECT_EQ(testing::filecheck(out, testing::parse_directives(text)), "");
+  // The result is valid text too.
+  EXPECT_EQ(print_graph(parse_graph(out)), out);
+}
+
+TEST(PassText, Corpus) {
+  int cases = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(TJ_TEST_DATA) / "passes")) {
+    std::ifstream f(entry.path());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto all = split_cases(ss.str());
+    for (size_t i = 0; i < all.size(); ++i) {
+      SCOPED_TRACE(entry.path().filename().string() + " case " + std::to_string(i + 1));
+      run_case(all[i]);
+      ++cases;
+    }
+  }
+  EXPECT_GE(cases, 20);
+}
+
+}  // namespace
+}  // namespace tj
