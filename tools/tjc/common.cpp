@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ir/text.h"
+#include "models/branches.h"
 #include "models/llama.h"
 #include "tensorjit/error.h"
 
@@ -74,11 +75,13 @@ Graph trace_model(const TraceArgs& a) {
   if (a.model == "mlp") return models::trace_mlp(cfg, s);
   if (a.model == "llama-layer") return models::trace_llama_layer(cfg, s, o);
   if (a.model == "llama") return models::trace_llama(cfg, s, a.layers ? a.layers : cfg.n_layers, o);
-  throw Error("unknown model '" + a.model + "' (known: mlp, llama-layer, llama)");
+  if (a.model == "branches") return models::trace_branches();
+  throw Error("unknown model '" + a.model + "' (known: mlp, llama-layer, llama, branches)");
 }
 
 void add_trace_options(CLI::App* c, TraceArgs& a) {
-  c->add_option("--model", a.model, "mlp, llama-layer or llama")->check(CLI::IsMember({"mlp", "llama-layer", "llama"}));
+  c->add_option("--model", a.model, "mlp, llama-layer, llama, or branches (the memory-reordering example)")
+      ->check(CLI::IsMember({"mlp", "llama-layer", "llama", "branches"}));
   c->add_option("--config", a.config, "tiny, tinyllama or llama3-8b")->check(CLI::IsMember(models::llama_config_names()));
   c->add_option("--mode", a.mode, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
   c->add_option("--tokens", a.tokens, "prefill length: a number or a size symbol such as T");

@@ -1,0 +1,67 @@
+#include "cost/analysis.h"
+
+#include "passes/pipeline.h"
+
+namespace tj {
+
+std::string_view variant_name(Variant v) {
+  switch (v) {
+    case Variant::eager: return "eager";
+    case Variant::unfused: return "unfused";
+    case Variant::fused: return "fused";
+    case Variant::fused_flash: return "fused+flash";
+  }
+  return "?";
+}
+
+const std::vector<Variant>& all_variants() {
+  static const std::vector<Variant> v = {Variant::eager, Variant::unfused, Variant::fused, Variant::fused_flash};
+  return v;
+}
+
+std::vector<std::string> variant_passes(Variant v) {
+  switch (v) {
+    case Variant::eager: return {"cse", "simplify", "dce"};
+    case Variant::unfused:
+    case Variant::fused: return {"cse", "simplify", "decompose", "cse", "simplify", "dce"};
+    case Variant::fused_flash: return {"cse", "simplify", "match_attention", "dce", "decompose", "cse", "simplify", "dce"};
+  }
+  return {};
+}
+
+FusionOptions variant_fusion(Variant v) {
+  return v == Variant::fused || v == Variant::fused_flash ? FusionOptions{} : FusionOptions::none();
+}
+
+Graph prepare_variant(const Graph& traced, Variant v) {
+  Graph g = traced;
+  PipelineOptions o;
+  run_pipeline(g, variant_passes(v), o);
+  return g;
+}
+
+VariantReport analyze_variant(const Graph& traced, Variant v, DType dtype, const HardwareProfile& hw) {
+  Graph g = prepare_variant(traced, v);
+  VariantReport r{v, fuse(g, variant_fusion(v)), {}};
+  r.cost = schedule_cost(r.schedule, dtype, hw);
+  return r;
+}
+
+MemoryAccount memory_account(const Graph& traced, Variant v) {
+  MemoryAccount a;
+  for (const Node& n : traced.nodes()) {
+    if (n.op != Op::param && n.op != Op::input) continue;
+    int64_t b = numel_const(n.type.shape).value() * dtype_size(n.type.dtype);
+    if (n.op == Op::param) (n.name.rfind("rope_", 0) == 0 ? a.table_bytes : a.weight_bytes) += b;
+    else if (n.name.find("_cache") != std::string::npos) a.kv_cache_bytes += b;
+  }
+  Graph g = prepare_variant(traced, v);
+  Schedule s = reorder_schedule(g, fuse(g, variant_fusion(v)));
+  ActivationPlan p = plan_activations(g, s);
+  a.peak_activation_bytes = p.plan.peak_bytes;
+  a.lower_bound_bytes = p.plan.lower_bound_bytes;
+  a.no_reuse_bytes = p.plan.no_reuse_bytes;
+  return a;
+}
+
+}  // namespace tj

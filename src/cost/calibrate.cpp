@@ -1,0 +1,138 @@
+#include "cost/calibrate.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "tensorjit/error.h"
+
+namespace tj {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <class F>
+double best_seconds(int reps, F f) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+double measure_sgemm() {
+  const int n = 1024;
+  std::vector<float> a(static_cast<size_t>(n) * n, 1.0f), b(a.size(), 0.5f), c(a.size());
+  auto run = [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); };
+  run();  // warm up threads and pages
+  return 2.0 * n * n * n / best_seconds(7, run);
+}
+
+double measure_stream() {
+  const size_t n = size_t{16} << 20;  // 64 MiB per array
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  const float s = 3.0f;
+  auto triad = [&] {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+  };
+  triad();
+  return 3.0 * static_cast<double>(n) * sizeof(float) / best_seconds(7, triad);
+}
+
+double measure_vector() {
+  const int n = 4096, iters = 2000;
+  std::vector<float> x(static_cast<size_t>(n) * omp_get_max_threads(), 1.0f);
+  auto run = [&] {
+#pragma omp parallel
+    {
+      float* p = x.data() + static_cast<size_t>(omp_get_thread_num()) * n;
+      for (int it = 0; it < iters; ++it)
+#pragma omp simd
+        for (int i = 0; i < n; ++i) p[i] = p[i] * 0.999f + 0.001f;
+    }
+  };
+  run();
+  return 2.0 * n * iters * omp_get_max_threads() / best_seconds(5, run);
+}
+
+}  // namespace
+
+Calibration measure_machine() {
+  Calibration c;
+  c.threads = omp_get_max_threads();
+  c.sgemm_flops = measure_sgemm();
+  c.stream_bandwidth = measure_stream();
+  c.vector_flops = measure_vector();
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  c.date = buf;
+  return c;
+}
+
+std::string calibration_path() {
+  namespace fs = std::filesystem;
+  fs::path dir;
+  if (const char* d = std::getenv("TJ_CACHE_DIR"); d && *d) dir = d;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = fs::path(x) / "tensorjit";
+  else if (const char* h = std::getenv("HOME"); h && *h) dir = fs::path(h) / ".cache" / "tensorjit";
+  else dir = fs::temp_directory_path() / "tensorjit";
+  return (dir / "calibration.json").string();
+}
+
+bool load_calibration(Calibration* out) {
+  std::ifstream f(calibration_path());
+  if (!f) return false;
+  try {
+    auto j = nlohmann::json::parse(f);
+    Calibration c;
+    c.sgemm_flops = j.at("sgemm_flops").get<double>();
+    c.stream_bandwidth = j.at("stream_bandwidth").get<double>();
+    c.vector_flops = j.at("vector_flops").get<double>();
+    c.threads = j.at("threads").get<int>();
+    c.date = j.at("date").get<std::string>();
+    if (c.sgemm_flops <= 0 || c.stream_bandwidth <= 0 || c.vector_flops <= 0) return false;
+    *out = c;
+    return true;
+  } catch (const std::exception&) {
+    return false;  // corrupt: measure again
+  }
+}
+
+void save_calibration(const Calibration& c) {
+  namespace fs = std::filesystem;
+  fs::path path = calibration_path();
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  nlohmann::json j = {{"sgemm_flops", c.sgemm_flops}, {"stream_bandwidth", c.stream_bandwidth},
+                      {"vector_flops", c.vector_flops}, {"threads", c.threads}, {"date", c.date}};
+  fs::path tmp = path;
+  tmp += ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp);
+    if (!f) throw Error("cannot write " + tmp.string());
+    f << j.dump(2) << "\n";
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error("cannot write " + path.string() + ": " + ec.message());
+}
+
+HardwareProfile cpu_profile(const Calibration& c) {
+  return {"cpu", c.sgemm_flops, c.sgemm_flops, c.vector_flops, c.stream_bandwidth, 2e-6,
+          "measured by tjc calibrate on " + c.date + " (" + std::to_string(c.threads) + " threads)"};
+}
+
+}  // namespace tj

@@ -1,0 +1,26 @@
+// Measures this machine for the `cpu` hardware profile: sgemm throughput
+// (OpenBLAS, all cores), STREAM-triad bandwidth, and elementwise throughput.
+// Results are saved as JSON in the tensorjit cache directory and reused.
+#pragma once
+
+#include <string>
+
+#include "cost/hardware.h"
+
+namespace tj {
+
+struct Calibration {
+  double sgemm_flops = 0;     // FLOP/s, f32 GEMM of 1024^3 (best of several)
+  double stream_bandwidth = 0; // bytes/s, triad a = b + s*c over 3 x 64 MiB (counting 3 arrays)
+  double vector_flops = 0;    // FLOP/s, a vectorizable fused multiply-add loop in cache
+  int threads = 0;
+  std::string date;
+};
+
+Calibration measure_machine();
+std::string calibration_path();                  // $TJ_CACHE_DIR, $XDG_CACHE_HOME/tensorjit or ~/.cache/tensorjit
+bool load_calibration(Calibration* out);         // false if absent or unreadable
+void save_calibration(const Calibration& c);     // atomic: temp file + rename
+HardwareProfile cpu_profile(const Calibration& c);
+
+}  // namespace tj

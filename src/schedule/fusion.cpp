@@ -1,0 +1,379 @@
+#include "schedule/fusion.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+
+#include "passes/rewriter.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+
+std::string_view kernel_kind_name(KernelKind k) {
+  static constexpr std::array<std::string_view, 5> names = {"pointwise", "rowwise", "reduction", "matmul", "attention"};
+  return names[static_cast<size_t>(k)];
+}
+
+namespace {
+
+bool is_elementwise_like(Op op) {
+  return op_def(op).category == OpCategory::elementwise || op == Op::silu || op == Op::gelu;
+}
+bool is_rowwise_composite(Op op) { return op == Op::softmax || op == Op::rms_norm || op == Op::layer_norm; }
+bool is_store(Op op) { return op == Op::concat || op == Op::kv_write; }
+
+int64_t elems(const Type& t) { return numel_const(t.shape).value(); }
+int64_t bytes(const Type& t) { return elems(t) * dtype_size(t.dtype); }
+
+// Free values, in one forward sweep (operands come first).
+std::vector<bool> free_values(const Graph& g) {
+  std::vector<bool> f(g.size(), false);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes()[i];
+    auto all_free = [&](size_t from) {
+      for (size_t k = from; k < n.inputs.size(); ++k)
+        if (!f[static_cast<size_t>(n.inputs[k])]) return false;
+      return true;
+    };
+    OpCategory c = n.def().category;
+    if (c == OpCategory::source || c == OpCategory::view || n.op == Op::causal_mask) f[i] = true;
+    else if (is_int(n.type.dtype) && c == OpCategory::elementwise && all_free(0)) f[i] = true;  // index math
+    else if (n.op == Op::gather && f[static_cast<size_t>(n.inputs[1])]) f[i] = true;            // indirect load
+  }
+  // A free computation that is itself an output must be computed by a kernel.
+  for (ValueId v : g.outputs()) {
+    const Node& n = g.node(v);
+    if (n.def().category != OpCategory::source && n.def().category != OpCategory::view) f[static_cast<size_t>(v)] = false;
+  }
+  return f;
+}
+
+ValueId base_of(const Graph& g, const std::vector<bool>& free, ValueId v) {
+  for (;;) {
+    const Node& n = g.node(v);
+    if (n.def().category == OpCategory::view) v = n.inputs[0];
+    else if (n.op == Op::gather && free[static_cast<size_t>(v)]) v = n.inputs[0];
+    else break;
+  }
+  const Node& n = g.node(v);
+  if (n.op == Op::constant && n.const_data()->size() == 1) return -1;  // a splat is an immediate
+  if (free[static_cast<size_t>(v)] && n.def().category != OpCategory::source) return -1;  // generated
+  return v;
+}
+
+int64_t op_flops(const Graph& g, const Node& n) {
+  int64_t out = elems(n.type);
+  switch (n.op) {
+    case Op::matmul: return 2 * out * *g.type(n.inputs[0]).shape.back().as_const();
+    case Op::flash_attn: {
+      const Shape& q = g.type(n.inputs[0]).shape;
+      int64_t B = *q[0].as_const(), H = *q[1].as_const(), T = *q[2].as_const(), D = *q[3].as_const();
+      int64_t S = *g.type(n.inputs[1]).shape[2].as_const();
+      int64_t Dv = *n.type.shape[3].as_const();
+      // Causal: assume a full cache (the query block ends at the last key).
+      int64_t pairs = n.attr_bool("causal") ? T * std::max<int64_t>(S - T, 0) + T * (T + 1) / 2 : T * S;
+      return 2 * B * H * pairs * (D + Dv) + 5 * B * H * pairs;  // two matmuls plus the online softmax
+    }
+    case Op::sum: case Op::amax: case Op::mean: return elems(g.type(n.inputs[0]));
+    case Op::softmax: return 5 * out;
+    case Op::rms_norm: return 4 * out;
+    case Op::layer_norm: return 8 * out;
+    case Op::silu: return 4 * out;
+    case Op::gelu: return 8 * out;
+    case Op::concat: case Op::gather: case Op::kv_write: case Op::cast: return 0;
+    default: return out;
+  }
+}
+
+class Partitioner {
+ public:
+  Partitioner(const Graph& g, const FusionOptions& o) : g_(g), o_(o), free_(free_values(g)), users_(users_of(g)) {
+    s_.kernel_of.assign(g.size(), -1);
+    row_space_.clear();
+  }
+
+  Schedule run() {
+    for (size_t i = 0; i < g_.size(); ++i) {
+      if (free_[i]) continue;
+      place(static_cast<ValueId>(i));
+    }
+    if (o_.pointwise) merge_pointwise();
+    account();
+    return std::move(s_);
+  }
+
+ private:
+  ValueId base(ValueId v) const { return base_of(g_, free_, v); }
+  int kernel(ValueId v) const { return s_.kernel_of[static_cast<size_t>(v)]; }
+
+  int new_kernel(ValueId v, KernelKind kind, Shape space) {
+    s_.kernels.push_back(Kernel{kind, {}, {}, {}, std::move(space)});
+    row_space_.emplace_back();
+    add(static_cast<int>(s_.kernels.size()) - 1, v);
+    return static_cast<int>(s_.kernels.size()) - 1;
+  }
+  void add(int k, ValueId v) {
+    s_.kernels[static_cast<size_t>(k)].ops.push_back(v);
+    s_.kernel_of[static_cast<size_t>(v)] = k;
+  }
+
+  // The latest kernel this node depends on, directly or through free values;
+  // `direct` says whether it is reached by a plain operand (joinable).
+  int latest_dependency(const Node& n, bool* direct) const {
+    int latest = -1;
+    *direct = false;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.op == Op::kv_write && i == 0) continue;  // written in place, not read
+      ValueId o = n.inputs[i];
+      ValueId b = base(o);
+      if (b < 0) continue;
+      int k = kernel(b);
+      if (k < 0) continue;
+      if (k > latest) {
+        latest = k;
+        *direct = (o == b);
+      } else if (k == latest) {
+        *direct = *direct || (o == b);
+      }
+    }
+    return latest;
+  }
+
+  bool last_axis_reduction(const Node& n) const {
+    if (n.def().category == OpCategory::reduction) {
+      const auto& axes = n.attr_ints("axes");
+      return axes.size() == 1 && axes[0] == g_.type(n.inputs[0]).rank() - 1;
+    }
+    return is_rowwise_composite(n.op) && (n.op != Op::softmax || n.attr_int("axis") == n.type.rank() - 1);
+  }
+
+  // Every user is a last-axis reduction: better fused there than as an epilogue.
+  bool feeds_only_reductions(ValueId v) const {
+    const auto& us = users_[static_cast<size_t>(v)];
+    if (us.empty()) return false;
+    for (ValueId u : us)
+      if (u < 0 || !last_axis_reduction(g_.node(u))) return false;
+    return true;
+  }
+
+  void place(ValueId v) {
+    const Node& n = g_.node(v);
+    if (n.op == Op::matmul) return (void)new_kernel(v, KernelKind::matmul, n.type.shape);
+    if (n.op == Op::flash_attn) return (void)new_kernel(v, KernelKind::attention, n.type.shape);
+    bool direct = false;
+    int k = latest_dependency(n, &direct);
+    Kernel* K = k >= 0 ? &s_.kernels[static_cast<size_t>(k)] : nullptr;
+
+    if (last_axis_reduction(n)) {
+      const Shape& in = g_.type(n.inputs[0]).shape;
+      Shape rows = in;
+      rows.back() = Dim(1);
+      bool join = o_.rowwise && K && direct &&
+                  (K->kind == KernelKind::pointwise || K->kind == KernelKind::rowwise) && K->space == in;
+      if (join) {
+        K->kind = KernelKind::rowwise;
+        row_space_[static_cast<size_t>(k)] = {rows, Shape(in.begin(), in.end() - 1)};
+        return add(k, v);
+      }
+      int nk = new_kernel(v, KernelKind::rowwise, in);
+      row_space_[static_cast<size_t>(nk)] = {rows, Shape(in.begin(), in.end() - 1)};
+      return;
+    }
+    if (n.def().category == OpCategory::reduction)
+      return (void)new_kernel(v, KernelKind::reduction, g_.type(n.inputs[0]).shape);
+
+    if (is_store(n.op)) {
+      // A store joins the pointwise kernel that computes all of its data.
+      bool all_in_k = K && K->kind == KernelKind::pointwise && o_.pointwise;
+      for (size_t i = n.op == Op::kv_write ? 1 : 0; all_in_k && i < (n.op == Op::kv_write ? 2 : n.inputs.size()); ++i)
+        all_in_k = kernel(n.inputs[i]) == k;
+      if (all_in_k) return add(k, v);
+      // New K/V rows that are a view of a matmul's output are written into the
+      // cache by the matmul itself, as its epilogue store.
+      if (n.op == Op::kv_write && K && K->kind == KernelKind::matmul && o_.epilogue) {
+        ValueId rows = n.inputs[1], b = base(rows);
+        if (b >= 0 && kernel(b) == k && elems(g_.type(rows)) == elems(g_.type(b))) return add(k, v);
+      }
+      return (void)new_kernel(v, KernelKind::pointwise, n.op == Op::kv_write ? g_.type(n.inputs[1]).shape : n.type.shape);
+    }
+
+    // Elementwise (and gathers that are not free).
+    if (K && direct && is_elementwise_like(n.op)) {
+      bool fits = false;
+      switch (K->kind) {
+        case KernelKind::matmul:
+        case KernelKind::attention: fits = o_.epilogue && K->space == n.type.shape && !feeds_only_reductions(v); break;
+        case KernelKind::pointwise: fits = o_.pointwise && K->space == n.type.shape; break;
+        case KernelKind::rowwise: {
+          const auto& rs = row_space_[static_cast<size_t>(k)];
+          fits = o_.rowwise && (K->space == n.type.shape || rs.keep == n.type.shape || rs.drop == n.type.shape);
+          break;
+        }
+        case KernelKind::reduction: break;
+      }
+      if (fits) return add(k, v);
+    }
+    new_kernel(v, KernelKind::pointwise, n.type.shape);
+  }
+
+  // The kernels each kernel reads from (through any free values).
+  std::set<int> deps_of(int k) const {
+    std::set<int> d;
+    for (ValueId v : s_.kernels[static_cast<size_t>(k)].ops) {
+      const Node& n = g_.node(v);
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        if (n.op == Op::kv_write && i == 0) continue;
+        ValueId b = base(n.inputs[i]);
+        if (b >= 0 && kernel(b) >= 0 && kernel(b) != k) d.insert(kernel(b));
+      }
+    }
+    return d;
+  }
+
+  bool store_only(const Kernel& K) const {
+    for (ValueId v : K.ops)
+      if (!is_store(g_.node(v).op)) return false;
+    return true;
+  }
+
+  // Pointwise kernels over one iteration space merge, as if each producer
+  // were inlined into its consumers: kernel j folds into an earlier kernel i
+  // when j reads i's results, or some later kernel reads both (they are parts
+  // of one expression, like the two halves of RoPE), or, with the horizontal
+  // rule, whenever they are independent. A kernel of stores folds into the
+  // kernel computing all their data. Everything j needs besides i must come
+  // before i, so merging never creates a cycle.
+  void merge_pointwise() {
+    auto& ks = s_.kernels;
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      std::vector<std::set<int>> deps(ks.size());
+      std::vector<std::set<int>> readers(ks.size());
+      for (size_t k = 0; k < ks.size(); ++k) {
+        if (ks[k].ops.empty()) continue;
+        deps[k] = deps_of(static_cast<int>(k));
+        for (int d : deps[k]) readers[static_cast<size_t>(d)].insert(static_cast<int>(k));
+      }
+      for (size_t j = 1; j < ks.size() && !changed; ++j) {
+        if (ks[j].ops.empty() || ks[j].kind != KernelKind::pointwise) continue;
+        bool stores = store_only(ks[j]);
+        for (size_t ii = j; ii-- > 0 && !changed;) {
+          const Kernel& I = ks[ii];
+          int i = static_cast<int>(ii);
+          if (I.ops.empty() || I.kind != KernelKind::pointwise) continue;
+          bool before = true;
+          for (int d : deps[j]) before &= d < i || d == i;
+          if (!before) continue;
+          bool reads_i = deps[j].count(i) > 0;
+          bool related;
+          if (stores) {
+            related = reads_i && deps[j].size() == 1;
+          } else {
+            if (I.space != ks[j].space) continue;
+            bool common = false;
+            for (int r : readers[j]) common |= readers[ii].count(r) > 0;
+            related = reads_i || common || o_.horizontal;
+          }
+          if (!related) continue;
+          for (ValueId v : ks[j].ops) add(i, v);
+          ks[j].ops.clear();
+          changed = true;
+        }
+      }
+    }
+    // Drop emptied kernels and renumber.
+    std::vector<int> renum(ks.size(), -1);
+    std::vector<Kernel> kept;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      if (ks[i].ops.empty()) continue;
+      renum[i] = static_cast<int>(kept.size());
+      kept.push_back(std::move(ks[i]));
+    }
+    ks = std::move(kept);
+    for (auto& k : s_.kernel_of)
+      if (k >= 0) k = renum[static_cast<size_t>(k)];
+  }
+
+  // kv_write storing rows its own kernel computed, read through a view: the
+  // kernel writes them straight into the cache, nothing is re-read.
+  bool epilogue_store(const Node& n, size_t operand, int k) const {
+    if (n.op != Op::kv_write || operand != 1) return false;
+    ValueId b = base(n.inputs[1]);
+    return b >= 0 && kernel(b) == k;
+  }
+
+  // Inputs, outputs, bytes and flops of every kernel.
+  void account() {
+    std::vector<bool> written(g_.size(), false);
+    for (ValueId o : g_.outputs())
+      if (ValueId b = base(o); b >= 0 && kernel(b) >= 0) written[static_cast<size_t>(b)] = true;
+    for (size_t k = 0; k < s_.kernels.size(); ++k) {
+      for (ValueId v : s_.kernels[k].ops) {
+        const Node& n = g_.node(v);
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+          if (n.op == Op::kv_write && i == 0) continue;
+          ValueId o = n.inputs[i];
+          ValueId b = base(o);
+          if (b >= 0 && kernel(b) >= 0 && (o != b || kernel(b) != static_cast<int>(k)) && !epilogue_store(n, i, static_cast<int>(k)))
+            written[static_cast<size_t>(b)] = true;
+        }
+      }
+    }
+    for (size_t k = 0; k < s_.kernels.size(); ++k) {
+      Kernel& K = s_.kernels[k];
+      // Bytes touched per base buffer: the views read of it add up (two
+      // halves of a tensor are all of it), up to the buffer's size.
+      std::map<ValueId, int64_t> reads;
+      std::set<ValueId> seen;
+      for (ValueId v : K.ops) {
+        const Node& n = g_.node(v);
+        K.flops += op_flops(g_, n);
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+          if (n.op == Op::kv_write && i == 0) continue;
+          ValueId o = n.inputs[i];
+          ValueId b = base(o);
+          if (b < 0) continue;
+          if ((o == b && kernel(b) == static_cast<int>(k)) || epilogue_store(n, i, static_cast<int>(k))) continue;  // computed here
+          if (!seen.insert(o).second) continue;
+          int64_t& r = reads[b];
+          r = std::min(r + elems(g_.type(o)), elems(g_.type(b)));
+        }
+        if (written[static_cast<size_t>(v)]) {
+          K.outputs.push_back(v);
+          K.bytes_written += n.op == Op::kv_write ? bytes(g_.type(n.inputs[1])) : bytes(n.type);
+        }
+      }
+      for (const auto& [b, r] : reads) {
+        K.inputs.push_back(b);
+        K.bytes_read += r * dtype_size(g_.type(b).dtype);
+      }
+    }
+  }
+
+  struct RowSpace {
+    Shape keep, drop;  // the per-row result with and without keepdim
+  };
+
+  const Graph& g_;
+  FusionOptions o_;
+  std::vector<bool> free_;
+  std::vector<std::vector<ValueId>> users_;
+  Schedule s_;
+  std::vector<RowSpace> row_space_;
+};
+
+}  // namespace
+
+ValueId base_buffer(const Graph& g, ValueId v) { return base_of(g, free_values(g), v); }
+
+bool is_free(const Graph& g, ValueId v) { return free_values(g)[static_cast<size_t>(v)]; }
+
+Schedule fuse(const Graph& g, const FusionOptions& o) {
+  for (const Node& n : g.nodes())
+    if (!numel_const(n.type.shape)) throw Error("fusion analysis needs concrete shapes; " + n.type.str() + " is symbolic");
+  return Partitioner(g, o).run();
+}
+
+}  // namespace tj

@@ -1,0 +1,64 @@
+// Fusion: partitions a graph into kernels with TorchInductor-style rules.
+//
+//   - Free values are never kernels: inputs, params, constants, views
+//     (reshape permute expand slice squeeze unsqueeze), generators (iota,
+//     causal_mask), integer index math on those, and gathers whose indices
+//     are free (an indirect load). Consumers read through them: a view costs
+//     no bytes of its own; reading through it touches the base buffer.
+//   - matmul and flash_attn are kernels of their own; elementwise consumers
+//     with the same iteration space join as an epilogue (rule `epilogue`).
+//   - An elementwise op joins the kernel of its latest producer when they
+//     share the iteration space (rule `pointwise`).
+//   - A last-axis reduction joins the pointwise kernel producing its input,
+//     which becomes a rowwise kernel; elementwise ops on the row or on the
+//     per-row result then join too (rule `rowwise`).
+//   - Stores (concat, kv_write) join the pointwise kernel producing all their
+//     data; kv_write writes into its cache in place.
+//   - An op only ever joins the kernel of its latest dependency, so fusion
+//     never creates a cycle between kernels.
+//   - Optionally (rule `horizontal`), independent pointwise kernels with the
+//     same iteration space merge.
+// Kernels come out in a valid execution order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tj {
+
+enum class KernelKind : uint8_t { pointwise, rowwise, reduction, matmul, attention };
+std::string_view kernel_kind_name(KernelKind k);
+
+struct FusionOptions {
+  bool epilogue = true;
+  bool pointwise = true;
+  bool rowwise = true;
+  bool horizontal = false;
+  static FusionOptions none() { return {false, false, false, false}; }
+};
+
+struct Kernel {
+  KernelKind kind;
+  std::vector<ValueId> ops;      // computed here, in order
+  std::vector<ValueId> inputs;   // buffers read: graph inputs, params, constants, other kernels' outputs
+  std::vector<ValueId> outputs;  // values written to memory
+  Shape space;                   // iteration space
+  int64_t bytes_read = 0, bytes_written = 0, flops = 0;
+};
+
+struct Schedule {
+  std::vector<Kernel> kernels;
+  std::vector<int> kernel_of;  // per value: its kernel, or -1 for free values
+};
+
+// Needs concrete shapes (for byte and flop counts); throws tj::Error otherwise.
+Schedule fuse(const Graph& g, const FusionOptions& o = {});
+
+// The buffer a value's data lives in: follows views (and free gathers' tables)
+// back to a materialized value. Generators and splat constants have none (-1).
+ValueId base_buffer(const Graph& g, ValueId v);
+bool is_free(const Graph& g, ValueId v);
+
+}  // namespace tj

@@ -1,0 +1,160 @@
+// Fusion rules on small graphs, each rule switched off, the cycle case, and
+// the pinned kernel counts of the tiny Llama layer per variant.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "cost/analysis.h"
+#include "ir/text.h"
+#include "models/llama.h"
+#include "schedule/fusion.h"
+
+namespace tj {
+namespace {
+
+// Kernel contents as "kind: op op | kind: op ..." for compact assertions.
+std::string summary(const Graph& g, const Schedule& s) {
+  std::string r;
+  for (const Kernel& k : s.kernels) {
+    if (!r.empty()) r += " | ";
+    r += std::string(kernel_kind_name(k.kind)) + ":";
+    for (ValueId v : k.ops) r += " " + std::string(g.node(v).def().name);
+  }
+  return r;
+}
+
+std::string fused(const std::string& text, FusionOptions o = {}) {
+  Graph g = parse_graph(text);
+  return summary(g, fuse(g, o));
+}
+
+const char* kMatmulEpilogue =
+    "graph g\ninput %x : f32[4,8]\nparam %w : f32[8,16]\nparam %b : f32[16]\n"
+    "%0 = matmul(%x, %w) : f32[4,16]\n%1 = add(%0, %b) : f32[4,16]\n%2 = tanh(%1) : f32[4,16]\nreturn %2\n";
+
+TEST(Fusion, MatmulTakesElementwiseEpilogue) {
+  EXPECT_EQ(fused(kMatmulEpilogue), "matmul: matmul add tanh");
+  FusionOptions o;
+  o.epilogue = false;
+  EXPECT_EQ(fused(kMatmulEpilogue, o), "matmul: matmul | pointwise: add tanh");
+  EXPECT_EQ(fused(kMatmulEpilogue, FusionOptions::none()), "matmul: matmul | pointwise: add | pointwise: tanh");
+}
+
+TEST(Fusion, ViewsAndMasksAreNeverKernels) {
+  const char* text =
+      "graph g\ninput %x : f32[2,3,4]\ninput %pos : i64[]\n"
+      "%0 = permute(%x) {perm=[0, 2, 1]} : f32[2,4,3]\n%1 = reshape(%0) {shape=[8, 3]} : f32[8,3]\n"
+      "%2 = slice(%1) {axis=0, start=0, end=3} : f32[3,3]\n%3 = causal_mask(%pos) {q=3, k=3} : f32[3,3]\n"
+      "%4 = add(%2, %3) : f32[3,3]\nreturn %4\n";
+  Graph g = parse_graph(text);
+  Schedule s = fuse(g);
+  EXPECT_EQ(summary(g, s), "pointwise: add");
+  // It reads only the 9 sliced elements of x, and the mask costs nothing.
+  EXPECT_EQ(s.kernels[0].bytes_read, 9 * 4);
+  EXPECT_EQ(s.kernels[0].bytes_written, 9 * 4);
+}
+
+TEST(Fusion, ElementwiseJoinsProducerOfSameSpace) {
+  const char* text =
+      "graph g\ninput %x : f32[4,8]\ninput %y : f32[8]\n"
+      "%0 = exp(%x) : f32[4,8]\n%1 = mul(%0, %y) : f32[4,8]\n%2 = sum(%1) {axes=[0]} : f32[8]\n%3 = neg(%2) : f32[8]\n"
+      "return %3\n";
+  EXPECT_EQ(fused(text), "pointwise: exp mul | reduction: sum | pointwise: neg");
+  FusionOptions o;
+  o.pointwise = false;
+  EXPECT_EQ(fused(text, o), "pointwise: exp | pointwise: mul | reduction: sum | pointwise: neg");
+}
+
+// Each is one rowwise kernel; back to back over the same rows, one kernel.
+TEST(Fusion, RmsNormAndSoftmaxAreRowwiseKernels) {
+  const char* text =
+      "graph g\ninput %x : f64[3,16]\nparam %w : f64[16]\n"
+      "%0 = rms_norm(%x, %w) : f64[3,16]\n%1 = softmax(%0) : f64[3,16]\nreturn %1\n";
+  Graph g = prepare_variant(parse_graph(text), Variant::fused);  // decomposed
+  EXPECT_EQ(summary(g, fuse(g)), "rowwise: mul mean add rsqrt mul mul amax sub exp sum div");
+  Graph alone = prepare_variant(parse_graph("graph g\ninput %x : f64[3,16]\n%0 = softmax(%x) : f64[3,16]\nreturn %0\n"), Variant::fused);
+  EXPECT_EQ(summary(alone, fuse(alone)), "rowwise: amax sub exp sum div");
+  FusionOptions o;
+  o.rowwise = false;
+  EXPECT_EQ(summary(g, fuse(g, o)),
+            "pointwise: mul | rowwise: mean | pointwise: add rsqrt | pointwise: mul mul | rowwise: amax | pointwise: sub exp | "
+            "rowwise: sum | pointwise: div");
+}
+
+// A reduction's input is not taken as a matmul epilogue: it goes to the
+// reduction's kernel, as in RMSNorm right after a residual add.
+TEST(Fusion, ReductionInputStaysWithTheReduction) {
+  const char* text =
+      "graph g\ninput %x : f32[4,8]\nparam %w : f32[8,8]\n"
+      "%0 = matmul(%x, %w) : f32[4,8]\n%1 = add(%0, %x) : f32[4,8]\n%2 = mul(%1, %1) : f32[4,8]\n"
+      "%3 = mean(%2) {axes=[1], keepdim=true} : f32[4,1]\n%4 = rsqrt(%3) : f32[4,1]\n%5 = mul(%1, %4) : f32[4,8]\nreturn %5\n";
+  EXPECT_EQ(fused(text), "matmul: matmul add | rowwise: mul mean rsqrt mul");
+}
+
+// c = a + b where b comes from a kernel that needs a: c may not join a's
+// kernel (a cycle), so without the epilogue rule it gets its own.
+TEST(Fusion, NeverCreatesACycle) {
+  const char* text =
+      "graph g\ninput %x : f32[4,4]\nparam %w : f32[4,4]\n"
+      "%0 = exp(%x) : f32[4,4]\n%1 = matmul(%0, %w) : f32[4,4]\n%2 = add(%0, %1) : f32[4,4]\nreturn %2\n";
+  FusionOptions o;
+  o.epilogue = false;
+  Graph g = parse_graph(text);
+  Schedule s = fuse(g, o);
+  EXPECT_EQ(summary(g, s), "pointwise: exp | matmul: matmul | pointwise: add");
+  // Every kernel reads only kernels before it.
+  for (size_t k = 0; k < s.kernels.size(); ++k)
+    for (ValueId in : s.kernels[k].inputs) EXPECT_LT(s.kernel_of[static_cast<size_t>(in)], static_cast<int>(k));
+  EXPECT_EQ(fused(text), "pointwise: exp | matmul: matmul add");
+}
+
+TEST(Fusion, ConcatAndKvWriteAreStoresOfTheirProducer) {
+  const char* text =
+      "graph g\ninput %x : f32[1,2,3,8]\ninput %cache : f32[1,2,16,8]\ninput %pos : i64[]\n"
+      "%0 = slice(%x) {axis=3, start=0, end=4} : f32[1,2,3,4]\n%1 = slice(%x) {axis=3, start=4, end=8} : f32[1,2,3,4]\n"
+      "%2 = neg(%1) : f32[1,2,3,4]\n%3 = concat(%2, %0) {axis=3} : f32[1,2,3,8]\n"
+      "%4 = kv_write(%cache, %3, %pos) : f32[1,2,16,8]\nreturn %4\n";
+  Graph g = parse_graph(text);
+  Schedule s = fuse(g);
+  EXPECT_EQ(summary(g, s), "pointwise: neg concat kv_write");
+  // Reads x once (both halves), writes only the 3 new rows into the cache.
+  EXPECT_EQ(s.kernels[0].bytes_read, 2 * 3 * 8 * 4 + 8);
+  EXPECT_EQ(s.kernels[0].bytes_written, 2 * 3 * 8 * 4);
+}
+
+TEST(Fusion, HorizontalMergesIndependentKernels) {
+  const char* text =
+      "graph g\ninput %x : f32[4,8]\ninput %y : f32[4,8]\n"
+      "%0 = exp(%x) : f32[4,8]\n%1 = sum(%0) {axes=[0]} : f32[8]\n%2 = tanh(%y) : f32[4,8]\nreturn %1, %2\n";
+  EXPECT_EQ(fused(text), "pointwise: exp | reduction: sum | pointwise: tanh");
+  const char* two = "graph g\ninput %x : f32[4,8]\ninput %y : f32[4,8]\n%0 = exp(%x) : f32[4,8]\n%1 = tanh(%y) : f32[4,8]\nreturn %0, %1\n";
+  EXPECT_EQ(fused(two), "pointwise: exp | pointwise: tanh");
+  FusionOptions o;
+  o.horizontal = true;
+  EXPECT_EQ(fused(two, o), "pointwise: exp tanh");
+}
+
+TEST(Fusion, ByteAndFlopCounts) {
+  Graph g = parse_graph(kMatmulEpilogue);
+  Schedule s = fuse(g);
+  ASSERT_EQ(s.kernels.size(), 1u);
+  const Kernel& k = s.kernels[0];
+  EXPECT_EQ(k.bytes_read, (4 * 8 + 8 * 16 + 16) * 4);
+  EXPECT_EQ(k.bytes_written, 4 * 16 * 4);
+  EXPECT_EQ(k.flops, 2 * 4 * 16 * 8 + 4 * 16 * 2);
+}
+
+TEST(Fusion, TinyLlamaLayerKernelCountsPerVariant) {
+  const auto& c = models::llama_config("tiny");
+  Graph prefill = models::trace_llama_layer(c, {1, 16, 16, DType::f32});
+  Graph decode = models::trace_llama_layer(c, {1, 1, 64, DType::f32});
+  std::map<std::string, size_t> want_prefill = {{"eager", 34}, {"unfused", 51}, {"fused", 14}, {"fused+flash", 12}};
+  for (Variant v : all_variants()) {
+    Graph p = prepare_variant(prefill, v), d = prepare_variant(decode, v);
+    EXPECT_EQ(fuse(p, variant_fusion(v)).kernels.size(), want_prefill[std::string(variant_name(v))]) << variant_name(v);
+    EXPECT_EQ(fuse(d, variant_fusion(v)).kernels.size(), want_prefill[std::string(variant_name(v))]) << variant_name(v);
+  }
+}
+
+}  // namespace
+}  // namespace tj
