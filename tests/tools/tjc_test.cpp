@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "ir/text.h"
@@ -147,6 +148,82 @@ TEST(Tjc, PassesReportAsJson) {
   Result big = tjc("passes --model llama-layer --config llama3-8b --tokens 2048 --dtype bf16");
   ASSERT_EQ(big.code, 0) << big.out;
   EXPECT_NE(big.out.find("shape-only"), std::string::npos) << big.out;
+}
+
+TEST(Tjc, KernelsJson) {
+  Result r = tjc("kernels --model llama-layer --tokens 16 --json", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["kernels"].size(), 12u);
+  for (const auto& k : j["kernels"]) {
+    EXPECT_TRUE(k.contains("kind") && k.contains("ops") && k.contains("bytes_read") && k.contains("bytes_written") &&
+                k.contains("flops"));
+    EXPECT_GT(k["ops"].size(), 0u);
+  }
+  EXPECT_EQ(nlohmann::json::parse(tjc("kernels --model llama-layer --tokens 16 --json --no-fuse --no-flash", "", true).out)["kernels"].size(), 51u);
+  std::string dot = ::testing::TempDir() + "layer.dot";
+  ASSERT_EQ(tjc("kernels --model llama-layer --dot " + dot, "", true).code, 0);
+  std::ifstream f(dot);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("subgraph cluster_0"), std::string::npos);
+  EXPECT_NE(text.find("(attention)"), std::string::npos);
+}
+
+TEST(Tjc, AnalyzeLlama8B) {
+  for (const char* mode : {"--mode prefill --tokens 2048", "--mode decode --kv-len 4096"}) {
+    Result r = tjc(std::string("analyze --config llama3-8b --dtype bf16 --hardware h100 --json ") + mode, "", true);
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["variants"].size(), 4u);
+    std::vector<std::string> names;
+    for (const auto& v : j["variants"]) {
+      names.push_back(v["name"]);
+      EXPECT_GT(v["time_s"].get<double>(), 0);
+      EXPECT_GT(v["bytes"].get<int64_t>(), 0);
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"eager", "unfused", "fused", "fused+flash"}));
+    // Fusion never costs more than not fusing, on the roofline.
+    EXPECT_LT(j["variants"][3]["time_s"].get<double>(), j["variants"][1]["time_s"].get<double>());
+    EXPECT_EQ(j["layer"]["weight_bytes"].get<int64_t>(), 436224000);
+    EXPECT_GT(j["layer"]["peak_activation_bytes"].get<int64_t>(), 0);
+  }
+}
+
+TEST(Tjc, MemplanJsonAndSvg) {
+  std::string svg = ::testing::TempDir() + "plan.svg";
+  Result r = tjc("memplan --model branches --json --svg " + svg, "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_LT(j["peak_bytes"].get<int64_t>() * 3, j["peak_bytes_original_order"].get<int64_t>());
+  EXPECT_EQ(j["peak_bytes"].get<int64_t>(), j["lower_bound_bytes"].get<int64_t>());
+  for (const auto& b : j["buffers"]) EXPECT_TRUE(b.contains("size") && b.contains("first") && b.contains("last") && b.contains("offset"));
+  std::ifstream f(svg);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("<svg", 0), 0u);
+  EXPECT_NE(text.find("<rect"), std::string::npos);
+  Result sweep = tjc("memplan --model llama-layer --config llama3-8b --tokens 2048 --dtype bf16 --json", "", true);
+  auto s = nlohmann::json::parse(sweep.out);
+  ASSERT_EQ(s["sweep"].size(), 7u);  // 512 ... 32768
+  EXPECT_GT(s["sweep"][6]["unfused_attention_peak_bytes"].get<int64_t>(), 10 * s["sweep"][6]["flash_peak_bytes"].get<int64_t>());
+}
+
+TEST(Tjc, AnalyzeOnThisCpuCalibratesOnceIntoTheCache) {
+  std::string dir = ::testing::TempDir() + "tj_cache_calibrate";
+  std::string env = "TJ_CACHE_DIR=" + dir + " ";
+  std::string cmd = "env " + env + TJC_PATH + " analyze --hardware cpu --json </dev/null 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["hardware"], "cpu");
+  std::ifstream cal(dir + "/calibration.json");
+  ASSERT_TRUE(cal.good());
+  auto c = nlohmann::json::parse(cal);
+  EXPECT_GT(c["sgemm_flops"].get<double>(), 1e9);
+  EXPECT_GT(c["stream_bandwidth"].get<double>(), 1e8);
 }
 
 TEST(Tjc, DemoRunsPrefillAndDecode) {
