@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "support/paths.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -83,15 +84,7 @@ Calibration measure_machine() {
   return c;
 }
 
-std::string calibration_path() {
-  namespace fs = std::filesystem;
-  fs::path dir;
-  if (const char* d = std::getenv("TJ_CACHE_DIR"); d && *d) dir = d;
-  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = fs::path(x) / "tensorjit";
-  else if (const char* h = std::getenv("HOME"); h && *h) dir = fs::path(h) / ".cache" / "tensorjit";
-  else dir = fs::temp_directory_path() / "tensorjit";
-  return (dir / "calibration.json").string();
-}
+std::string calibration_path() { return (std::filesystem::path(cache_dir()) / "calibration.json").string(); }
 
 bool load_calibration(Calibration* out) {
   std::ifstream f(calibration_path());
