@@ -104,7 +104,9 @@ std::optional<Compiler> find_compiler() {
   return std::nullopt;
 }
 
-std::vector<std::string> default_flags() { return {"-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++20"}; }
+std::vector<std::string> default_flags() {
+  return {"-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++20", "-lopenblas"};
+}
 
 BuildResult build_library(const std::string& source, const Compiler& cxx, const std::vector<std::string>& flags) {
   BuildResult r;
@@ -129,9 +131,9 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     write_atomic(src, source);
     fs::path tmp = lib;
     tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(Clock::now().time_since_epoch().count());
-    std::string cmd = quote(cxx.path);
+    // Flags after the source, so that libraries (-l) link.
+    std::string cmd = quote(cxx.path) + " " + quote(src.string()) + " -o " + quote(tmp.string());
     for (const auto& f : flags) cmd += " " + quote(f);
-    cmd += " -o " + quote(tmp.string()) + " " + quote(src.string());
     std::string out;
     int status = run_command(cmd, &out);
     if (status != 0) {

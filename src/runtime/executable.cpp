@@ -1,0 +1,193 @@
+#include "runtime/executable.h"
+
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "codegen/cpp/build.h"
+#include "codegen/cpp/emit.h"
+#include "memory/lifetimes.h"
+#include "passes/pipeline.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+
+namespace {
+
+struct Aligned {
+  void operator()(void* p) const { std::free(p); }
+};
+using Block = std::unique_ptr<void, Aligned>;
+
+Block allocate(int64_t bytes) {
+  size_t n = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, n);
+  if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
+  std::memset(p, 0, n);
+  return Block(p);
+}
+
+std::vector<int64_t> concrete(const Shape& s) {
+  std::vector<int64_t> r;
+  for (const Dim& d : s) r.push_back(d.value());
+  return r;
+}
+
+void warn_once_no_compiler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::fprintf(stderr,
+                 "tensorjit: warning: no C++ compiler found ($TJ_CXX, c++, g++, clang++); running on the interpreter\n");
+  });
+}
+
+}  // namespace
+
+struct Executable::State {
+  Graph graph;  // optimized
+  Schedule schedule;
+  CompileStats stats;
+  std::string source;
+  std::shared_ptr<LoadedLibrary> library;
+  std::vector<void (*)(void**)> kernels;
+  std::vector<void (*)(void**, void*)> output_fns;
+  int* status = nullptr;
+  std::vector<void*> table;
+  std::vector<Block> owned;  // arena, temporaries, scratch, constants
+  std::vector<ValueId> inputs;
+  std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
+  Bindings fallback_params;
+};
+
+Executable Executable::compile(const Graph& graph, const Bindings& params, const CompileOptions& o) {
+  auto s = std::make_shared<State>();
+  for (ValueId p : graph.params())
+    if (!params.count(graph.node(p).name)) throw Error("compile: no value for param '" + graph.node(p).name + "'");
+  s->graph = graph;
+  PipelineOptions po;
+  po.pass.freeze_values = &params;
+  run_pipeline(s->graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
+  const Graph& g = s->graph;
+  s->inputs = g.inputs();
+
+  auto cxx = find_compiler();
+  if (!cxx) {
+    warn_once_no_compiler();
+    s->fallback_params = params;
+    Executable e;
+    e.s_ = s;
+    return e;
+  }
+
+  s->schedule = fuse(g, o.fusion);
+  if (o.reorder) s->schedule = reorder_schedule(g, s->schedule);
+  ActivationPlan plan = plan_activations(g, s->schedule);
+  EmittedProgram prog = emit_cpp(g, s->schedule);
+  s->source = prog.source;
+  BuildResult built = build_library(prog.source, *cxx);
+  s->library = built.library;
+  for (const auto& name : prog.kernel_symbols) s->kernels.push_back(reinterpret_cast<void (*)(void**)>(built.library->symbol(name.c_str())));
+  for (const auto& name : prog.output_symbols)
+    s->output_fns.push_back(reinterpret_cast<void (*)(void**, void*)>(built.library->symbol(name.c_str())));
+  s->status = static_cast<int*>(built.library->symbol("tj_status"));
+
+  // The table: every value in memory gets its fixed address now.
+  s->table.assign(g.size() + 1, nullptr);
+  Block arena = allocate(plan.plan.peak_bytes);
+  for (const auto& b : plan.buffers)
+    s->table[static_cast<size_t>(b.value)] = static_cast<char*>(arena.get()) + plan.plan.offsets[static_cast<size_t>(b.slot)];
+  Block temps = allocate(prog.temporary_bytes);
+  for (size_t i = 0; i < prog.temporaries.size(); ++i)
+    s->table[static_cast<size_t>(prog.temporaries[i])] = static_cast<char*>(temps.get()) + prog.temporary_offsets[i];
+  int64_t scratch_bytes = prog.scratch_bytes_per_thread * omp_get_max_threads();
+  Block scratch = allocate(scratch_bytes);
+  s->table[g.size()] = scratch.get();
+  int64_t const_bytes = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes()[i];
+    NDArray data;
+    if (n.op == Op::constant && n.const_data()->size() > 1) {
+      data = NDArray::from(n.type.dtype, concrete(n.type.shape), *n.const_data());
+    } else if (n.op == Op::param) {
+      data = params.at(n.name);
+      if (data.dtype() != n.type.dtype) throw Error("compile: param '" + n.name + "' is " + data.type_str() + ", expected " + n.type.str());
+    } else {
+      continue;
+    }
+    Block b = allocate(static_cast<int64_t>(data.nbytes()));
+    std::memcpy(b.get(), data.raw(), data.nbytes());
+    s->table[i] = b.get();
+    const_bytes += static_cast<int64_t>(data.nbytes());
+    s->owned.push_back(std::move(b));
+  }
+  for (const Kernel& k : s->schedule.kernels)
+    for (ValueId v : k.ops)
+      if (g.node(v).op == Op::kv_write) {
+        ValueId cache = base_buffer(g, g.node(v).inputs[0]);
+        if (cache < 0 || g.node(cache).op != Op::input)
+          throw Error("compile: kv_write into something other than a cache input is not supported yet");
+        s->aliases.emplace_back(v, cache);
+      }
+  s->stats = {true, built.cache_hit, built.compile_seconds, built.load_seconds, s->schedule.kernels.size(), plan.plan.peak_bytes,
+              prog.temporary_bytes, scratch_bytes, const_bytes, built.source_path};
+  s->owned.push_back(std::move(arena));
+  s->owned.push_back(std::move(temps));
+  s->owned.push_back(std::move(scratch));
+  Executable e;
+  e.s_ = s;
+  return e;
+}
+
+void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs) {
+  State& s = *s_;
+  const Graph& g = s.graph;
+  if (!s.stats.compiled) {
+    Bindings all = s.fallback_params;
+    for (const auto& [k, v] : inputs) all[k] = v;
+    bool f64 = true;
+    for (const Node& n : g.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
+    outputs = interpret(g, all, {f64 ? DType::f64 : DType::f32});
+    return;
+  }
+  if (inputs.size() != s.inputs.size()) {
+    for (const auto& [name, a] : inputs)
+      if (g.find(name) < 0 || g.node(g.find(name)).op != Op::input) throw Error("run: unknown input '" + name + "'");
+  }
+  for (ValueId v : s.inputs) {
+    const Node& n = g.node(v);
+    auto it = inputs.find(n.name);
+    if (it == inputs.end()) throw Error("run: missing input '" + n.name + "' of type " + n.type.str());
+    NDArray& a = it->second;  // donated caches are written in place
+    if (a.dtype() != n.type.dtype || a.shape() != concrete(n.type.shape))
+      throw Error("run: input '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
+    s.table[static_cast<size_t>(v)] = a.raw();
+  }
+  for (const auto& [kv, cache] : s.aliases) s.table[static_cast<size_t>(kv)] = s.table[static_cast<size_t>(cache)];
+  *s.status = 0;
+  void** t = s.table.data();
+  for (auto* k : s.kernels) k(t);
+  if (*s.status != 0)
+    throw Error(*s.status == 3 ? "run: kv_write position outside the cache"
+                : *s.status == 2 ? "run: integer division by zero"
+                                 : "run: gather index out of range");
+  if (outputs.size() != g.outputs().size()) {
+    outputs.clear();
+    for (ValueId o : g.outputs()) outputs.emplace_back(g.type(o).dtype, concrete(g.type(o).shape));
+  }
+  for (size_t i = 0; i < s.output_fns.size(); ++i) s.output_fns[i](t, outputs[i].raw());
+}
+
+std::vector<NDArray> Executable::run(Bindings& inputs) {
+  std::vector<NDArray> out;
+  run(inputs, out);
+  return out;
+}
+
+const CompileStats& Executable::stats() const { return s_->stats; }
+const std::string& Executable::source() const { return s_->source; }
+const Graph& Executable::optimized() const { return s_->graph; }
+
+}  // namespace tj

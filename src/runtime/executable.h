@@ -1,0 +1,60 @@
+// A compiled graph, run from a static plan: one arena sized by the memory
+// plan, constants and frozen weights held in place, a flat list of kernel
+// functions whose buffer addresses are all fixed at build time. A call binds
+// the inputs, runs the list and copies the outputs out: no allocation, no
+// graph walk, no lookups (the CPU analog of CUDA Graph replay).
+//
+//   tj::Executable exe = tj::Executable::compile(graph, weights);
+//   exe.run(inputs, outputs);
+//
+// KV caches updated by kv_write are donated: the cache input arrays are
+// written in place (and the updated caches are also returned as outputs).
+// Without a C++ compiler, compile() warns once and runs the optimized graph
+// on the interpreter instead.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/interpreter.h"
+#include "schedule/fusion.h"
+
+namespace tj {
+
+struct CompileOptions {
+  FusionOptions fusion;
+  bool reorder = true;               // reorder kernels to lower peak memory
+  std::vector<std::string> passes;   // empty: the default pipeline (params frozen)
+};
+
+struct CompileStats {
+  bool compiled = false;     // false: interpreter fallback
+  bool cache_hit = false;
+  double compile_seconds = 0, load_seconds = 0;
+  size_t kernels = 0;
+  int64_t arena_bytes = 0, temporary_bytes = 0, scratch_bytes = 0, constant_bytes = 0;
+  std::string source_path;
+};
+
+class Executable {
+ public:
+  // `params`: every param of `graph` (they are frozen into the compilation).
+  static Executable compile(const Graph& graph, const Bindings& params, const CompileOptions& o = {});
+
+  // `outputs` is resized to the graph's outputs on first use and reused.
+  // Inputs are not const: caches written by kv_write are donated.
+  void run(Bindings& inputs, std::vector<NDArray>& outputs);
+  std::vector<NDArray> run(Bindings& inputs);
+
+  const CompileStats& stats() const;
+  const std::string& source() const;   // the generated C++
+  const Graph& optimized() const;      // the graph the kernels compute
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> s_;
+};
+
+}  // namespace tj
