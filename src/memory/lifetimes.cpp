@@ -22,6 +22,26 @@ std::vector<std::vector<int>> readers(const Graph& g, const Schedule& s) {
   return r;
 }
 
+// Overwriting input `b` with the kernel's output is safe only when the kernel
+// is one loop nest over its space (pointwise, no stores) and reads `b` at
+// exactly the index it writes: directly, or through reshapes, at full size.
+bool in_place_safe(const Graph& g, const Kernel& K, ValueId b) {
+  if (K.kind != KernelKind::pointwise) return false;
+  for (ValueId v : K.ops) {
+    const Node& n = g.node(v);
+    if (n.op == Op::concat || n.op == Op::kv_write || n.type.shape != K.space) return false;
+    for (ValueId o : n.inputs) {
+      if (base_buffer(g, o) != b) continue;
+      if (g.type(o).shape != K.space) return false;
+      for (ValueId x = o; x != b; x = g.node(x).inputs[0]) {
+        Op op = g.node(x).op;
+        if (op != Op::reshape && op != Op::squeeze && op != Op::unsqueeze) return false;
+      }
+    }
+  }
+  return true;
+}
+
 int find(std::vector<int>& parent, int x) {
   while (parent[static_cast<size_t>(x)] != x) x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
   return x;
@@ -40,7 +60,7 @@ ActivationPlan plan_activations(const Graph& g, const Schedule& s, bool in_place
   std::vector<int> index_of(g.size(), -1);
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     for (ValueId v : s.kernels[k].outputs) {
-      if (g.node(v).op == Op::kv_write) continue;  // in place in its cache
+      if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) continue;  // lives in its cache
       int last = static_cast<int>(k);
       for (int r : rd[static_cast<size_t>(v)]) last = std::max(last, r);
       if (is_output[static_cast<size_t>(v)]) last = end;
@@ -56,13 +76,14 @@ ActivationPlan plan_activations(const Graph& g, const Schedule& s, bool in_place
   if (in_place) {
     for (size_t k = 0; k < s.kernels.size(); ++k) {
       const Kernel& K = s.kernels[k];
-      if (K.kind != KernelKind::pointwise && K.kind != KernelKind::rowwise) continue;
+      if (K.kind != KernelKind::pointwise) continue;
       for (ValueId v : K.outputs) {
         int bv = index_of[static_cast<size_t>(v)];
         if (bv < 0) continue;
         for (ValueId in : K.inputs) {
           int bi = index_of[static_cast<size_t>(in)];
-          if (bi < 0 || taken[static_cast<size_t>(bi)] || is_output[static_cast<size_t>(in)]) continue;
+          if (bi < 0 || in == v || taken[static_cast<size_t>(bi)] || is_output[static_cast<size_t>(in)]) continue;
+          if (!in_place_safe(g, K, in)) continue;
           const PlannedBuffer& b = p.buffers[static_cast<size_t>(bi)];
           // The group's last reader must be this kernel (whole group, after earlier merges).
           int root = find(parent, bi);
@@ -105,7 +126,7 @@ Schedule reorder_schedule(const Graph& g, const Schedule& s) {
     for (ValueId in : s.kernels[k].inputs)
       if (int p = s.kernel_of[static_cast<size_t>(in)]; p >= 0 && p != static_cast<int>(k)) nodes[k].deps.push_back(p);
     for (ValueId v : s.kernels[k].outputs) {
-      if (g.node(v).op == Op::kv_write) continue;
+      if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) continue;
       ScheduledBuffer b{value_bytes(g, v), static_cast<int>(k), {}};
       for (int r : rd[static_cast<size_t>(v)])
         if (r != static_cast<int>(k)) b.consumers.push_back(r);

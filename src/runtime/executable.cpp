@@ -125,12 +125,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   }
   for (const Kernel& k : s->schedule.kernels)
     for (ValueId v : k.ops)
-      if (g.node(v).op == Op::kv_write) {
-        ValueId cache = base_buffer(g, g.node(v).inputs[0]);
-        if (cache < 0 || g.node(cache).op != Op::input)
-          throw Error("compile: kv_write into something other than a cache input is not supported yet");
-        s->aliases.emplace_back(v, cache);
-      }
+      if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) s->aliases.emplace_back(v, g.node(v).inputs[0]);
   s->stats = {true, built.cache_hit, built.compile_seconds, built.load_seconds, s->schedule.kernels.size(), plan.plan.peak_bytes,
               prog.temporary_bytes, scratch_bytes, const_bytes, built.source_path};
   s->owned.push_back(std::move(arena));

@@ -28,7 +28,7 @@ int64_t bytes(const Type& t) { return elems(t) * dtype_size(t.dtype); }
 
 // Free values, in one forward sweep (operands come first).
 std::vector<bool> free_values(const Graph& g) {
-  std::vector<bool> f(g.size(), false);
+  std::vector<bool> f(g.size(), false), pure(g.size(), false);
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
     auto all_free = [&](size_t from) {
@@ -37,9 +37,14 @@ std::vector<bool> free_values(const Graph& g) {
       return true;
     };
     OpCategory c = n.def().category;
-    if (c == OpCategory::source || c == OpCategory::view || n.op == Op::causal_mask) f[i] = true;
-    else if (is_int(n.type.dtype) && c == OpCategory::elementwise && all_free(0)) f[i] = true;  // index math
-    else if (n.op == Op::gather && f[static_cast<size_t>(n.inputs[1])]) f[i] = true;            // indirect load
+    // Pure: computable from inputs, params, constants and generators alone.
+    bool operands_pure = true;
+    for (ValueId o : n.inputs) operands_pure = operands_pure && pure[static_cast<size_t>(o)];
+    if (c == OpCategory::source) pure[i] = f[i] = true;
+    else if (c == OpCategory::view) f[i] = true, pure[i] = operands_pure;
+    else if (n.op == Op::causal_mask || n.op == Op::iota) pure[i] = f[i] = operands_pure;
+    else if (is_int(n.type.dtype) && c == OpCategory::elementwise && all_free(0) && operands_pure) pure[i] = f[i] = true;  // index math
+    else if (n.op == Op::gather && pure[static_cast<size_t>(n.inputs[1])]) f[i] = true;  // indirect load
   }
   // A free computation that is itself an output must be computed by a kernel.
   for (ValueId v : g.outputs()) {
@@ -90,7 +95,9 @@ class Partitioner {
  public:
   Partitioner(const Graph& g, const FusionOptions& o) : g_(g), o_(o), free_(free_values(g)), users_(users_of(g)) {
     s_.kernel_of.assign(g.size(), -1);
-    row_space_.clear();
+    in_place_.assign(g.size(), false);
+    for (size_t i = 0; i < g.size(); ++i)
+      if (g.nodes()[i].op == Op::kv_write) in_place_[i] = kv_write_in_place(g, static_cast<ValueId>(i));
   }
 
   Schedule run() {
@@ -118,13 +125,20 @@ class Partitioner {
     s_.kernel_of[static_cast<size_t>(v)] = k;
   }
 
+  // Whether operand i of n is read (kv_write's cache is not, when in place).
+  bool reads_operand(const Node& n, ValueId v, size_t i) const {
+    return !(n.op == Op::kv_write && i == 0 && in_place_[static_cast<size_t>(v)]);
+  }
+
   // The latest kernel this node depends on, directly or through free values;
-  // `direct` says whether it is reached by a plain operand (joinable).
-  int latest_dependency(const Node& n, bool* direct) const {
+  // `direct` says whether every read of it is a plain operand (joinable: a
+  // read through a view would need the whole value written first).
+  int latest_dependency(ValueId v, bool* direct) const {
+    const Node& n = g_.node(v);
     int latest = -1;
     *direct = false;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
-      if (n.op == Op::kv_write && i == 0) continue;  // written in place, not read
+      if (!reads_operand(n, v, i)) continue;
       ValueId o = n.inputs[i];
       ValueId b = base(o);
       if (b < 0) continue;
@@ -134,7 +148,7 @@ class Partitioner {
         latest = k;
         *direct = (o == b);
       } else if (k == latest) {
-        *direct = *direct || (o == b);
+        *direct = *direct && (o == b);
       }
     }
     return latest;
@@ -162,7 +176,7 @@ class Partitioner {
     if (n.op == Op::matmul) return (void)new_kernel(v, KernelKind::matmul, n.type.shape);
     if (n.op == Op::flash_attn) return (void)new_kernel(v, KernelKind::attention, n.type.shape);
     bool direct = false;
-    int k = latest_dependency(n, &direct);
+    int k = latest_dependency(v, &direct);
     Kernel* K = k >= 0 ? &s_.kernels[static_cast<size_t>(k)] : nullptr;
 
     if (last_axis_reduction(n)) {
@@ -170,7 +184,8 @@ class Partitioner {
       Shape rows = in;
       rows.back() = Dim(1);
       bool join = o_.rowwise && K && direct &&
-                  (K->kind == KernelKind::pointwise || K->kind == KernelKind::rowwise) && K->space == in;
+                  (K->kind == KernelKind::pointwise || K->kind == KernelKind::rowwise) && K->space == in &&
+                  stores_lead(*K);
       if (join) {
         K->kind = KernelKind::rowwise;
         row_space_[static_cast<size_t>(k)] = {rows, Shape(in.begin(), in.end() - 1)};
@@ -217,18 +232,32 @@ class Partitioner {
     new_kernel(v, KernelKind::pointwise, n.type.shape);
   }
 
-  // The kernels each kernel reads from (through any free values).
-  std::set<int> deps_of(int k) const {
+  // The kernels each kernel reads from (through any free values), and those
+  // it reads through a view.
+  std::set<int> deps_of(int k, std::set<int>* via_view) const {
     std::set<int> d;
     for (ValueId v : s_.kernels[static_cast<size_t>(k)].ops) {
       const Node& n = g_.node(v);
       for (size_t i = 0; i < n.inputs.size(); ++i) {
-        if (n.op == Op::kv_write && i == 0) continue;
+        if (!reads_operand(n, v, i)) continue;
         ValueId b = base(n.inputs[i]);
-        if (b >= 0 && kernel(b) >= 0 && kernel(b) != k) d.insert(kernel(b));
+        if (b < 0 || kernel(b) < 0 || kernel(b) == k) continue;
+        d.insert(kernel(b));
+        if (b != n.inputs[i]) via_view->insert(kernel(b));
       }
     }
     return d;
+  }
+
+  // A rowwise kernel runs its stores before its row loop, so they must come
+  // first (their data is then all from outside).
+  bool stores_lead(const Kernel& K) const {
+    bool seen_compute = false;
+    for (ValueId v : K.ops) {
+      if (!is_store(g_.node(v).op)) seen_compute = true;
+      else if (seen_compute) return false;
+    }
+    return true;
   }
 
   bool store_only(const Kernel& K) const {
@@ -249,11 +278,11 @@ class Partitioner {
     bool changed = true;
     while (changed) {
       changed = false;
-      std::vector<std::set<int>> deps(ks.size());
+      std::vector<std::set<int>> deps(ks.size()), via_view(ks.size());
       std::vector<std::set<int>> readers(ks.size());
       for (size_t k = 0; k < ks.size(); ++k) {
         if (ks[k].ops.empty()) continue;
-        deps[k] = deps_of(static_cast<int>(k));
+        deps[k] = deps_of(static_cast<int>(k), &via_view[k]);
         for (int d : deps[k]) readers[static_cast<size_t>(d)].insert(static_cast<int>(k));
       }
       for (size_t j = 1; j < ks.size() && !changed; ++j) {
@@ -265,7 +294,7 @@ class Partitioner {
           if (I.ops.empty() || I.kind != KernelKind::pointwise) continue;
           bool before = true;
           for (int d : deps[j]) before &= d < i || d == i;
-          if (!before) continue;
+          if (!before || via_view[j].count(i)) continue;  // j would read i's results through a view
           bool reads_i = deps[j].count(i) > 0;
           bool related;
           if (stores) {
@@ -313,7 +342,7 @@ class Partitioner {
       for (ValueId v : s_.kernels[k].ops) {
         const Node& n = g_.node(v);
         for (size_t i = 0; i < n.inputs.size(); ++i) {
-          if (n.op == Op::kv_write && i == 0) continue;
+          if (!reads_operand(n, v, i)) continue;
           ValueId o = n.inputs[i];
           ValueId b = base(o);
           if (b >= 0 && kernel(b) >= 0 && (o != b || kernel(b) != static_cast<int>(k)) && !epilogue_store(n, i, static_cast<int>(k)))
@@ -331,7 +360,7 @@ class Partitioner {
         const Node& n = g_.node(v);
         K.flops += op_flops(g_, n);
         for (size_t i = 0; i < n.inputs.size(); ++i) {
-          if (n.op == Op::kv_write && i == 0) continue;
+          if (!reads_operand(n, v, i)) continue;
           ValueId o = n.inputs[i];
           ValueId b = base(o);
           if (b < 0) continue;
@@ -342,7 +371,7 @@ class Partitioner {
         }
         if (written[static_cast<size_t>(v)]) {
           K.outputs.push_back(v);
-          K.bytes_written += n.op == Op::kv_write ? bytes(g_.type(n.inputs[1])) : bytes(n.type);
+          K.bytes_written += n.op == Op::kv_write && in_place_[static_cast<size_t>(v)] ? bytes(g_.type(n.inputs[1])) : bytes(n.type);
         }
       }
       for (const auto& [b, r] : reads) {
@@ -360,6 +389,7 @@ class Partitioner {
   FusionOptions o_;
   std::vector<bool> free_;
   std::vector<std::vector<ValueId>> users_;
+  std::vector<bool> in_place_;  // kv_write nodes that write into their cache
   Schedule s_;
   std::vector<RowSpace> row_space_;
 };
@@ -369,6 +399,17 @@ class Partitioner {
 ValueId base_buffer(const Graph& g, ValueId v) { return base_of(g, free_values(g), v); }
 
 bool is_free(const Graph& g, ValueId v) { return free_values(g)[static_cast<size_t>(v)]; }
+
+bool kv_write_in_place(const Graph& g, ValueId kv) {
+  ValueId cache = g.node(kv).inputs[0];
+  if (g.node(cache).op != Op::input) return false;
+  for (ValueId o : g.outputs())
+    if (o == cache) return false;
+  for (const Node& n : g.nodes())
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] == cache && &n != &g.node(kv)) return false;
+  return true;
+}
 
 Schedule fuse(const Graph& g, const FusionOptions& o) {
   for (const Node& n : g.nodes())

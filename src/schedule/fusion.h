@@ -61,4 +61,9 @@ Schedule fuse(const Graph& g, const FusionOptions& o = {});
 ValueId base_buffer(const Graph& g, ValueId v);
 bool is_free(const Graph& g, ValueId v);
 
+// kv_write writes into its cache in place when the cache is a graph input
+// that nothing else reads (and that is not itself returned); otherwise it
+// copies the cache and writes the rows into the copy.
+bool kv_write_in_place(const Graph& g, ValueId kv_write);
+
 }  // namespace tj

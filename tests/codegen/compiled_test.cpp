@@ -29,7 +29,7 @@ void split(const Graph& g, const Bindings& all, Bindings* params, Bindings* inpu
   for (const auto& [k, v] : all) (g.node(g.find(k)).op == Op::param ? *params : *inputs)[k] = v;
 }
 
-double check(const Graph& g, double pos, DType dt, uint64_t seed = 1) {
+double check(const Graph& g, double pos, DType dt, uint64_t seed = 1, const CompileOptions& co = {}) {
   RandomInputOptions ro;
   ro.seed = seed;
   if (g.find("pos") >= 0) ro.fixed["pos"] = pos;
@@ -37,7 +37,7 @@ double check(const Graph& g, double pos, DType dt, uint64_t seed = 1) {
   auto want = interpret(g, all, {dt});
   Bindings params, inputs;
   split(g, all, &params, &inputs);
-  Executable exe = Executable::compile(g, params);
+  Executable exe = Executable::compile(g, params, co);
   EXPECT_TRUE(exe.stats().compiled);
   auto got = exe.run(inputs);
   Difference d = compare_outputs(got, want);
@@ -55,6 +55,84 @@ TEST_F(Compiled, TinyLayerPrefillAndDecode) {
     EXPECT_LE(check(models::trace_llama_layer(c, {2, 5, 12, dt}), 3, dt), tol);
     EXPECT_LE(check(models::trace_llama_layer(c, {1, 1, 64, dt}), 40, dt), tol);
   }
+}
+
+TEST_F(Compiled, EveryModel) {
+  const auto& c = models::llama_config("tiny");
+  EXPECT_LE(check(models::trace_mlp(c, {2, 7, 7, DType::f32}), 0, DType::f32), 1e-5);
+  EXPECT_LE(check(models::trace_llama(c, {1, 6, 9, DType::f32}, 2), 0, DType::f32), 1e-5);
+  EXPECT_LE(check(models::trace_llama(c, {1, 1, 9, DType::f64}, 2), 6, DType::f64), 1e-12);
+}
+
+// Every fusion rule off, attention not matched, no reordering, no passes.
+TEST_F(Compiled, WithEachRuleAndPassSwitchedOff) {
+  const auto& c = models::llama_config("tiny");
+  Graph prefill = models::trace_llama_layer(c, {1, 8, 12, DType::f32});
+  Graph decode = models::trace_llama_layer(c, {1, 1, 12, DType::f32});
+  std::vector<CompileOptions> variants(7);
+  variants[0].fusion.epilogue = false;
+  variants[1].fusion.pointwise = false;
+  variants[2].fusion.rowwise = false;
+  variants[3].fusion = FusionOptions::none();
+  variants[4].fusion.horizontal = true;
+  variants[5].reorder = false;
+  variants[6].passes = {"freeze", "cse", "simplify", "decompose", "dce"};  // no flash_attn, no norm folding
+  for (const auto& co : variants) {
+    EXPECT_LE(check(prefill, 2, DType::f32, 3, co), 1e-5);
+    EXPECT_LE(check(decode, 7, DType::f32, 4, co), 1e-5);
+  }
+  CompileOptions raw;
+  raw.passes = {"freeze"};  // composites stay whole: rowwise softmax and norms
+  EXPECT_LE(check(prefill, 1, DType::f32, 5, raw), 1e-5);
+}
+
+TEST_F(Compiled, RandomGraphs) {
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    Graph g = testing::random_graph(seed, DType::f64, 16);
+    SCOPED_TRACE("seed " + std::to_string(seed) + "\n" + print_graph(g));
+    EXPECT_LE(check(g, 0, DType::f64, seed), 1e-12);
+  }
+}
+
+TEST_F(Compiled, BadInputsAreReported) {
+  const auto& c = models::llama_config("tiny");
+  Graph g = models::trace_llama_layer(c, {1, 1, 8, DType::f32});
+  Bindings all = random_inputs(g, 1), params, inputs;
+  split(g, all, &params, &inputs);
+  Executable exe = Executable::compile(g, params);
+  Bindings wrong = inputs;
+  wrong["x"] = NDArray(DType::f32, {1, 2, 128});
+  EXPECT_THROW(exe.run(wrong), Error);
+  wrong = inputs;
+  wrong["x"] = NDArray(DType::f64, {1, 1, 128});
+  EXPECT_THROW(exe.run(wrong), Error);
+  wrong = inputs;
+  wrong.erase("pos");
+  EXPECT_THROW(exe.run(wrong), Error);
+  wrong = inputs;
+  wrong["pos"] = NDArray::scalar(DType::i64, 8);  // past the cache
+  try {
+    exe.run(wrong);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kv_write position"), std::string::npos);
+  }
+  Bindings missing_param = params;
+  missing_param.erase("wq");
+  EXPECT_THROW(Executable::compile(g, missing_param), Error);
+}
+
+TEST_F(Compiled, NoCompilerFallsBackToTheInterpreter) {
+  const auto& c = models::llama_config("tiny");
+  Graph g = models::trace_mlp(c, {1, 3, 3, DType::f32});
+  Bindings all = random_inputs(g, 2), params, inputs;
+  split(g, all, &params, &inputs);
+  setenv("TJ_CXX", "/nonexistent/c++", 1);
+  Executable exe = Executable::compile(g, params);
+  unsetenv("TJ_CXX");
+  EXPECT_FALSE(exe.stats().compiled);
+  auto got = exe.run(inputs);
+  EXPECT_LE(compare_outputs(got, interpret(g, all, {DType::f32})).max_rel, 1e-6);
 }
 
 }  // namespace

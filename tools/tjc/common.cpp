@@ -54,6 +54,7 @@ Dim dim_arg(const std::string& text, const char* option) {
 }
 
 Graph trace_model(const TraceArgs& a) {
+  if (!a.ir.empty()) return load_graph(a.ir);
   const models::LlamaConfig& cfg = models::llama_config(a.config);
   models::Shapes s;
   s.dtype = dtype_arg(a.dtype);
@@ -90,6 +91,7 @@ void add_trace_options(CLI::App* c, TraceArgs& a) {
   c->add_option("--batch", a.batch, "batch size")->check(CLI::PositiveNumber);
   c->add_option("--dtype", a.dtype, "f32, f64, bf16 or f16")->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}));
   c->add_flag("--flash", a.flash, "emit flash_attn directly instead of the unfused attention");
+  c->add_option("--ir", a.ir, "read the graph from this IR file (or -) instead of tracing a model");
 }
 
 std::pair<std::string, std::string> split_eq(const std::string& s, const char* what) {

@@ -25,6 +25,7 @@ double parse_number(const std::string& s, const std::string& what);
 
 struct TraceArgs {
   std::string model = "llama-layer", config = "tiny", mode = "prefill", tokens, kv_len, dtype = "f32";
+  std::string ir;  // read this IR file instead of tracing a model
   int64_t layers = 0;
   int64_t batch = 1;
   bool flash = false;

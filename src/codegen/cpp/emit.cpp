@@ -95,8 +95,11 @@ class Emitter {
       const Node& n = g.nodes()[i];
       if (n.op == Op::input || n.op == Op::param || (n.op == Op::constant && n.const_data()->size() > 1)) in_mem_[i] = true;
     }
-    for (const Kernel& k : s.kernels)
+    for (const Kernel& k : s.kernels) {
       for (ValueId v : k.outputs) in_mem_[static_cast<size_t>(v)] = true;
+      for (ValueId v : k.ops)
+        if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) in_mem_[static_cast<size_t>(v)] = true;  // it is its cache
+    }
   }
 
   EmittedProgram run() {
@@ -287,8 +290,23 @@ class Emitter {
         if (via_view || store_data) make_temp(b);
       }
     }
-    const Kernel& kk = K;
-    if (kk.kind == KernelKind::matmul || kk.kind == KernelKind::attention) make_temp(kk.ops[0]);
+    // Ops are emitted in segments: a store ends the loop nest before it.
+    // A value used in a later segment than its own must be in memory.
+    if (K.kind != KernelKind::rowwise && K.kind != KernelKind::reduction) {
+      std::map<ValueId, int> segment;
+      int seg = 0;
+      for (ValueId v : K.ops) {
+        const Node& n = g_.node(v);
+        for (ValueId o : n.inputs)
+          if (auto it = segment.find(o); it != segment.end() && it->second != seg) make_temp(o);
+        segment[v] = seg;
+        if (n.op == Op::concat || n.op == Op::kv_write) ++seg;
+      }
+    }
+    // Results written by a library call or a store loop live in memory.
+    if (K.kind == KernelKind::matmul || K.kind == KernelKind::attention) make_temp(K.ops[0]);
+    for (ValueId v : K.ops)
+      if (g_.node(v).op == Op::concat || g_.node(v).op == Op::kv_write) make_temp(v);
   }
 
   // ---- kernels -------------------------------------------------------------
@@ -322,19 +340,25 @@ class Emitter {
     temp_.clear();  // temporaries are only visible to their kernel
   }
 
-  // Elementwise ops from `first` on, in one loop nest over the kernel's
-  // space; then the stores.
+  // Elementwise ops from `first` on, in loop nests over the kernel's space,
+  // every op in registers; a store (concat, kv_write) ends a nest and runs as
+  // a copy loop, in program order.
   std::string pointwise_body(const Kernel& K, size_t first) {
     auto sp = dims(K.space);
     Idx iv = loop_vars(sp.size());
-    std::string inner;
-    std::vector<ValueId> stores;
+    std::string code, inner;
     local_.clear();
+    auto flush = [&] {
+      if (!inner.empty()) code += loops(sp, iv, inner);
+      inner.clear();
+      local_.clear();
+    };
     for (size_t i = first; i < K.ops.size(); ++i) {
       ValueId v = K.ops[i];
       const Node& n = g_.node(v);
       if (n.op == Op::concat || n.op == Op::kv_write) {
-        stores.push_back(v);
+        flush();
+        code += store(v);
         continue;
       }
       if (dims(n.type.shape) != sp) throw Error("code generation: op outside the kernel's iteration space");
@@ -343,9 +367,7 @@ class Emitter {
       if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) inner += "  " + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
       local_[v] = var;
     }
-    local_.clear();
-    std::string code = inner.empty() ? "" : loops(sp, iv, inner);
-    for (ValueId v : stores) code += store(v);
+    flush();
     return code;
   }
 
@@ -384,10 +406,15 @@ class Emitter {
       }
       return code;
     }
-    // kv_write: the output is the cache itself (same buffer); write the rows at pos.
+    // kv_write: in place, the output is the cache itself; otherwise copy the
+    // cache first. Then write the rows at pos.
     ValueId rows = n.inputs[1];
     auto sr = shape(rows), sc = shape(n.inputs[0]);
     size_t axis = static_cast<size_t>(n.attr_int("axis"));
+    if (!kv_write_in_place(g_, v)) {
+      Idx all = loop_vars(sc.size(), "c");
+      code += loops(sc, all, "  " + ptr(v) + "[" + flat(all, sc) + "] = " + load(n.inputs[0], all) + ";\n");
+    }
     Idx iv = loop_vars(sr.size(), "c");
     Idx ci = iv;
     ci[axis] = "(" + iv[axis] + "+pos)";
@@ -596,7 +623,8 @@ class Emitter {
     keep.push_back("0");
     local_.clear();
     int64_t scratch_off = 0;
-    std::vector<ValueId> stores;
+    // Stores lead a rowwise kernel (fusion guarantees it): they run first.
+    std::string leading;
     for (ValueId v : K.ops) {
       const Node& n = g_.node(v);
       auto sv = dims(n.type.shape);
@@ -604,7 +632,7 @@ class Emitter {
       bool is_full = sv == sp;
       bool reduce = n.def().category == OpCategory::reduction || n.op == Op::softmax || n.op == Op::rms_norm || n.op == Op::layer_norm;
       if (n.op == Op::concat || n.op == Op::kv_write) {
-        stores.push_back(v);
+        leading += store(v);
         continue;
       }
       if (n.def().category == OpCategory::reduction) {
@@ -623,7 +651,7 @@ class Emitter {
         continue;
       }
       if (reduce) {  // softmax, rms_norm, layer_norm as one op
-        std::string rowvar = "r" + std::to_string(v);
+        std::string rowvar = "w" + std::to_string(v);
         code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_off) + "LL);\n";
         scratch_off += (D * dtype_size(n.type.dtype) + 63) / 64 * 64;
         code += composite_row(n, v, rowvar, full, sp, D);
@@ -633,7 +661,7 @@ class Emitter {
         continue;
       }
       if (is_full) {
-        std::string rowvar = "r" + std::to_string(v);
+        std::string rowvar = "w" + std::to_string(v);
         code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_off) + "LL);\n";
         scratch_off += (D * dtype_size(n.type.dtype) + 63) / 64 * 64;
         code += "#pragma omp simd\n    for (int64_t j = 0; j < " + std::to_string(D) + "LL; ++j) {\n";
@@ -653,8 +681,7 @@ class Emitter {
     code += "  }\n";
     local_.clear();
     local_row_.clear();
-    for (ValueId v : stores) code += store(v);
-    return code;
+    return leading + code;
   }
 
   int64_t scratch_for(const Kernel& K, int64_t D) {
