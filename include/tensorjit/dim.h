@@ -40,6 +40,9 @@ class Dim {
   bool operator<(const Dim& o) const;  // an arbitrary total order, for maps
 
   int64_t eval(const SymEnv& env) const;  // throws if a symbol is unbound
+  // > 0 for every value of the symbols (sizes, so >= 0): a positive constant
+  // and no negative coefficient.
+  bool provably_positive() const;
   std::vector<std::string> symbols() const;
   std::string str() const;
   size_t hash() const;

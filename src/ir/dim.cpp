@@ -8,6 +8,22 @@
 
 namespace tj {
 
+namespace {
+
+int64_t checked_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) throw Error("dimension arithmetic overflows 64 bits");
+  return r;
+}
+
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) throw Error("dimension arithmetic overflows 64 bits");
+  return r;
+}
+
+}  // namespace
+
 Dim Dim::symbol(std::string name) {
   Dim d;
   d.terms_.push_back({{std::move(name)}, 1});
@@ -33,13 +49,13 @@ bool Dim::monomial_less(const std::vector<std::string>& a, const std::vector<std
 void Dim::add_term(std::vector<std::string> syms, int64_t coeff) {
   if (coeff == 0) return;
   if (syms.empty()) {
-    c_ += coeff;
+    c_ = checked_add(c_, coeff);
     return;
   }
   auto it = std::lower_bound(terms_.begin(), terms_.end(), syms,
                              [](const Term& t, const std::vector<std::string>& s) { return monomial_less(t.syms, s); });
   if (it != terms_.end() && it->syms == syms) {
-    it->coeff += coeff;
+    it->coeff = checked_add(it->coeff, coeff);
     if (it->coeff == 0) terms_.erase(it);
   } else {
     terms_.insert(it, Term{std::move(syms), coeff});
@@ -48,30 +64,30 @@ void Dim::add_term(std::vector<std::string> syms, int64_t coeff) {
 
 Dim operator+(const Dim& a, const Dim& b) {
   Dim r = a;
-  r.c_ += b.c_;
+  r.c_ = checked_add(r.c_, b.c_);
   for (const auto& t : b.terms_) r.add_term(t.syms, t.coeff);
   return r;
 }
 
 Dim operator-(const Dim& a, const Dim& b) {
   Dim r = a;
-  r.c_ -= b.c_;
-  for (const auto& t : b.terms_) r.add_term(t.syms, -t.coeff);
+  r.c_ = checked_add(r.c_, checked_mul(b.c_, -1));
+  for (const auto& t : b.terms_) r.add_term(t.syms, checked_mul(t.coeff, -1));
   return r;
 }
 
 Dim operator*(const Dim& a, const Dim& b) {
-  if (a.is_const() && b.is_const()) return Dim(a.c_ * b.c_);
+  if (a.is_const() && b.is_const()) return Dim(checked_mul(a.c_, b.c_));
   // (sum_i a_i m_i + a0) * (sum_j b_j n_j + b0), expanded term by term.
-  Dim r(a.c_ * b.c_);
-  for (const auto& t : a.terms_) r.add_term(t.syms, t.coeff * b.c_);
-  for (const auto& t : b.terms_) r.add_term(t.syms, t.coeff * a.c_);
+  Dim r(checked_mul(a.c_, b.c_));
+  for (const auto& t : a.terms_) r.add_term(t.syms, checked_mul(t.coeff, b.c_));
+  for (const auto& t : b.terms_) r.add_term(t.syms, checked_mul(t.coeff, a.c_));
   for (const auto& s : a.terms_) {
     for (const auto& t : b.terms_) {
       std::vector<std::string> m = s.syms;
       m.insert(m.end(), t.syms.begin(), t.syms.end());
       std::sort(m.begin(), m.end());
-      r.add_term(std::move(m), s.coeff * t.coeff);
+      r.add_term(std::move(m), checked_mul(s.coeff, t.coeff));
     }
   }
   return r;
@@ -114,6 +130,13 @@ bool Dim::operator<(const Dim& o) const {
   return false;
 }
 
+bool Dim::provably_positive() const {
+  if (c_ <= 0) return false;
+  for (const auto& t : terms_)
+    if (t.coeff < 0) return false;
+  return true;
+}
+
 int64_t Dim::eval(const SymEnv& env) const {
   int64_t v = c_;
   for (const auto& t : terms_) {
@@ -121,9 +144,9 @@ int64_t Dim::eval(const SymEnv& env) const {
     for (const auto& s : t.syms) {
       auto it = env.find(s);
       if (it == env.end()) throw Error("size symbol '" + s + "' is not bound");
-      m *= it->second;
+      m = checked_mul(m, it->second);
     }
-    v += m;
+    v = checked_add(v, m);
   }
   return v;
 }
@@ -278,7 +301,7 @@ std::optional<int64_t> numel_const(const Shape& s) {
   for (const auto& d : s) {
     auto c = d.as_const();
     if (!c) return std::nullopt;
-    n *= *c;
+    n = checked_mul(n, *c);
   }
   return n;
 }

@@ -190,8 +190,8 @@ Type infer_slice(InferCtx& c) {
   Dim len = end - start;
   if (auto l = len.as_const(); l && *l < 0) c.fail("slice end " + end.str() + " before start " + start.str());
   if (auto s = start.as_const(); s && *s < 0) c.fail("slice start " + start.str() + " is negative");
-  if (auto over = (end - dim).as_const(); over && *over > 0)
-    c.fail("slice end " + end.str() + " beyond dimension " + dim.str());
+  if ((end - dim).provably_positive()) c.fail("slice end " + end.str() + " beyond dimension " + dim.str());
+  if ((Dim(0) - len).provably_positive()) c.fail("slice end " + end.str() + " before start " + start.str());
   Shape out = c.in[0].shape;
   if (step == 1) {
     out[static_cast<size_t>(axis)] = len;

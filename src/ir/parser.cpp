@@ -8,6 +8,7 @@
 
 #include "ir/text.h"
 #include "tensorjit/error.h"
+#include "tensorjit/ndarray.h"
 
 namespace tj {
 
@@ -287,6 +288,25 @@ class Parser {
     fail_here("bad attribute kind");
   }
 
+  // Constant values must be exactly representable in their dtype (floats may
+  // round, but not overflow to infinity).
+  void check_const_values(const std::vector<double>& values, DType t, size_t at, const std::string& token) const {
+    for (double v : values) {
+      std::string bad;
+      if (t == DType::boolean) {
+        if (v != 0 && v != 1) bad = "a bool constant must be 0 or 1";
+      } else if (is_int(t)) {
+        double lo = t == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+        double hi = t == DType::i32 ? 2147483647.0 : 9223372036854774784.0;
+        if (!std::isfinite(v) || std::trunc(v) != v) bad = "an integer constant must be a whole number";
+        else if (v < lo || v > hi) bad = "integer constant out of range for " + std::string(dtype_name(t));
+      } else if (std::isfinite(v) && !std::isfinite(round_to_dtype(v, t))) {
+        bad = "constant overflows " + std::string(dtype_name(t));
+      }
+      if (!bad.empty()) fail_at(at, bad, token);
+    }
+  }
+
   // ---- lines ---------------------------------------------------------------
   void declaration(Graph& g, bool is_input, size_t at) {
     size_t name_at;
@@ -360,6 +380,7 @@ class Parser {
 
     ValueId v;
     if (*op == Op::constant) {
+      check_const_values(*std::get<ConstData>(attrs[0]), declared.dtype, op_at, opname);
       try {
         v = g.add_const(declared, std::get<ConstData>(attrs[0]));
       } catch (const Error& e) {

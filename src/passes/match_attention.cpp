@@ -15,6 +15,7 @@
 
 #include "passes/passes.h"
 #include "passes/rewriter.h"
+#include "tensorjit/error.h"
 
 namespace tj {
 
@@ -103,6 +104,15 @@ std::optional<Attention> match(const Graph& g, ValueId out) {
   if (qt.shape[0] != kt4.shape[0] || kt4.shape[1] != vt.shape[1] || kt4.shape[2] != vt.shape[2]) return std::nullopt;
   if (!qt.shape[1].div_exact(kt4.shape[1])) return std::nullopt;
   if (g.type(qk.inputs[0]).shape[2] != qk.type.shape[2]) return std::nullopt;
+  // The replacement must have exactly the attention's type.
+  std::vector<Type> types = {qt, kt4, vt};
+  std::vector<AttrValue> attrs = {a.scale, a.offset >= 0};
+  if (a.offset >= 0) types.push_back(g.type(a.offset));
+  try {
+    if (infer_type(Op::flash_attn, types, attrs) != pv.type) return std::nullopt;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
   return a;
 }
 

@@ -35,13 +35,23 @@ class NegZero {
         for (double d : *n.const_data())
           if (d == 0 && std::signbit(d)) return true;
         return false;
-      case Op::matmul: case Op::sum: case Op::mean:        // accumulate from +0.0
+      // Accumulating from +0.0 in the node's own precision never yields -0.0:
+      // matmul accumulates in f32/f64; sum accumulates in double, so only an
+      // f64 sum is safe (an f32 one can round a tiny negative to -0.0), and
+      // mean divides, which can underflow to -0.0.
+      case Op::matmul: return n.type.dtype != DType::f32 && n.type.dtype != DType::f64;
+      case Op::sum: return n.type.dtype != DType::f64;
       case Op::abs: case Op::exp: case Op::sigmoid: case Op::softmax: case Op::causal_mask: case Op::rsqrt:
       case Op::iota:
         return false;
       case Op::add: return may(n.inputs[0]) && may(n.inputs[1]);  // -0 + -0 is the only -0 sum
       case Op::sub: return may(n.inputs[0]);                      // -0 - +0
-      case Op::cast: return is_float(g_.type(n.inputs[0]).dtype) && may(n.inputs[0]);
+      case Op::cast: {  // widening float casts keep the sign of zero exactly; narrowing ones can round to -0.0
+        DType from = g_.type(n.inputs[0]).dtype;
+        if (!is_float(from)) return false;
+        bool widening = dtype_size(n.type.dtype) > dtype_size(from) || n.type.dtype == from;
+        return !widening || may(n.inputs[0]);
+      }
       case Op::reshape: case Op::permute: case Op::expand: case Op::slice: case Op::squeeze: case Op::unsqueeze:
       case Op::amax: case Op::sqrt:
         return may(n.inputs[0]);
@@ -119,7 +129,7 @@ struct Rules {
         if (is(x(0), Op::expand)) return g.add(Op::expand, {node(x(0)).inputs[0]}, {{"shape", t.shape}});  // expand(expand(x)) -> expand(x)
         break;
       case Op::slice:
-        if (same_type(x(0), t) && std::get<int64_t>(attrs[3]) == 1) return x(0);     // x[0:n] -> x
+        if (same_type(x(0), t) && std::get<Dim>(attrs[1]) == Dim(0) && std::get<int64_t>(attrs[3]) == 1) return x(0);  // x[0:n] -> x
         break;
       default: break;
     }

@@ -156,5 +156,68 @@ TEST(Fusion, TinyLlamaLayerKernelCountsPerVariant) {
   }
 }
 
+void expect_reads_only_earlier(const Graph& g, const Schedule& s) {
+  for (size_t k = 0; k < s.kernels.size(); ++k)
+    for (ValueId in : s.kernels[k].inputs) EXPECT_LT(s.kernel_of[static_cast<size_t>(in)], static_cast<int>(k)) << summary(g, s);
+}
+
+// Found in review: an epilogue reading the matmul through a permute; gather
+// indices computed by a kernel; a cache read after kv_write.
+TEST(Fusion, ReviewCases) {
+  Graph self = parse_graph(
+      "graph g\ninput %x : f32[4,4]\nparam %w : f32[4,4]\n%0 = matmul(%x, %w) : f32[4,4]\n"
+      "%1 = permute(%0) {perm=[1, 0]} : f32[4,4]\n%2 = add(%0, %1) : f32[4,4]\nreturn %2\n");
+  Schedule s1 = fuse(self);
+  EXPECT_EQ(summary(self, s1), "matmul: matmul | pointwise: add");
+  expect_reads_only_earlier(self, s1);
+
+  Graph gidx = parse_graph(
+      "graph g\ninput %t : f32[10,3]\ninput %i : i64[2,4]\n%0 = sum(%i) {axes=[1]} : i64[2]\n"
+      "%1 = reshape(%0) {shape=[2, 1]} : i64[2,1]\n%2 = gather(%t, %1) : f32[2,1,3]\n%3 = exp(%2) : f32[2,1,3]\nreturn %3\n");
+  Schedule s2 = fuse(gidx);
+  expect_reads_only_earlier(gidx, s2);
+  EXPECT_EQ(s2.kernels.size(), 2u);  // the sum, then the gather with exp reading its result
+  EXPECT_EQ(s2.kernels[0].outputs.size(), 1u);
+
+  Graph kv = parse_graph(
+      "graph g\ninput %cache : f32[1,1,4,2]\ninput %rows : f32[1,1,1,2]\ninput %pos : i64[]\n"
+      "%0 = kv_write(%cache, %rows, %pos) : f32[1,1,4,2]\n%1 = exp(%0) : f32[1,1,4,2]\n%2 = exp(%cache) : f32[1,1,4,2]\n"
+      "%3 = sub(%1, %2) : f32[1,1,4,2]\nreturn %3\n");
+  EXPECT_FALSE(kv_write_in_place(kv, 3));  // the old cache is still read
+  Schedule s3 = fuse(kv);
+  expect_reads_only_earlier(kv, s3);
+  EXPECT_EQ(s3.kernels[0].bytes_written, 4 * 2 * 4);  // a full copy of the cache
+}
+
+// Every kernel reads only values of earlier kernels (never its own through a
+// view, never a later one), for every model, variant and rule setting.
+TEST(Fusion, KernelsOnlyReadEarlierKernels) {
+  const auto& c = models::llama_config("tiny");
+  std::vector<Graph> graphs = {models::trace_llama_layer(c, {1, 16, 16, DType::f32}),
+                               models::trace_llama_layer(c, {2, 1, 64, DType::f32}), models::trace_mlp(c, {1, 4, 4, DType::f32}),
+                               models::trace_llama(c, {1, 5, 8, DType::f32}, 2)};
+  std::vector<FusionOptions> rules(6);
+  rules[1].epilogue = false;
+  rules[2].pointwise = false;
+  rules[3].rowwise = false;
+  rules[4].horizontal = true;
+  rules[5] = FusionOptions::none();
+  for (const Graph& traced : graphs) {
+    for (Variant v : all_variants()) {
+      Graph g = prepare_variant(traced, v);
+      for (const auto& r : rules) {
+        Schedule s = fuse(g, r);
+        for (size_t k = 0; k < s.kernels.size(); ++k) {
+          for (ValueId in : s.kernels[k].inputs) {
+            int producer = s.kernel_of[static_cast<size_t>(in)];
+            EXPECT_LT(producer, static_cast<int>(k)) << variant_name(v) << ": kernel " << k << " reads %" << in;
+          }
+          for (ValueId op : s.kernels[k].ops) EXPECT_EQ(s.kernel_of[static_cast<size_t>(op)], static_cast<int>(k));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tj
