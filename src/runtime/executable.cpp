@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -180,6 +182,27 @@ std::vector<NDArray> Executable::run(Bindings& inputs) {
   run(inputs, out);
   return out;
 }
+
+std::vector<double> Executable::profile(Bindings& inputs, int reps) {
+  State& s = *s_;
+  std::vector<NDArray> out;
+  run(inputs, out);  // binds the inputs
+  std::vector<std::vector<double>> t(s.kernels.size());
+  for (int r = 0; r < reps; ++r)
+    for (size_t k = 0; k < s.kernels.size(); ++k) {
+      auto t0 = std::chrono::steady_clock::now();
+      s.kernels[k](s.table.data());
+      t[k].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  std::vector<double> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v.empty() ? 0 : v[v.size() / 2]);
+  }
+  return med;
+}
+
+const Schedule& Executable::schedule() const { return s_->schedule; }
 
 const CompileStats& Executable::stats() const { return s_->stats; }
 const std::string& Executable::source() const { return s_->source; }

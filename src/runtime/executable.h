@@ -47,6 +47,10 @@ class Executable {
   void run(Bindings& inputs, std::vector<NDArray>& outputs);
   std::vector<NDArray> run(Bindings& inputs);
 
+  // Median seconds of each kernel over `reps` runs (for tjc bench --profile).
+  std::vector<double> profile(Bindings& inputs, int reps);
+  const Schedule& schedule() const;
+
   const CompileStats& stats() const;
   const std::string& source() const;   // the generated C++
   const Graph& optimized() const;      // the graph the kernels compute

@@ -40,5 +40,6 @@ void add_run_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_opt_commands(CLI::App& app);
 void add_analysis_commands(CLI::App& app);
+void add_bench_commands(CLI::App& app);
 
 }  // namespace tjc

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   tjc::add_run_command(app);
   tjc::add_opt_commands(app);
   tjc::add_analysis_commands(app);
+  tjc::add_bench_commands(app);
   tjc::add_demo_command(app);
   try {
     app.parse(argc, argv);

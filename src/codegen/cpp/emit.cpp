@@ -126,6 +126,22 @@ class Emitter {
            "template <class T> static inline T tj_max(T a, T b) {\n"
            "  if (a != a || b != b) return a != a ? a : b;\n  if (a != b) return a > b ? a : b;\n  return std::signbit(a) ? b : a;\n}\n"
            "template <class T> static inline T tj_min(T a, T b) { return -tj_max(-a, -b); }\n"
+           "// exp for float: Cody-Waite reduction and a degree-6 polynomial (Cephes), within 2 ulp,\n"
+           "// branch-free so loops vectorize; results below 2^-126 flush to zero.\n"
+           "static inline float tj_expf(float x) {\n"
+           "  const float c = std::fmin(std::fmax(x, -87.33f), 88.72f);\n"
+           "  const float n = std::floor(c * 1.44269504088896341f + 0.5f);\n"
+           "  const float r = c - n * 0.693359375f + n * 2.12194440e-4f;\n"
+           "  float p = 1.9875691500e-4f;\n"
+           "  p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f; p = p * r + 4.1665795894e-2f;\n"
+           "  p = p * r + 1.6666665459e-1f; p = p * r + 5.0000001201e-1f;\n"
+           "  const float e = p * r * r + r + 1.0f;\n"
+           "  int32_t bits; const int32_t k = ((int32_t)n + 127) << 23; std::memcpy(&bits, &k, 4);\n"
+           "  float scale; std::memcpy(&scale, &bits, 4);\n"
+           "  const float y = x < -87.33f ? 0.0f : (x > 88.72f ? INFINITY : e * scale);\n"
+           "  return x != x ? x : y;\n}\n"
+           "static inline double tj_exp(double x) { return std::exp(x); }\n"
+           "static inline float tj_exp(float x) { return tj_expf(x); }\n\n"
            "static inline int64_t tj_index(int64_t i, int64_t n) {\n"
            "  if (i < -n || i >= n) { tj_status = 1; return 0; }\n  return i < 0 ? i + n : i;\n}\n\nextern \"C\" {\n\n";
   }
@@ -206,7 +222,7 @@ class Emitter {
     auto c = [&](double v) { return literal(v, n.type.dtype); };
     switch (n.op) {
       case Op::neg: return "(-(" + a[0] + "))";
-      case Op::exp: return "std::exp(" + a[0] + ")";
+      case Op::exp: return "tj_exp((" + t + ")(" + a[0] + "))";
       case Op::log: return "std::log(" + a[0] + ")";
       case Op::tanh: return "std::tanh(" + a[0] + ")";
       case Op::sqrt: return "std::sqrt(" + a[0] + ")";
@@ -214,9 +230,9 @@ class Emitter {
       case Op::sin: return "std::sin(" + a[0] + ")";
       case Op::cos: return "std::cos(" + a[0] + ")";
       case Op::abs: return "std::abs(" + a[0] + ")";
-      case Op::sigmoid: return "(" + c(1) + "/(" + c(1) + "+std::exp(-(" + a[0] + "))))";
+      case Op::sigmoid: return "(" + c(1) + "/(" + c(1) + "+tj_exp((" + t + ")(-(" + a[0] + ")))))";
       case Op::recip: return "(" + c(1) + "/(" + a[0] + "))";
-      case Op::silu: return "((" + a[0] + ")/(" + c(1) + "+std::exp(-(" + a[0] + "))))";
+      case Op::silu: return "((" + a[0] + ")/(" + c(1) + "+tj_exp((" + t + ")(-(" + a[0] + ")))))";
       case Op::gelu:
         return "([](double x){ return 0.5*x*(1.0+std::tanh(" + literal(std::sqrt(2.0 / M_PI), DType::f64) +
                "*(x+0.044715*x*x*x))); }((double)(" + a[0] + ")))";
@@ -248,14 +264,15 @@ class Emitter {
   }
 
   // ---- loops ---------------------------------------------------------------
-  std::string loops(const std::vector<int64_t>& sh, const Idx& vars, const std::string& body, bool allow_parallel = true) {
+  std::string loops(const std::vector<int64_t>& sh, const Idx& vars, const std::string& body, bool allow_parallel = true,
+                    bool simd = true) {
     if (sh.empty()) return "{\n" + body + "}\n";
     std::string open, close;
     bool par = allow_parallel && count(sh) >= kParallelElements && sh[0] > 1;
     for (size_t d = 0; d < sh.size(); ++d) {
       bool innermost = d + 1 == sh.size();
-      if (d == 0 && par) open += innermost ? "#pragma omp parallel for simd\n" : "#pragma omp parallel for\n";
-      else if (innermost) open += "#pragma omp simd\n";
+      if (d == 0 && par) open += innermost && simd ? "#pragma omp parallel for simd\n" : "#pragma omp parallel for\n";
+      else if (innermost && simd) open += "#pragma omp simd\n";
       open += "for (int64_t " + vars[d] + " = 0; " + vars[d] + " < " + std::to_string(sh[d]) + "LL; ++" + vars[d] + ") {\n";
       close += "}\n";
     }
@@ -513,20 +530,57 @@ class Emitter {
     std::string c_ptr = ptr(mm) + " + (" + flat(bv, batch) + ")*" + std::to_string(M * N) + "LL";
     std::string call;
     if (M == 1 && ta == "CblasNoTrans") {
-      // y[N] = x[K] @ B[K,N]: a GEMV over B.
-      std::string tr = tb == "CblasNoTrans" ? "CblasTrans" : "CblasNoTrans";
-      int64_t rowsB = tb == "CblasNoTrans" ? Kd : N, colsB = tb == "CblasNoTrans" ? N : Kd;
-      call = "  cblas_" + blas + "gemv(CblasRowMajor, " + tr + ", " + std::to_string(rowsB) + ", " + std::to_string(colsB) + ", 1, " +
-             pb + " + (" + batch_offset(bsb, sbb) + "), " + std::to_string(ldb) + ", " + pa + " + (" + batch_offset(bsa, sab) +
-             "), 1, 0, " + c_ptr + ", 1);\n";
+      call = gemv(ty, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")", tb == "CblasTrans", ldb,
+                  c_ptr, Kd, N);
     } else {
-      call = "  cblas_" + blas + "gemm(CblasRowMajor, " + ta + ", " + tb + ", " + std::to_string(M) + ", " + std::to_string(N) + ", " +
+      // OpenBLAS's threads cost more than they save on small products.
+      bool small = M * N * Kd < (int64_t{1} << 21);
+      call = std::string(small ? "  { const int nt = openblas_get_num_threads(); openblas_set_num_threads(1);\n" : "") +
+             "  cblas_" + blas + "gemm(CblasRowMajor, " + ta + ", " + tb + ", " + std::to_string(M) + ", " + std::to_string(N) + ", " +
              std::to_string(Kd) + ", 1, " + pa + " + (" + batch_offset(bsa, sab) + "), " + std::to_string(lda) + ", " + pb + " + (" +
-             batch_offset(bsb, sbb) + "), " + std::to_string(ldb) + ", 0, " + c_ptr + ", " + std::to_string(N) + ");\n";
+             batch_offset(bsb, sbb) + "), " + std::to_string(ldb) + ", 0, " + c_ptr + ", " + std::to_string(N) + ");\n" +
+             (small ? "  openblas_set_num_threads(nt); }\n" : "");
     }
-    code += loops(batch, bv, call, false);
+    code += loops(batch, bv, call, false, false);
     code += pointwise_body(K, 1);
     return code;
+  }
+
+  // y[N] = x[K] @ B: B row-major [K, N] (ldb), or transposed [N, K]. Bound by
+  // reading B once: for [K, N], each thread streams its own rows of B into a
+  // private partial y (in scratch), then the partials are summed; for [N, K],
+  // each output is one contiguous dot product. Threads only when B is large.
+  std::string gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, int64_t ldb,
+                   const std::string& y, int64_t K, int64_t N) {
+    bool par = K * N >= (int64_t{1} << 18);
+    std::string Ks = std::to_string(K) + "LL", Ns = std::to_string(N) + "LL", lds = std::to_string(ldb) + "LL";
+    std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + ty + "* B = " + B + ";\n    " + ty + "* y = " + y + ";\n";
+    if (transposed) {
+      c += par ? "#pragma omp parallel for schedule(static)\n" : "";
+      c += "    for (int64_t n = 0; n < " + Ns + "; ++n) {\n      const " + ty + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
+      c += "#pragma omp simd reduction(+:acc)\n      for (int64_t k = 0; k < " + Ks + "; ++k) acc += x[k]*row[k];\n      y[n] = acc;\n    }\n  }\n";
+      return c;
+    }
+    out_.scratch_bytes_per_thread = std::max<int64_t>(out_.scratch_bytes_per_thread, N * static_cast<int64_t>(sizeof(double)));
+    std::string per = std::to_string(N * static_cast<int64_t>(sizeof(double))) + "LL";
+    c += "    char* scratch = (char*)t[" + std::to_string(g_.size()) + "];\n    int used = 1;\n";
+    c += par ? "#pragma omp parallel\n" : "";
+    c += "    {\n      const int nt = omp_get_num_threads(), id = omp_get_thread_num();\n";
+    c += "      if (id == 0) used = nt;\n";
+    c += "      const int64_t k0 = " + Ks + " * id / nt, k1 = " + Ks + " * (id + 1) / nt;\n";
+    c += "      " + ty + "* acc = (" + ty + "*)(scratch + id*" + per + ");\n";
+    c += "      std::memset(acc, 0, sizeof(" + ty + ")*" + Ns + ");\n";
+    // Four rows per pass: a quarter of the accumulator traffic.
+    c += "      int64_t k = k0;\n      for (; k + 4 <= k1; k += 4) {\n";
+    c += "        const " + ty + " a0 = x[k], a1 = x[k+1], a2 = x[k+2], a3 = x[k+3];\n";
+    c += "        const " + ty + "* r0 = B + k*" + lds + "; const " + ty + "* r1 = r0 + " + lds + "; const " + ty + "* r2 = r1 + " + lds +
+         "; const " + ty + "* r3 = r2 + " + lds + ";\n";
+    c += "#pragma omp simd\n        for (int64_t j = 0; j < " + Ns + "; ++j) acc[j] += a0*r0[j] + a1*r1[j] + a2*r2[j] + a3*r3[j];\n      }\n";
+    c += "      for (; k < k1; ++k) {\n        const " + ty + " a = x[k];\n        const " + ty + "* row = B + k*" + lds + ";\n";
+    c += "#pragma omp simd\n        for (int64_t j = 0; j < " + Ns + "; ++j) acc[j] += a*row[j];\n      }\n    }\n";
+    c += "    for (int64_t j = 0; j < " + Ns + "; ++j) {\n      " + ty + " s = 0;\n";
+    c += "      for (int p = 0; p < used; ++p) s += ((" + ty + "*)(scratch + p*" + per + "))[j];\n      y[j] = s;\n    }\n  }\n";
+    return c;
   }
 
   void make_temp_copy(ValueId x, std::string* code) {
@@ -575,26 +629,30 @@ class Emitter {
     code += "    const " + ty + "* v = " + p[8] + " + b*" + p[9] + " + g*" + p[10] + ";\n";
     code += "    const int64_t kstride = " + p[7] + ", vstride = " + p[11] + ";\n";
     code += "    const int64_t limit = " + std::string(causal ? "std::min<int64_t>(" + std::to_string(S) + "LL, off + i + 1)" : std::to_string(S) + "LL") + ";\n";
-    code += "    double m = -INFINITY, l = 0, acc[" + std::to_string(Dv) + "] = {0};\n";
+    // Scores, running max and sum in the compute type; one block of keys at
+    // a time: dot products, block max, exponentials (vectorized), then the
+    // value rows weighted into the accumulator.
+    code += "    " + ty + " m = -INFINITY, l = 0, acc[" + std::to_string(Dv) + "] = {0};\n";
     code += "    constexpr int64_t kBlock = 64;\n";
-    code += "    double s[kBlock];\n";
+    code += "    " + ty + " s[kBlock];\n";
     code += "    for (int64_t j0 = 0; j0 < limit; j0 += kBlock) {\n";
-    code += "      const int64_t j1 = std::min<int64_t>(limit, j0 + kBlock);\n";
-    code += "      double bm = m;\n";
-    code += "      for (int64_t j = j0; j < j1; ++j) {\n";
-    code += "        const " + ty + "* kj = k + j*kstride;\n        " + ty + " dot = 0;\n";
+    code += "      const int64_t jn = std::min<int64_t>(limit - j0, kBlock);\n";
+    code += "      " + ty + " bm = m;\n";
+    code += "      for (int64_t j = 0; j < jn; ++j) {\n";
+    code += "        const " + ty + "* kj = k + (j0 + j)*kstride;\n        " + ty + " dot = 0;\n";
     code += "#pragma omp simd reduction(+:dot)\n";
     code += "        for (int64_t d = 0; d < " + std::to_string(D) + "LL; ++d) dot += q[d]*kj[d];\n";
-    code += "        s[j - j0] = (double)dot * scale;\n        bm = std::max(bm, s[j - j0]);\n      }\n";
-    code += "      const double corr = std::exp(m - bm);\n      l *= corr;\n";
+    code += "        s[j] = dot * (" + ty + ")scale;\n        bm = std::max(bm, s[j]);\n      }\n";
+    code += "      const " + ty + " corr = tj_exp(m - bm);\n      l *= corr;\n";
     code += "      for (int64_t d = 0; d < " + std::to_string(Dv) + "LL; ++d) acc[d] *= corr;\n";
-    code += "      for (int64_t j = j0; j < j1; ++j) {\n";
-    code += "        const double pj = std::exp(s[j - j0] - bm);\n        l += pj;\n        const " + ty + "* vj = v + j*vstride;\n";
+    code += "#pragma omp simd\n      for (int64_t j = 0; j < jn; ++j) s[j] = tj_exp(s[j] - bm);\n";
+    code += "      for (int64_t j = 0; j < jn; ++j) {\n";
+    code += "        const " + ty + " pj = s[j];\n        l += pj;\n        const " + ty + "* vj = v + (j0 + j)*vstride;\n";
     code += "#pragma omp simd\n";
     code += "        for (int64_t d = 0; d < " + std::to_string(Dv) + "LL; ++d) acc[d] += pj*vj[d];\n      }\n";
     code += "      m = bm;\n    }\n";
     code += "    " + ty + "* o = out + (bh*" + std::to_string(Tq) + "LL + i)*" + std::to_string(Dv) + "LL;\n";
-    code += "    for (int64_t d = 0; d < " + std::to_string(Dv) + "LL; ++d) o[d] = (" + ty + ")(limit > 0 ? acc[d]/l : NAN);\n";
+    code += "    for (int64_t d = 0; d < " + std::to_string(Dv) + "LL; ++d) o[d] = limit > 0 ? acc[d]/l : (" + ty + ")NAN;\n";
     code += "  }\n}\n";
     code += pointwise_body(K, 1);
     return code;
