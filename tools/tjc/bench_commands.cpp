@@ -69,8 +69,28 @@ Model make_model(const TraceArgs& a) {
   return m;
 }
 
+// Writes an array as .npy (format 1.0), for the numpy/PyTorch comparison.
+void write_npy(const std::filesystem::path& path, const NDArray& a) {
+  const char* descr = a.dtype() == DType::f32 ? "<f4" : a.dtype() == DType::f64 ? "<f8" : a.dtype() == DType::i64 ? "<i8" : nullptr;
+  if (!descr) throw Error("write_npy: unsupported dtype " + a.type_str());
+  std::string shape = "(";
+  for (int64_t d : a.shape()) shape += std::to_string(d) + ",";
+  shape += ")";
+  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  f.write("\x93NUMPY\x01\x00", 8);
+  uint16_t len = static_cast<uint16_t>(header.size());
+  f.write(reinterpret_cast<const char*>(&len), 2);
+  f << header;
+  f.write(static_cast<const char*>(a.raw()), static_cast<std::streamsize>(a.nbytes()));
+  if (!f) throw Error("cannot write " + path.string());
+}
+
 struct BenchArgs {
   TraceArgs trace;
+  std::string dump;
   bool json = false, profile = false;
   double budget = 2.0;
 };
@@ -98,6 +118,11 @@ void cmd_bench(const BenchArgs& a) {
   Bindings run_inputs = m.inputs;
   std::vector<NDArray> got;
   exe.run(run_inputs, got);
+  if (!a.dump.empty()) {
+    fs::create_directories(a.dump);
+    for (const auto& [k, v] : all) write_npy(fs::path(a.dump) / (k + ".npy"), v);
+    for (size_t i = 0; i < got.size(); ++i) write_npy(fs::path(a.dump) / ("output" + std::to_string(i) + ".npy"), got[i]);
+  }
   Difference d = compare_outputs(got, interpret(m.graph, all, {DType::f32}));
 
   double t_interp = median_seconds([&] { interpret(m.graph, all, {DType::f32}); }, 3, a.budget);
@@ -186,6 +211,7 @@ void add_bench_commands(CLI::App& app) {
   b->add_flag("--json", ba->json, "JSON output");
   b->add_option("--seconds", ba->budget, "time budget per measurement")->check(CLI::PositiveNumber);
   b->add_flag("--profile", ba->profile, "also time each kernel");
+  b->add_option("--dump", ba->dump, "write inputs, weights and compiled outputs as .npy files to this folder");
   b->callback([ba] { cmd_bench(*ba); });
 
   auto ca = std::make_shared<CodegenArgs>();
