@@ -170,9 +170,12 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs) {
     throw Error(*s.status == 3 ? "run: kv_write position outside the cache"
                 : *s.status == 2 ? "run: integer division by zero"
                                  : "run: gather index out of range");
-  if (outputs.size() != g.outputs().size()) {
-    outputs.clear();
-    for (ValueId o : g.outputs()) outputs.emplace_back(g.type(o).dtype, concrete(g.type(o).shape));
+  // Reuse the caller's arrays when they already have the right types.
+  outputs.resize(g.outputs().size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Type& t = g.type(g.outputs()[i]);
+    if (outputs[i].dtype() != t.dtype || outputs[i].shape() != concrete(t.shape) || !outputs[i].raw())
+      outputs[i] = NDArray(t.dtype, concrete(t.shape));
   }
   for (size_t i = 0; i < s.output_fns.size(); ++i) s.output_fns[i](t, outputs[i].raw());
 }

@@ -230,7 +230,8 @@ TEST(Tjc, DemoRunsPrefillAndDecode) {
   Result r = tjc("demo");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("prefill: 16 tokens"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("decode: 8 steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode: 8 greedy steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("same tokens: yes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("generated tokens:"), std::string::npos) << r.out;
 }
 

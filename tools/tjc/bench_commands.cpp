@@ -61,8 +61,8 @@ Model make_model(const TraceArgs& a) {
     }
     // Decode at the cache's last row, prefill at 0.
     if (all.count("pos") && a.mode == "decode") {
-      int64_t S = all.at("k_cache").shape()[2];
-      all["pos"] = NDArray::scalar(DType::i64, static_cast<double>(S - 1));
+      for (const auto& [name, arr] : all)
+        if (name.rfind("k_cache", 0) == 0) all["pos"] = NDArray::scalar(DType::i64, static_cast<double>(arr.shape()[2] - 1));
     }
   }
   for (auto& [k, v] : all) (m.graph.node(m.graph.find(k)).op == Op::param ? m.params : m.inputs)[k] = std::move(v);
