@@ -226,6 +226,23 @@ TEST(Tjc, AnalyzeOnThisCpuCalibratesOnceIntoTheCache) {
   EXPECT_GT(c["stream_bandwidth"].get<double>(), 1e8);
 }
 
+TEST(Tjc, BenchAndCodegen) {
+  Result r = tjc("bench --model llama-layer --config tiny --mode decode --kv-len 32 --seconds 0.2 --json", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"interpreter_us", "compiled_us", "speedup", "gflops", "gbps", "limit_fraction", "cold_compile_s", "warm_load_s"})
+    EXPECT_GT(j[k].get<double>(), 0) << k;
+  EXPECT_LT(j["max_rel_diff"].get<double>(), 1e-5);
+  EXPECT_TRUE(j["warm_cache_hit"].get<bool>());
+  std::string dir = ::testing::TempDir() + "tj_codegen_out";
+  Result c = tjc("codegen --model llama-layer --mode prefill -o " + dir, "", true);
+  ASSERT_EQ(c.code, 0) << c.out;
+  std::ifstream f(dir + "/kernels.cpp");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("k6_attention_flash_attn"), std::string::npos);
+  EXPECT_NE(text.find("cblas_sgemm"), std::string::npos);
+}
+
 TEST(Tjc, DemoRunsPrefillAndDecode) {
   Result r = tjc("demo");
   ASSERT_EQ(r.code, 0) << r.out;

@@ -163,6 +163,15 @@ class Emitter {
     if (it != local_.end()) return it->second;
     const Node& n = g_.node(o);
     if (in_mem_[static_cast<size_t>(o)] || is_temp(o)) return ptr(o) + "[" + flat(idx, shape(o)) + "]";
+    // A view with a strided layout over its buffer: one multiply-add per dim.
+    if (g_.node(o).def().category == OpCategory::view) {
+      if (auto st = strided(o)) {
+        std::string e = std::to_string(st->offset) + "LL";
+        for (size_t d = 0; d < idx.size(); ++d)
+          if (st->strides[d] != 0 && idx[d] != "0") e += " + (" + idx[d] + ")*" + std::to_string(st->strides[d]) + "LL";
+        return ptr(st->base) + "[" + e + "]";
+      }
+    }
     auto so = shape(o);
     switch (n.op) {
       case Op::constant: return literal((*n.const_data())[0], n.type.dtype);
