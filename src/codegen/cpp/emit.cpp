@@ -542,13 +542,20 @@ class Emitter {
       call = gemv(ty, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")", tb == "CblasTrans", ldb,
                   c_ptr, Kd, N);
     } else {
-      // OpenBLAS's threads cost more than they save on small products.
-      bool small = M * N * Kd < (int64_t{1} << 21);
-      call = std::string(small ? "  { const int nt = openblas_get_num_threads(); openblas_set_num_threads(1);\n" : "") +
-             "  cblas_" + blas + "gemm(CblasRowMajor, " + ta + ", " + tb + ", " + std::to_string(M) + ", " + std::to_string(N) + ", " +
-             std::to_string(Kd) + ", 1, " + pa + " + (" + batch_offset(bsa, sab) + "), " + std::to_string(lda) + ", " + pb + " + (" +
-             batch_offset(bsb, sbb) + "), " + std::to_string(ldb) + ", 0, " + c_ptr + ", " + std::to_string(N) + ");\n" +
-             (small ? "  openblas_set_num_threads(nt); }\n" : "");
+      // OpenBLAS runs single-threaded; large products are split over output
+      // columns between this library's OpenMP threads, so BLAS and the other
+      // kernels share one thread pool instead of fighting over the cores.
+      bool split = M * N * Kd >= (int64_t{1} << 21) && N >= 64;
+      std::string A = pa + " + (" + batch_offset(bsa, sab) + ")", Bp = pb + " + (" + batch_offset(bsb, sbb) + ")";
+      std::string colB = tb == "CblasNoTrans" ? "n0" : "n0*" + std::to_string(ldb) + "LL";
+      call = "  {\n    openblas_set_num_threads(1);\n";
+      call += split ? "#pragma omp parallel\n" : "";
+      call += "    {\n      const int nt = omp_get_num_threads(), id = omp_get_thread_num();\n";
+      call += "      const int64_t n0 = " + std::to_string(N) + "LL * id / nt / 16 * 16, n1 = id + 1 == nt ? " + std::to_string(N) +
+              "LL : " + std::to_string(N) + "LL * (id + 1) / nt / 16 * 16;\n";
+      call += "      if (n1 > n0) cblas_" + blas + "gemm(CblasRowMajor, " + ta + ", " + tb + ", " + std::to_string(M) + ", n1 - n0, " +
+              std::to_string(Kd) + ", 1, " + A + ", " + std::to_string(lda) + ", " + Bp + " + " + colB + ", " + std::to_string(ldb) +
+              ", 0, " + c_ptr + " + n0, " + std::to_string(N) + ");\n    }\n  }\n";
     }
     code += loops(batch, bv, call, false, false);
     code += pointwise_body(K, 1);
