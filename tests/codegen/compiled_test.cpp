@@ -94,6 +94,24 @@ TEST_F(Compiled, RandomGraphs) {
   }
 }
 
+// kv_write that cannot be in place (the old cache is still read), gather
+// indices computed by a kernel, a matmul reading a permuted operand.
+TEST_F(Compiled, ReviewCases) {
+  const char* kv =
+      "graph g\ninput %cache : f64[1,1,4,2]\ninput %rows : f64[1,1,1,2]\ninput %pos : i64[]\n"
+      "%0 = kv_write(%cache, %rows, %pos) : f64[1,1,4,2]\n%1 = exp(%0) : f64[1,1,4,2]\n%2 = exp(%cache) : f64[1,1,4,2]\n"
+      "%3 = sub(%1, %2) : f64[1,1,4,2]\nreturn %3, %0\n";
+  EXPECT_LE(check(parse_graph(kv), 2, DType::f64), 1e-12);
+  const char* gidx =
+      "graph g\ninput %t : f64[10,3]\ninput %i : i64[2,4]\n%0 = sum(%i) {axes=[1]} : i64[2]\n"
+      "%1 = reshape(%0) {shape=[2, 1]} : i64[2,1]\n%2 = gather(%t, %1) : f64[2,1,3]\n%3 = exp(%2) : f64[2,1,3]\nreturn %3\n";
+  EXPECT_LE(check(parse_graph(gidx), 0, DType::f64), 1e-12);
+  const char* perm =
+      "graph g\ninput %x : f64[5,4]\nparam %w : f64[4,4]\n%0 = matmul(%x, %w) : f64[5,4]\n%1 = exp(%0) : f64[5,4]\n"
+      "%2 = permute(%1) {perm=[1, 0]} : f64[4,5]\n%3 = matmul(%2, %x) : f64[4,4]\n%4 = add(%0, %0) : f64[5,4]\nreturn %3, %4\n";
+  EXPECT_LE(check(parse_graph(perm), 0, DType::f64), 1e-12);
+}
+
 TEST_F(Compiled, BadInputsAreReported) {
   const auto& c = models::llama_config("tiny");
   Graph g = models::trace_llama_layer(c, {1, 1, 8, DType::f32});
