@@ -201,17 +201,7 @@ class Emitter {
         xi[a] = "(" + std::to_string(start) + "LL+" + std::to_string(step) + "LL*(" + idx[a] + "))";
         return load(n.inputs[0], xi);
       }
-      case Op::gather: {
-        ValueId table = n.inputs[0], ind = n.inputs[1];
-        size_t a = static_cast<size_t>(n.attr_int("axis"));
-        size_t ri = static_cast<size_t>(g_.type(ind).rank());
-        auto st = shape(table);
-        Idx ii(idx.begin() + static_cast<long>(a), idx.begin() + static_cast<long>(a + ri));
-        Idx ti(idx.begin(), idx.begin() + static_cast<long>(a));
-        ti.push_back("tj_index((int64_t)(" + load(ind, ii) + "), " + std::to_string(st[a]) + "LL)");
-        ti.insert(ti.end(), idx.begin() + static_cast<long>(a + ri), idx.end());
-        return load(table, ti);
-      }
+      case Op::gather: return load_gather(n, idx);
       case Op::iota: return "(" + T(o) + ")(" + idx[0] + ")";
       case Op::causal_mask:
         return "((" + idx[1] + ") <= (int64_t)(" + load(n.inputs[0], {}) + ") + (" + idx[0] + ") ? (" + T(o) + ")0 : (" + T(o) +
@@ -401,8 +391,9 @@ class Emitter {
     if (n.op == Op::gather) return load_gather(n, idx);
     return elementwise(n, idx);
   }
+  // A gather's value at `idx`: the table read at the index it loads (bounds
+  // checked: an index out of range sets tj_status).
   std::string load_gather(const Node& n, const Idx& idx) {
-    // A gather computed in a kernel (its indices are not free): same indexing.
     ValueId table = n.inputs[0], ind = n.inputs[1];
     size_t a = static_cast<size_t>(n.attr_int("axis"));
     size_t ri = static_cast<size_t>(g_.type(ind).rank());
