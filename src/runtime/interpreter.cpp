@@ -3,6 +3,7 @@
 #include "runtime/interpreter.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "runtime/reference_kernels.h"
 #include "tensorjit/error.h"
@@ -82,6 +83,12 @@ std::vector<NDArray> run(const Graph& g, const Bindings& inputs, DType compute) 
     if (n.op == Op::input || n.op == Op::param) {
       const NDArray& a = inputs.find(n.name)->second;
       auto data = std::make_shared<std::vector<T>>(static_cast<size_t>(a.numel()));
+      constexpr DType native = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+      if (a.dtype() == native && n.type.dtype == native) {  // the common case: no conversion
+        std::memcpy(data->data(), a.raw(), a.nbytes());
+        vals[i] = Array<T>{a.shape(), std::move(data)};
+        continue;
+      }
       for (int64_t k = 0; k < a.numel(); ++k) {
         double v = a.get(k);
         if (!is_float(n.type.dtype) && std::fabs(v) > int_limit)
