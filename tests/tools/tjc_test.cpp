@@ -3,8 +3,10 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -208,7 +210,8 @@ TEST(Tjc, MemplanJsonAndSvg) {
 }
 
 TEST(Tjc, AnalyzeOnThisCpuCalibratesOnceIntoTheCache) {
-  std::string dir = ::testing::TempDir() + "tj_cache_calibrate";
+  std::string dir = ::testing::TempDir() + "tj_cache_calibrate_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);  // so that it really measures
   std::string env = "TJ_CACHE_DIR=" + dir + " ";
   std::string cmd = "env " + env + TJC_PATH + " analyze --hardware cpu --json </dev/null 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
@@ -224,6 +227,7 @@ TEST(Tjc, AnalyzeOnThisCpuCalibratesOnceIntoTheCache) {
   auto c = nlohmann::json::parse(cal);
   EXPECT_GT(c["sgemm_flops"].get<double>(), 1e9);
   EXPECT_GT(c["stream_bandwidth"].get<double>(), 1e8);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Tjc, BenchAndCodegen) {
