@@ -78,6 +78,21 @@ bool entry_is_valid(const fs::path& lib, const fs::path& sidecar) {
   return recorded == hex128(XXH3_128bits(data.data(), data.size())) + " " + std::to_string(data.size()) + "\n";
 }
 
+// -march=native code is only valid on this kind of CPU: its model and
+// feature flags are part of the cache key (a cache folder may be shared).
+const std::string& cpu_identity() {
+  static const std::string id = [] {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line, model, flags;
+    while (std::getline(f, line) && (model.empty() || flags.empty())) {
+      if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+      if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
+    }
+    return model + "\n" + flags;
+  }();
+  return id;
+}
+
 }  // namespace
 
 LoadedLibrary::~LoadedLibrary() {
@@ -110,7 +125,7 @@ std::vector<std::string> default_flags() {
 
 BuildResult build_library(const std::string& source, const Compiler& cxx, const std::vector<std::string>& flags) {
   BuildResult r;
-  std::string keyed = source + "\n// compiler: " + cxx.identity + "\n// flags:";
+  std::string keyed = source + "\n// compiler: " + cxx.identity + "\n// cpu: " + cpu_identity() + "\n// flags:";
   for (const auto& f : flags) keyed += " " + f;
   r.key = hex128(XXH3_128bits(keyed.data(), keyed.size()));
 

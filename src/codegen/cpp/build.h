@@ -4,7 +4,8 @@
 // - The compiler is $TJ_CXX, else the first of c++, g++, clang++ on PATH.
 // - Cache entries live in $TJ_CACHE_DIR (default $XDG_CACHE_HOME/tensorjit or
 //   ~/.cache/tensorjit), keyed by a 128-bit hash of the source, the
-//   compiler's identity (its --version) and the flags.
+//   compiler's identity (its --version), the CPU (model and feature flags:
+//   the code is built with -march=native) and the flags.
 // - Writes are atomic: the library is compiled to a temporary name and
 //   renamed, then a sidecar with the library's hash is written the same way.
 //   An entry whose sidecar is missing or does not match (a crash mid-write, a
