@@ -398,8 +398,6 @@ class Partitioner {
 
 ValueId base_buffer(const Graph& g, ValueId v) { return base_of(g, free_values(g), v); }
 
-bool is_free(const Graph& g, ValueId v) { return free_values(g)[static_cast<size_t>(v)]; }
-
 bool kv_write_in_place(const Graph& g, ValueId kv) {
   ValueId cache = g.node(kv).inputs[0];
   if (g.node(cache).op != Op::input) return false;

@@ -59,7 +59,6 @@ Schedule fuse(const Graph& g, const FusionOptions& o = {});
 // The buffer a value's data lives in: follows views (and free gathers' tables)
 // back to a materialized value. Generators and splat constants have none (-1).
 ValueId base_buffer(const Graph& g, ValueId v);
-bool is_free(const Graph& g, ValueId v);
 
 // kv_write writes into its cache in place when the cache is a graph input
 // that nothing else reads (and that is not itself returned); otherwise it
