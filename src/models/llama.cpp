@@ -159,3 +159,11 @@ std::vector<double> rope_table(const LlamaConfig& c, bool sine) {
 }
 
 }  // namespace tj::models
+
+namespace tj::models {
+
+NDArray rope_table_array(const LlamaConfig& c, bool sine, DType dtype) {
+  return NDArray::from(dtype, {c.max_pos, c.head_dim / 2}, rope_table(c, sine));
+}
+
+}  // namespace tj::models

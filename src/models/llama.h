@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorjit/ndarray.h"
 #include "tensorjit/tensor.h"
 
 namespace tj::models {
@@ -65,5 +66,7 @@ Graph trace_mlp(const LlamaConfig& c, const Shapes& s);
 
 // cos/sin tables: table[p][j] = cos(p * base^(-2j/head_dim)), j < head_dim/2.
 std::vector<double> rope_table(const LlamaConfig& c, bool sine);
+// The same as the [max_pos, head_dim/2] array bound to param rope_cos / rope_sin.
+NDArray rope_table_array(const LlamaConfig& c, bool sine, DType dtype);
 
 }  // namespace tj::models

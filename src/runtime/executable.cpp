@@ -32,12 +32,6 @@ Block allocate(int64_t bytes) {
   return Block(p);
 }
 
-std::vector<int64_t> concrete(const Shape& s) {
-  std::vector<int64_t> r;
-  for (const Dim& d : s) r.push_back(d.value());
-  return r;
-}
-
 void warn_once_no_compiler() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -60,8 +54,10 @@ struct Executable::State {
   std::vector<void*> table;
   std::vector<Block> owned;  // arena, temporaries, scratch, constants
   std::vector<ValueId> inputs;
+  std::vector<std::vector<int64_t>> input_shapes, output_shapes;  // concrete, computed once
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
   Bindings fallback_params;
+  DType fallback_compute = DType::f32;
 };
 
 Executable Executable::compile(const Graph& graph, const Bindings& params, const CompileOptions& o) {
@@ -74,11 +70,16 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   run_pipeline(s->graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
   const Graph& g = s->graph;
   s->inputs = g.inputs();
+  for (ValueId v : s->inputs) s->input_shapes.push_back(eval_shape(g.type(v).shape, {}));
+  for (ValueId v : g.outputs()) s->output_shapes.push_back(eval_shape(g.type(v).shape, {}));
 
   auto cxx = find_compiler();
   if (!cxx) {
     warn_once_no_compiler();
     s->fallback_params = params;
+    bool f64 = true;
+    for (const Node& n : g.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
+    s->fallback_compute = f64 ? DType::f64 : DType::f32;
     Executable e;
     e.s_ = s;
     return e;
@@ -112,7 +113,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     const Node& n = g.nodes()[i];
     NDArray data;
     if (n.op == Op::constant && n.const_data()->size() > 1) {
-      data = NDArray::from(n.type.dtype, concrete(n.type.shape), *n.const_data());
+      data = NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
     } else if (n.op == Op::param) {
       data = params.at(n.name);
       if (data.dtype() != n.type.dtype) throw Error("compile: param '" + n.name + "' is " + data.type_str() + ", expected " + n.type.str());
@@ -144,21 +145,20 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs) {
   if (!s.stats.compiled) {
     Bindings all = s.fallback_params;
     for (const auto& [k, v] : inputs) all[k] = v;
-    bool f64 = true;
-    for (const Node& n : g.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
-    outputs = interpret(g, all, {f64 ? DType::f64 : DType::f32});
+    outputs = interpret(g, all, {s.fallback_compute});
     return;
   }
   if (inputs.size() != s.inputs.size()) {
     for (const auto& [name, a] : inputs)
       if (g.find(name) < 0 || g.node(g.find(name)).op != Op::input) throw Error("run: unknown input '" + name + "'");
   }
-  for (ValueId v : s.inputs) {
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    ValueId v = s.inputs[i];
     const Node& n = g.node(v);
     auto it = inputs.find(n.name);
     if (it == inputs.end()) throw Error("run: missing input '" + n.name + "' of type " + n.type.str());
     NDArray& a = it->second;  // donated caches are written in place
-    if (a.dtype() != n.type.dtype || a.shape() != concrete(n.type.shape))
+    if (a.dtype() != n.type.dtype || a.shape() != s.input_shapes[i])
       throw Error("run: input '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
     s.table[static_cast<size_t>(v)] = a.raw();
   }
@@ -173,9 +173,9 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs) {
   // Reuse the caller's arrays when they already have the right types.
   outputs.resize(g.outputs().size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const Type& t = g.type(g.outputs()[i]);
-    if (outputs[i].dtype() != t.dtype || outputs[i].shape() != concrete(t.shape) || !outputs[i].raw())
-      outputs[i] = NDArray(t.dtype, concrete(t.shape));
+    DType t = g.type(g.outputs()[i]).dtype;
+    if (outputs[i].dtype() != t || outputs[i].shape() != s.output_shapes[i] || !outputs[i].raw())
+      outputs[i] = NDArray(t, s.output_shapes[i]);
   }
   for (size_t i = 0; i < s.output_fns.size(); ++i) s.output_fns[i](t, outputs[i].raw());
 }

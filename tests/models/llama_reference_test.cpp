@@ -50,8 +50,8 @@ Bindings inputs_for(const Graph& g, uint64_t seed, int64_t pos) {
   const LlamaConfig& c = tiny();
   Bindings b = random_inputs(g, {seed});
   b["pos"] = NDArray::scalar(DType::i64, static_cast<double>(pos));
-  b["rope_cos"] = NDArray::from(DType::f64, {c.max_pos, c.head_dim / 2}, models::rope_table(c, false));
-  b["rope_sin"] = NDArray::from(DType::f64, {c.max_pos, c.head_dim / 2}, models::rope_table(c, true));
+  b["rope_cos"] = models::rope_table_array(c, false, DType::f64);
+  b["rope_sin"] = models::rope_table_array(c, true, DType::f64);
   return b;
 }
 

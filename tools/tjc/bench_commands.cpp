@@ -51,13 +51,12 @@ Model make_model(const TraceArgs& a) {
   ro.seed = 7;
   if (m.graph.find("pos") >= 0) ro.fixed["pos"] = 0;
   Bindings all = random_inputs(m.graph, ro);
-  if (!a.ir.empty() || a.model == "branches") {
-  } else {
+  if (a.ir.empty() && a.model != "branches") {
     const auto& c = models::llama_config(a.config);
     DType dt = dtype_arg(a.dtype);
     if (all.count("rope_cos")) {
-      all["rope_cos"] = NDArray::from(dt, {c.max_pos, c.head_dim / 2}, models::rope_table(c, false));
-      all["rope_sin"] = NDArray::from(dt, {c.max_pos, c.head_dim / 2}, models::rope_table(c, true));
+      all["rope_cos"] = models::rope_table_array(c, false, dt);
+      all["rope_sin"] = models::rope_table_array(c, true, dt);
     }
     // Decode at the cache's last row, prefill at 0.
     if (all.count("pos") && a.mode == "decode") {

@@ -46,8 +46,8 @@ void cmd_demo() {
   RandomInputOptions ro;
   ro.seed = 42;
   Bindings in = random_inputs(prefill, ro);
-  in["rope_cos"] = NDArray::from(DType::f32, {cfg.max_pos, cfg.head_dim / 2}, models::rope_table(cfg, false));
-  in["rope_sin"] = NDArray::from(DType::f32, {cfg.max_pos, cfg.head_dim / 2}, models::rope_table(cfg, true));
+  in["rope_cos"] = models::rope_table_array(cfg, false, DType::f32);
+  in["rope_sin"] = models::rope_table_array(cfg, true, DType::f32);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     in["k_cache." + std::to_string(l)] = NDArray(DType::f32, {1, cfg.n_kv_heads, S, cfg.head_dim});
     in["v_cache." + std::to_string(l)] = NDArray(DType::f32, {1, cfg.n_kv_heads, S, cfg.head_dim});

@@ -730,7 +730,7 @@ class Emitter {
         code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_off) + "LL);\n";
         scratch_off += (D * dtype_size(n.type.dtype) + 63) / 64 * 64;
         code += "#pragma omp simd\n    for (int64_t j = 0; j < " + std::to_string(D) + "LL; ++j) {\n";
-        code += "      " + rowvar + "[j] = " + with_rows(n, full, sp) + ";\n    }\n";
+        code += "      " + rowvar + "[j] = " + with_rows(n, full) + ";\n    }\n";
         local_row_[v] = rowvar;
         if (in_mem_[static_cast<size_t>(v)] || is_temp(v))
           code += "    std::memcpy(" + ptr(v) + " + row*" + std::to_string(D) + "LL, " + rowvar + ", " + std::to_string(D * dtype_size(n.type.dtype)) + ");\n";
@@ -749,9 +749,9 @@ class Emitter {
     return leading + code;
   }
 
+  // Row scratch for a rowwise kernel: one double-sized row per op, at most.
   int64_t scratch_for(const Kernel& K, int64_t D) {
-    int64_t bytes = 0;
-    for (ValueId v : K.ops) bytes += (D * 8 + 63) / 64 * 64, (void)v;
+    int64_t bytes = static_cast<int64_t>(K.ops.size()) * ((D * 8 + 63) / 64 * 64);
     out_.scratch_bytes_per_thread = std::max(out_.scratch_bytes_per_thread, bytes);
     return bytes;
   }
@@ -765,13 +765,12 @@ class Emitter {
   }
 
   // An elementwise op over the row, with in-kernel operands from registers/rows.
-  std::string with_rows(const Node& n, const Idx& full, const std::vector<int64_t>& sp) {
+  std::string with_rows(const Node& n, const Idx& full) {
     std::map<ValueId, std::string> saved = local_;
     for (ValueId in : n.inputs)
       if (auto it = local_row_.find(in); it != local_row_.end()) local_[in] = it->second + "[j]";
     std::string e = elementwise(n, full);
     local_ = saved;
-    (void)sp;
     return e;
   }
 
@@ -810,7 +809,7 @@ class Emitter {
     ValueId v = K.ops[0];
     const Node& n = g_.node(v);
     ValueId x = n.inputs[0];
-    auto sx = shape(x), so = shape(v);
+    auto sx = shape(x);
     const auto& axes = n.attr_ints("axes");
     std::vector<int64_t> kept = sx;
     for (int64_t a : axes) kept[static_cast<size_t>(a)] = 1;
@@ -828,7 +827,6 @@ class Emitter {
     code += loops(sx, iv, "  " + upd, false);
     code += "  for (int64_t o = 0; o < " + std::to_string(outn) + "LL; ++o) " + ptr(v) + "[o] = (" + ty + ")(acc[o]" +
             (n.op == Op::mean ? " / " + std::to_string(per) + ".0" : "") + ");\n";
-    (void)so;
     return code;
   }
 
