@@ -49,6 +49,7 @@ struct Executable::State {
   std::string source;
   std::shared_ptr<LoadedLibrary> library;
   std::vector<void (*)(void**)> kernels;
+  void (*team_run)(void**) = nullptr;  // the whole call as one team, when the program has one
   std::vector<void (*)(void**, void*)> output_fns;
   int* status = nullptr;
   std::vector<void*> table;
@@ -95,10 +96,11 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   for (const auto& name : prog.kernel_symbols) s->kernels.push_back(reinterpret_cast<void (*)(void**)>(built.library->symbol(name.c_str())));
   for (const auto& name : prog.output_symbols)
     s->output_fns.push_back(reinterpret_cast<void (*)(void**, void*)>(built.library->symbol(name.c_str())));
+  if (!prog.run_symbol.empty()) s->team_run = reinterpret_cast<void (*)(void**)>(built.library->symbol(prog.run_symbol.c_str()));
   s->status = static_cast<int*>(built.library->symbol("tj_status"));
 
   // The table: every value in memory gets its fixed address now.
-  s->table.assign(g.size() + 1, nullptr);
+  s->table.assign(g.size() + 2, nullptr);
   Block arena = allocate(plan.plan.peak_bytes);
   for (const auto& b : plan.buffers)
     s->table[static_cast<size_t>(b.value)] = static_cast<char*>(arena.get()) + plan.plan.offsets[static_cast<size_t>(b.slot)];
@@ -108,6 +110,8 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   int64_t scratch_bytes = prog.scratch_bytes_per_thread * omp_get_max_threads();
   Block scratch = allocate(scratch_bytes);
   s->table[g.size()] = scratch.get();
+  Block barrier = allocate(64);
+  s->table[g.size() + 1] = barrier.get();
   int64_t const_bytes = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
@@ -134,6 +138,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   s->owned.push_back(std::move(arena));
   s->owned.push_back(std::move(temps));
   s->owned.push_back(std::move(scratch));
+  s->owned.push_back(std::move(barrier));
   Executable e;
   e.s_ = s;
   return e;
@@ -165,7 +170,11 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs) {
   for (const auto& [kv, cache] : s.aliases) s.table[static_cast<size_t>(kv)] = s.table[static_cast<size_t>(cache)];
   *s.status = 0;
   void** t = s.table.data();
-  for (auto* k : s.kernels) k(t);
+  if (s.team_run) {
+    s.team_run(t);
+  } else {
+    for (auto* k : s.kernels) k(t);
+  }
   if (*s.status != 0)
     throw Error(*s.status == 3 ? "run: kv_write position outside the cache"
                 : *s.status == 2 ? "run: integer division by zero"

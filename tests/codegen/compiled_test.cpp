@@ -112,6 +112,30 @@ TEST_F(Compiled, ReviewCases) {
   EXPECT_LE(check(parse_graph(perm), 0, DType::f64), 1e-12);
 }
 
+// A small program runs as one OpenMP team: GEMVs split over columns (some
+// threads with no columns at all, row-major and transposed (an input, not
+// frozen) weights, with
+// epilogues), the rest on one thread, barriers between.
+TEST_F(Compiled, SmallProgramRunsAsOneTeam) {
+  for (const char* t : {"f64", "f32"}) {
+    std::string ty(t);
+    std::string text = "graph g\ninput %x : " + ty + "[1,512]\nparam %a : " + ty + "[512,12]\nparam %b : " + ty +
+                       "[512,344]\ninput %c : " + ty + "[512,344]\nparam %d : " + ty + "[512,8]\n" +
+                       "%0 = matmul(%x, %a) : " + ty + "[1,12]\n%1 = matmul(%x, %b) : " + ty + "[1,344]\n%2 = silu(%1) : " + ty +
+                       "[1,344]\n%3 = permute(%c) {perm=[1, 0]} : " + ty + "[344,512]\n%4 = exp(%x) : " + ty +
+                       "[1,512]\n%5 = matmul(%2, %3) : " + ty + "[1,512]\n%6 = add(%5, %x) : " + ty + "[1,512]\n" +
+                       "%7 = matmul(%6, %d) : " + ty + "[1,8]\nreturn %0, %4, %6, %7\n";
+    Graph g = parse_graph(text);
+    DType dt = ty == "f64" ? DType::f64 : DType::f32;
+    EXPECT_LE(check(g, 0, dt), dt == DType::f64 ? 1e-12 : 1e-5);
+    Bindings all = random_inputs(g, 1), params, inputs;
+    split(g, all, &params, &inputs);
+    std::string src = Executable::compile(g, params).source();
+    EXPECT_NE(src.find("void tj_run("), std::string::npos);
+    EXPECT_NE(src.find("for (int64_t n = n0; n < n1; ++n)"), std::string::npos) << "no transposed GEMV split over the team";
+  }
+}
+
 TEST_F(Compiled, BadInputsAreReported) {
   const auto& c = models::llama_config("tiny");
   Graph g = models::trace_llama_layer(c, {1, 1, 8, DType::f32});

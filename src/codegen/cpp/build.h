@@ -51,7 +51,7 @@ struct BuildResult {
   std::string source_path;     // the generated source, kept beside the library
 };
 
-std::vector<std::string> default_flags();  // -O3 -march=native -fopenmp -shared -fPIC -std=c++20 -lopenblas
+std::vector<std::string> default_flags();  // -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp -shared -fPIC -std=c++20 -lopenblas
 
 // Compiles (or finds in the cache) and loads `source`. Throws tj::Error with
 // the compiler's diagnostics when compilation fails.

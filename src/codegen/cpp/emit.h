@@ -4,7 +4,8 @@
 // Generated functions take the buffer table `void** t`: t[v] is the address
 // of value v's data for every value held in memory (inputs, params,
 // constants, planned kernel outputs and kernel-local temporaries); t[n] is
-// per-thread scratch for rowwise kernels. Reads through views, generators and
+// per-thread scratch for rowwise kernels; t[n+1] holds 64 zeroed bytes, the
+// state of the team's barrier. Reads through views, generators and
 // free gathers are index arithmetic (strided where the view chain allows, div
 // and mod otherwise), never copies.
 //
@@ -18,6 +19,12 @@
 //              over the output while it is in cache
 //   attention  online-softmax flash attention tiled over keys, causal and
 //              grouped-query, never materializing the scores
+//
+// A small program (no kernel big enough for a parallel region of its own)
+// also gets `tj_run(t)`: the whole call as one OpenMP team, GEMVs split over
+// output columns and attention over heads, the same share for each thread on
+// every call (so weights stay in that core's cache), spinning barriers
+// between kernels. Each kernel symbol still runs its whole kernel alone.
 #pragma once
 
 #include <string>
@@ -35,6 +42,7 @@ struct EmittedProgram {
   std::vector<int64_t> temporary_offsets;   // byte offset of each in the temporary region
   int64_t temporary_bytes = 0;              // size of that region
   int64_t scratch_bytes_per_thread = 0;     // row scratch, per OpenMP thread
+  std::string run_symbol;                   // "tj_run" when the program runs as one team, else empty
 };
 
 // Values in memory: inputs, params, non-splat constants, every kernel output,
