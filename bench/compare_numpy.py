@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""The Llama layer in numpy against tensorjit's compiled code, on the same
-inputs and weights, in one run. (PyTorch is not compared yet.)
+"""The Llama layer in numpy (and PyTorch, when it is installed) against
+tensorjit's compiled code, on the same inputs and weights, in one run.
 
     bench/compare_numpy.py --config tiny --mode decode --kv-len 64
     bench/compare_numpy.py --config tinyllama --mode prefill --tokens 128
 
 `tjc bench --dump DIR` writes the inputs, the weights and the compiled
 outputs; this script runs the same layer written with numpy (float32, one
-BLAS call per matmul), checks that the outputs agree, and prints the median
-times side by side with tjc's own figures. Run it through bench/run-compare,
-which makes a venv with numpy first.
+BLAS call per matmul) and, if `import torch` works, with PyTorch eager ops
+(float32, inference mode, its default threads), checks that the outputs
+agree, and prints the median times side by side with tjc's own figures. Run
+it through bench/run-compare, which makes a venv with numpy first
+(`bench/setup --torch` adds PyTorch: a large download).
 """
 import argparse
 import json
@@ -73,6 +75,49 @@ def layer(xp, w, x, pos, kc, vc, cfg):
     return h1 + m, kc, vc
 
 
+def layer_torch(torch, w, x, pos, kc, vc, cfg):
+    """The same layer with PyTorch eager ops (w, x, kc, vc are torch tensors)."""
+    d, hq, hkv, hd, ffn, eps = cfg
+    B, T, _ = x.shape
+    S = kc.shape[2]
+    group = hq // hkv
+
+    def rms(v, g):
+        return v / torch.sqrt((v * v).mean(dim=-1, keepdim=True) + eps) * g
+
+    def heads(v, n):
+        return v.view(B, T, n, hd).transpose(1, 2)
+
+    def rope(v, c, s):
+        half = hd // 2
+        v1, v2 = v[..., :half], v[..., half:]
+        return torch.cat([v1 * c - v2 * s, v2 * c + v1 * s], dim=-1)
+
+    h = rms(x, w["attn_norm"])
+    q, k, v = heads(h @ w["wq"], hq), heads(h @ w["wk"], hkv), heads(h @ w["wv"], hkv)
+    positions = torch.arange(pos, pos + T)
+    c, s = w["rope_cos"][positions], w["rope_sin"][positions]
+    q, k = rope(q, c, s), rope(k, c, s)
+    kc[:, :, pos:pos + T] = k
+    vc[:, :, pos:pos + T] = v
+    kx = kc.repeat_interleave(group, dim=1) if group > 1 else kc
+    vx = vc.repeat_interleave(group, dim=1) if group > 1 else vc
+    scores = (q @ kx.transpose(-1, -2)) * (1.0 / np.sqrt(hd))
+    allowed = torch.arange(S)[None, :] <= pos + torch.arange(T)[:, None]
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(scores, dim=-1)
+    attn = (p @ vx).transpose(1, 2).reshape(B, T, hq * hd)
+    h1 = x + attn @ w["wo"]
+    h2 = rms(h1, w["mlp_norm"])
+    gate = h2 @ w["w_gate"]
+    m = (torch.nn.functional.silu(gate) * (h2 @ w["w_up"])) @ w["w_down"]
+    return h1 + m, kc, vc
+
+
+def max_rel(got, want):
+    return max(float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30)) for a, b in zip(got, want))
+
+
 def median_seconds(f, budget=2.0, min_runs=3):
     times, start = [], time.perf_counter()
     while len(times) < min_runs or time.perf_counter() - start < budget:
@@ -107,7 +152,7 @@ def main():
     fresh = lambda: (arrays["k_cache"].copy(), arrays["v_cache"].copy())
     y, kc, vc = layer(np, arrays, x, pos, *fresh(), cfg)
     got = [arrays["output0"], arrays["output1"], arrays["output2"]]
-    rel = max(float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30)) for a, b in zip(got, [y, kc, vc]))
+    rel = max_rel(got, [y, kc, vc])
     caches = fresh()
     t_np = median_seconds(lambda: layer(np, arrays, x, pos, caches[0], caches[1], cfg), args.seconds)
 
@@ -115,8 +160,24 @@ def main():
     print(f"  tensorjit interpreter {tj['interpreter_us']:12.1f} us")
     print(f"  tensorjit compiled    {tj['compiled_us']:12.1f} us")
     print(f"  numpy {np.__version__:<15} {t_np * 1e6:12.1f} us   compiled is {t_np * 1e6 / tj['compiled_us']:.2f}x faster")
-    if rel > 1e-4:
-        sys.exit(f"outputs disagree: max relative difference {rel:.2e}")
+    worst = rel
+    try:
+        import torch
+    except ImportError:
+        print("  PyTorch: not installed (bench/setup --torch installs it)")
+    else:
+        tw = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+        tfresh = lambda: (tw["k_cache"].clone(), tw["v_cache"].clone())
+        with torch.inference_mode():
+            ty, tkc, tvc = layer_torch(torch, tw, tw["x"], pos, *tfresh(), cfg)
+            trel = max_rel(got, [ty.numpy(), tkc.numpy(), tvc.numpy()])
+            tcaches = tfresh()
+            t_pt = median_seconds(lambda: layer_torch(torch, tw, tw["x"], pos, tcaches[0], tcaches[1], cfg), args.seconds)
+        print(f"  torch {torch.__version__:<15} {t_pt * 1e6:12.1f} us   compiled is {t_pt * 1e6 / tj['compiled_us']:.2f}x faster"
+              f"   (max rel diff {trel:.2e}, {torch.get_num_threads()} threads)")
+        worst = max(worst, trel)
+    if worst > 1e-4:
+        sys.exit(f"outputs disagree: max relative difference {worst:.2e}")
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ struct Executable::State {
   std::vector<ValueId> inputs;
   std::vector<std::vector<int64_t>> input_shapes, output_shapes;  // concrete, computed once
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
+  std::vector<bool> donated_output;                  // per output: it is an input cache, updated in place
   Bindings fallback_params;
   DType fallback_compute = DType::f32;
 };
@@ -133,6 +134,11 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   for (const Kernel& k : s->schedule.kernels)
     for (ValueId v : k.ops)
       if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) s->aliases.emplace_back(v, g.node(v).inputs[0]);
+  for (ValueId o : g.outputs()) {
+    bool donated = false;
+    for (const auto& [kv, cache] : s->aliases) donated |= kv == o && g.node(cache).op == Op::input;
+    s->donated_output.push_back(donated);
+  }
   s->stats = {true, built.cache_hit, built.compile_seconds, built.load_seconds, s->schedule.kernels.size(), plan.plan.peak_bytes,
               prog.temporary_bytes, scratch_bytes, const_bytes, built.source_path};
   s->owned.push_back(std::move(arena));
@@ -144,7 +150,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   return e;
 }
 
-void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs) {
+void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunOptions& o) {
   State& s = *s_;
   const Graph& g = s.graph;
   if (!s.stats.compiled) {
@@ -186,7 +192,8 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs) {
     if (outputs[i].dtype() != t || outputs[i].shape() != s.output_shapes[i] || !outputs[i].raw())
       outputs[i] = NDArray(t, s.output_shapes[i]);
   }
-  for (size_t i = 0; i < s.output_fns.size(); ++i) s.output_fns[i](t, outputs[i].raw());
+  for (size_t i = 0; i < s.output_fns.size(); ++i)
+    if (o.copy_donated_outputs || !s.donated_output[i]) s.output_fns[i](t, outputs[i].raw());
 }
 
 std::vector<NDArray> Executable::run(Bindings& inputs) {

@@ -8,7 +8,9 @@
 //   exe.run(inputs, outputs);
 //
 // KV caches updated by kv_write are donated: the cache input arrays are
-// written in place (and the updated caches are also returned as outputs).
+// written in place, and the updated caches are also returned as outputs
+// unless the call says to leave those out (a decode loop that keeps reading
+// its caches from its inputs saves copying them every step).
 // Without a C++ compiler, compile() warns once and runs the optimized graph
 // on the interpreter instead.
 #pragma once
@@ -28,6 +30,10 @@ struct CompileOptions {
   std::vector<std::string> passes;   // empty: the default pipeline (params frozen)
 };
 
+struct RunOptions {
+  bool copy_donated_outputs = true;  // false: outputs that are donated caches are left as they are
+};
+
 struct CompileStats {
   bool compiled = false;     // false: interpreter fallback
   bool cache_hit = false;
@@ -44,7 +50,7 @@ class Executable {
 
   // `outputs` is resized to the graph's outputs on first use and reused.
   // Inputs are not const: caches written by kv_write are donated.
-  void run(Bindings& inputs, std::vector<NDArray>& outputs);
+  void run(Bindings& inputs, std::vector<NDArray>& outputs, const RunOptions& o = {});
   std::vector<NDArray> run(Bindings& inputs);
 
   // Median seconds of each kernel over `reps` runs (for tjc bench --profile).

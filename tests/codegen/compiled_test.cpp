@@ -136,6 +136,29 @@ TEST_F(Compiled, SmallProgramRunsAsOneTeam) {
   }
 }
 
+// Donated caches: updated in the input arrays; copied out as outputs too
+// unless the call says not to, and then those outputs are left untouched.
+TEST_F(Compiled, DonatedCachesNeedNotBeCopiedOut) {
+  const auto& c = models::llama_config("tiny");
+  Graph g = models::trace_llama_layer(c, {1, 1, 8, DType::f32});
+  RandomInputOptions ro;
+  ro.seed = 3;
+  ro.fixed["pos"] = 5;
+  Bindings all = random_inputs(g, ro), params, inputs;
+  auto want = interpret(g, all, {DType::f32});
+  split(g, all, &params, &inputs);
+  Executable exe = Executable::compile(g, params);
+  std::vector<NDArray> out;
+  RunOptions ro2;
+  ro2.copy_donated_outputs = false;
+  exe.run(inputs, out, ro2);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_LE(compare_outputs({out[0]}, {want[0]}).max_rel, 1e-5);
+  EXPECT_LE(compare_outputs({inputs.at("k_cache"), inputs.at("v_cache")}, {want[1], want[2]}).max_rel, 1e-5);
+  for (size_t i = 1; i < 3; ++i)
+    for (double v : out[i].to_vector()) ASSERT_EQ(v, 0.0) << "a donated output was copied";
+}
+
 TEST_F(Compiled, BadInputsAreReported) {
   const auto& c = models::llama_config("tiny");
   Graph g = models::trace_llama_layer(c, {1, 1, 8, DType::f32});
