@@ -11,7 +11,9 @@
 //   tj::Graph g = t.finish({tj::gelu(tj::matmul(x, w)) * 0.5});
 #pragma once
 
+#include <functional>
 #include <initializer_list>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -23,10 +25,17 @@ namespace tj {
 
 class Tracer;
 
+// A Tensor must not outlive its Tracer: the tracer counts the proxies that
+// hold each value (what a graph break must keep).
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(Tracer* t, ValueId v) : t_(t), v_(v) {}
+  Tensor(Tracer* t, ValueId v);
+  Tensor(const Tensor& o) : Tensor(o.t_, o.v_) {}
+  Tensor(Tensor&& o) noexcept : t_(o.t_), v_(o.v_) { o.t_ = nullptr; }
+  Tensor& operator=(const Tensor& o);
+  Tensor& operator=(Tensor&& o) noexcept;
+  ~Tensor();
 
   const Type& type() const;
   DType dtype() const { return type().dtype; }
@@ -37,9 +46,11 @@ class Tensor {
   Tracer* tracer() const { return t_; }
   bool defined() const { return t_ != nullptr; }
 
-  // Reading a value while tracing is data-dependent: it throws until graph
-  // breaks exist (the JIT layer).
-  double item() const;
+  // Reading a value while tracing is data-dependent: under tj::jit it is a
+  // graph break (the value is computed and returned); in a plain Tracer it
+  // throws. `where` names the call site in explanations.
+  double item(std::source_location where = std::source_location::current()) const;
+  explicit operator bool() const { return item() != 0; }
 
  private:
   Tracer* t_ = nullptr;
@@ -59,11 +70,21 @@ class Tracer {
 
   Tensor emit(Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs = {});
   const Graph& graph() const { return g_; }
+  // How many Tensor proxies hold value v now.
+  int holders(ValueId v) const { return static_cast<size_t>(v) < holders_.size() ? holders_[static_cast<size_t>(v)] : 0; }
+  // What item() calls (the JIT's graph break); unset: item() throws.
+  using ValueReader = std::function<double(const Tensor&, const std::source_location&)>;
+  void set_value_reader(ValueReader r) { reader_ = std::move(r); }
+  double read_value(const Tensor& t, const std::source_location& where);
   // Sets the outputs and hands over the graph; the tracer is empty afterwards.
   Graph finish(const std::vector<Tensor>& outputs);
 
  private:
+  friend class Tensor;
+  void hold(ValueId v, int delta);
   Graph g_;
+  std::vector<int> holders_;
+  ValueReader reader_;
 };
 
 // ---- elementwise -----------------------------------------------------------

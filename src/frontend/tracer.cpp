@@ -15,8 +15,48 @@ const Dim& Tensor::dim(int axis) const {
   return shape()[static_cast<size_t>(axis < 0 ? axis + r : axis)];
 }
 
-double Tensor::item() const {
-  throw Error("item() reads a tensor's value while tracing: data-dependent control flow needs a graph break");
+Tensor::Tensor(Tracer* t, ValueId v) : t_(t), v_(v) {
+  if (t_) t_->hold(v_, 1);
+}
+
+Tensor& Tensor::operator=(const Tensor& o) {
+  if (this != &o) {
+    if (o.t_) o.t_->hold(o.v_, 1);
+    if (t_) t_->hold(v_, -1);
+    t_ = o.t_, v_ = o.v_;
+  }
+  return *this;
+}
+
+Tensor& Tensor::operator=(Tensor&& o) noexcept {
+  if (this != &o) {
+    if (t_) t_->hold(v_, -1);
+    t_ = o.t_, v_ = o.v_;
+    o.t_ = nullptr;
+  }
+  return *this;
+}
+
+Tensor::~Tensor() {
+  if (t_) t_->hold(v_, -1);
+}
+
+double Tensor::item(std::source_location where) const {
+  if (!t_) throw Error("use of an undefined tensor");
+  return t_->read_value(*this, where);
+}
+
+void Tracer::hold(ValueId v, int delta) {
+  size_t i = static_cast<size_t>(v);
+  if (i >= holders_.size()) holders_.resize(std::max(i + 1, holders_.size() * 2), 0);
+  holders_[i] += delta;
+}
+
+double Tracer::read_value(const Tensor& t, const std::source_location& where) {
+  if (!reader_)
+    throw Error("item() reads a tensor's value while tracing (" + std::string(where.file_name()) + ":" + std::to_string(where.line()) +
+                "): data-dependent control flow needs a graph break (tj::jit) or tj::cond/tj::while_loop");
+  return reader_(t, where);
 }
 
 Tensor Tracer::input(std::string name, DType dtype, Shape shape) {

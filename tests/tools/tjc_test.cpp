@@ -247,6 +247,21 @@ TEST(Tjc, BenchAndCodegen) {
   EXPECT_NE(text.find("cblas_sgemm"), std::string::npos);
 }
 
+TEST(Tjc, DynamicDemo) {
+  Result r = tjc("dynamic-demo --steps 3 --first-kv 30 --json", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["decode"].size(), 2u);
+  EXPECT_EQ(j["decode"][0]["policy"], "static");
+  EXPECT_EQ(j["decode"][0]["compilations"], 3);  // KV 30, 31, 32
+  EXPECT_EQ(j["decode"][1]["compilations"], 1);  // bucket 32
+  EXPECT_GT(j["decode"][1]["wasted_fraction"].get<double>(), 0);
+  EXPECT_LT(j["decode_policies_max_abs_diff"].get<double>(), 1e-4);
+  EXPECT_GT(j["loop"]["graph_break_graphs"].get<int64_t>(), 3);
+  EXPECT_GT(j["guard_check_ns"].get<double>(), 0);
+  EXPECT_NE(tjc("dynamic-demo --steps 0").code, 0);
+}
+
 TEST(Tjc, DemoRunsPrefillAndDecode) {
   Result r = tjc("demo");
   ASSERT_EQ(r.code, 0) << r.out;

@@ -1,0 +1,120 @@
+// The JIT layer: a C++ function of tensors and plain values, traced on its
+// first call with each new kind of argument, compiled, and cached under the
+// guards that say when the compiled graph is valid.
+//
+//   auto f = tj::jit("mlp", [&](tj::JitArgs& a) {
+//     auto x = a.tensor(0);
+//     auto y = tj::matmul(x, a.param("w", w));
+//     if (a.flag(0)) y = tj::silu(y);      // the flag's value becomes a guard
+//     return std::vector<tj::Tensor>{y};
+//   });
+//   std::vector<tj::NDArray> out = f({x_array}, {true});
+//
+// A call computes its guard key from the arguments: dtype, rank and every dim
+// of each tensor (an exact size, or a bucket and the equalities the trace
+// assumed between bucketed dims), and the value of every plain argument the
+// trace read. A hit runs the cached executable; a miss traces, compiles and
+// caches (up to a limit, then runs on the interpreter with a warning).
+// explain() lists the entries with their guards and, for each recompilation,
+// which guard failed and why.
+//
+// Reading a tensor's value while tracing (item(), or a tensor in a bool
+// context) is a graph break: the graph so far is compiled and run, the value
+// goes back to the C++ code, and tracing continues into a new graph. A
+// function that breaks is traced again on every call (its control flow
+// depends on values); its graphs are compiled once each and cached.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tensorjit/ndarray.h"
+#include "tensorjit/tensor.h"
+
+namespace tj {
+
+// How a tensor dim may vary between calls of one compiled entry.
+enum class DynamicPolicy {
+  static_shapes,  // a compilation per distinct size
+  bucketed,       // sizes padded up to a bucket; the function masks with real_size()
+};
+
+struct Buckets {
+  int64_t multiple = 0;  // 0: powers of two; k > 0: multiples of k
+  int64_t of(int64_t size) const;  // the bucket of a size >= 2
+};
+
+struct DimPolicy {
+  size_t tensor = 0;
+  int axis = 0;
+  DynamicPolicy policy = DynamicPolicy::bucketed;
+};
+
+struct JitOptions {
+  DynamicPolicy policy = DynamicPolicy::static_shapes;  // every dim not listed in `dims`
+  std::vector<DimPolicy> dims;                          // per-dim overrides
+  Buckets buckets;
+  size_t cache_limit = 8;     // compiled entries (and compiled graphs of a breaking function)
+  bool compile = true;        // false: run every graph on the interpreter (same guards and breaks)
+};
+
+using JitValue = std::variant<int64_t, double, bool>;
+
+// What the traced function sees: its arguments as proxies and plain values.
+class JitArgs {
+ public:
+  Tensor tensor(size_t i);
+  // The value of plain argument i; reading it makes its value a guard.
+  int64_t integer(size_t i);
+  double number(size_t i);
+  bool flag(size_t i);
+  // The real (unpadded) size of tensor i's axis as an i64 scalar tensor: what
+  // a function masks padded positions with under bucketing.
+  Tensor real_size(size_t i, int axis);
+  // A weight: held by the executable (frozen into the compilation).
+  Tensor param(const std::string& name, const NDArray& value);
+  Tracer& tracer();
+
+  struct State;
+  explicit JitArgs(State* s) : s_(s) {}
+
+ private:
+  State* s_;
+};
+
+using JitFn = std::function<std::vector<Tensor>(JitArgs&)>;
+
+struct JitStats {
+  int64_t calls = 0, hits = 0, compilations = 0, eager_calls = 0;
+  int64_t graph_breaks = 0;    // over all calls
+  int64_t graphs_run = 0;      // graphs executed over all calls (1 per call without breaks)
+  double compile_seconds = 0;  // tracing, optimizing and building, all misses
+};
+
+class JitFunction {
+ public:
+  JitFunction(std::string name, JitFn fn, JitOptions options);
+
+  // `tensors` may be updated in place (donated KV caches): use the outputs.
+  std::vector<NDArray> operator()(std::vector<NDArray>& tensors, const std::vector<JitValue>& values = {});
+  std::vector<NDArray> operator()(std::vector<NDArray>&& tensors, const std::vector<JitValue>& values = {});
+
+  // True when the arguments pass the guards of a cached entry (no tracing).
+  bool would_hit(const std::vector<NDArray>& tensors, const std::vector<JitValue>& values = {}) const;
+  const JitStats& stats() const;
+  // The cached entries, their guards, each recompilation and graph break.
+  std::string explain() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> p_;
+};
+
+JitFunction jit(std::string name, JitFn fn, JitOptions options = {});
+
+}  // namespace tj

@@ -1,0 +1,79 @@
+#include "jit/guards.h"
+
+#include <cstdio>
+
+namespace tj {
+
+std::string value_str(const JitValue& v) {
+  if (auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", std::get<double>(v));
+  return buf;
+}
+
+namespace {
+
+std::string dim_name(size_t t, int axis) { return "tensors[" + std::to_string(t) + "].shape[" + std::to_string(axis) + "]"; }
+
+// A guard only reads what earlier guards of its list established (counts
+// before dtypes, ranks before sizes), so these accesses are in range.
+int64_t size_of(const std::vector<NDArray>& ts, size_t t, int axis) { return ts[t].shape()[static_cast<size_t>(axis)]; }
+
+}  // namespace
+
+bool Guard::pass(const std::vector<NDArray>& ts, const std::vector<JitValue>& vs) const {
+  switch (kind) {
+    case Kind::tensor_count: return static_cast<int64_t>(ts.size()) == lo;
+    case Kind::value_count: return static_cast<int64_t>(vs.size()) >= lo;
+    case Kind::dtype: return ts[tensor].dtype() == dtype;
+    case Kind::rank: return static_cast<int64_t>(ts[tensor].shape().size()) == lo;
+    case Kind::size: return size_of(ts, tensor, axis) == lo;
+    case Kind::size_range: {
+      int64_t s = size_of(ts, tensor, axis);
+      return s > lo && s <= hi;
+    }
+    case Kind::sizes_equal: return size_of(ts, tensor, axis) == size_of(ts, other_tensor, other_axis);
+    case Kind::value: return vs[tensor] == value;
+  }
+  return false;
+}
+
+std::string Guard::str() const {
+  std::string t = "tensors[" + std::to_string(tensor) + "]";
+  switch (kind) {
+    case Kind::tensor_count: return "len(tensors) == " + std::to_string(lo);
+    case Kind::value_count: return "len(values) >= " + std::to_string(lo);
+    case Kind::dtype: return t + ".dtype == " + std::string(dtype_name(dtype));
+    case Kind::rank: return t + ".rank == " + std::to_string(lo);
+    case Kind::size: return dim_name(tensor, axis) + " == " + std::to_string(lo);
+    case Kind::size_range:
+      return std::to_string(lo) + " < " + dim_name(tensor, axis) + " <= " + std::to_string(hi) + " (bucket " + std::to_string(hi) + ")";
+    case Kind::sizes_equal: return dim_name(tensor, axis) + " == " + dim_name(other_tensor, other_axis);
+    case Kind::value: return "values[" + std::to_string(tensor) + "] == " + value_str(value);
+  }
+  return "?";
+}
+
+std::string Guard::got(const std::vector<NDArray>& ts, const std::vector<JitValue>& vs) const {
+  switch (kind) {
+    case Kind::tensor_count: return "got " + std::to_string(ts.size());
+    case Kind::value_count: return "got " + std::to_string(vs.size());
+    case Kind::dtype: return "got " + std::string(dtype_name(ts[tensor].dtype()));
+    case Kind::rank: return "got " + std::to_string(ts[tensor].shape().size());
+    case Kind::size:
+    case Kind::size_range: return "got " + std::to_string(size_of(ts, tensor, axis));
+    case Kind::sizes_equal:
+      return "got " + std::to_string(size_of(ts, tensor, axis)) + " and " + std::to_string(size_of(ts, other_tensor, other_axis));
+    case Kind::value: return "got " + value_str(vs[tensor]);
+  }
+  return "";
+}
+
+std::string Guards::first_failure(const std::vector<NDArray>& ts, const std::vector<JitValue>& vs) const {
+  for (const Guard& g : guards_)
+    if (!g.pass(ts, vs)) return g.str() + " failed (" + g.got(ts, vs) + ")";
+  return "";
+}
+
+}  // namespace tj

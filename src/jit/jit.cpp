@@ -1,0 +1,577 @@
+#include "tensorjit/jit.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "ir/text.h"
+#include "jit/guards.h"
+#include "jit/specialize.h"
+#include "runtime/executable.h"
+#include "runtime/interpreter.h"
+#include "support/log.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+
+int64_t Buckets::of(int64_t size) const {
+  if (multiple > 0) return (size + multiple - 1) / multiple * multiple;
+  int64_t b = 1;
+  while (b < size) b *= 2;
+  return b;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string tensor_name(size_t i) { return "t" + std::to_string(i); }
+
+// One graph, compiled (or on the interpreter), with the weights it holds.
+struct Program {
+  Graph graph;
+  Bindings params;
+  std::optional<Executable> exe;
+  DType compute = DType::f32;
+
+  Program(Graph g, Bindings p, bool compile) : graph(std::move(g)), params(std::move(p)) {
+    bool f64 = true;
+    for (const Node& n : graph.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
+    compute = f64 ? DType::f64 : DType::f32;
+    if (compile) exe = Executable::compile(graph, params);
+  }
+  std::vector<NDArray> run(Bindings& inputs) {
+    if (exe) return exe->run(inputs);
+    Bindings all = params;
+    for (auto& [k, v] : inputs) all[k] = v;
+    return interpret(graph, all, {compute});
+  }
+};
+
+// Copies the leading block `shape` of src into the leading corner of dst
+// (both at least that big on every axis), a row of the last axis at a time.
+void copy_block(const NDArray& src, NDArray& dst, const std::vector<int64_t>& shape) {
+  size_t es = dtype_size(src.dtype());
+  if (shape.empty()) {
+    std::memcpy(dst.raw(), src.raw(), es);
+    return;
+  }
+  int64_t total = 1;
+  for (int64_t d : shape) total *= d;
+  if (total == 0) return;
+  const auto &ss = src.shape(), &ds = dst.shape();
+  size_t r = shape.size();
+  std::vector<int64_t> idx(r - 1, 0);
+  const char* s = static_cast<const char*>(src.raw());
+  char* d = static_cast<char*>(dst.raw());
+  for (int64_t row = 0; row < total / shape.back(); ++row) {
+    int64_t so = 0, dof = 0;
+    for (size_t a = 0; a + 1 < r; ++a) so = so * ss[a] + idx[a], dof = dof * ds[a] + idx[a];
+    std::memcpy(d + static_cast<size_t>(dof * ds.back()) * es, s + static_cast<size_t>(so * ss.back()) * es,
+                static_cast<size_t>(shape.back()) * es);
+    for (size_t a = r - 1; a-- > 0;) {
+      if (++idx[a] < shape[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
+// The leading block of `src` of shape `shape`.
+NDArray corner(const NDArray& src, const std::vector<int64_t>& shape) {
+  if (shape == src.shape()) return src;
+  NDArray out(src.dtype(), shape);
+  copy_block(src, out, shape);
+  return out;
+}
+
+// Thrown out of a trace that met a graph break while holding bucketed
+// (symbolic) dims: the function is traced again with static shapes.
+struct RestartStatic {};
+
+}  // namespace
+
+// ---- the trace's view of the arguments ---------------------------------------
+
+struct Segments;
+
+struct JitArgs::State {
+  Tracer tracer;
+  const std::vector<NDArray>& tensors;
+  const std::vector<JitValue>& values;
+  std::vector<std::optional<Tensor>> proxies;
+  std::vector<Shape> dims;  // per tensor, as traced: sizes, or bucket symbols
+  std::map<std::string, std::pair<size_t, int>> symbol_site;  // symbol -> first (tensor, axis)
+  std::map<std::string, int64_t> bucket_of;                   // symbol -> its bucket
+  std::set<size_t> values_read;
+  Bindings params;
+  std::vector<std::pair<std::string, std::pair<size_t, int>>> real_sizes;  // input name -> (tensor, axis)
+  Segments* segments = nullptr;
+
+  State(const std::string& name, const std::vector<NDArray>& ts, const std::vector<JitValue>& vs, const JitOptions& o, bool symbolic)
+      : tracer(name), tensors(ts), values(vs), proxies(ts.size()) {
+    std::map<int64_t, std::string> by_size;  // duck sizing: equal sizes share a symbol
+    for (size_t i = 0; i < ts.size(); ++i) {
+      Shape s;
+      for (int a = 0; a < static_cast<int>(ts[i].shape().size()); ++a) {
+        int64_t v = ts[i].shape()[static_cast<size_t>(a)];
+        DynamicPolicy p = o.policy;
+        for (const DimPolicy& d : o.dims)
+          if (d.tensor == i && d.axis == a) p = d.policy;
+        if (!symbolic || p == DynamicPolicy::static_shapes || v < 2) {  // 0 and 1 are always specialized
+          s.push_back(Dim(v));
+          continue;
+        }
+        auto [it, fresh] = by_size.emplace(v, "s" + std::to_string(by_size.size()));
+        if (fresh) symbol_site[it->second] = {i, a}, bucket_of[it->second] = o.buckets.of(v);
+        s.push_back(Dim::symbol(it->second));
+      }
+      dims.push_back(std::move(s));
+    }
+  }
+  bool symbolic() const { return !symbol_site.empty(); }
+};
+
+Tensor JitArgs::tensor(size_t i) {
+  if (i >= s_->tensors.size())
+    throw Error("jit: the function reads tensor " + std::to_string(i) + " but the call passed " + std::to_string(s_->tensors.size()));
+  auto& p = s_->proxies[i];
+  if (!p) p = s_->tracer.input(tensor_name(i), s_->tensors[i].dtype(), s_->dims[i]);
+  return *p;
+}
+
+namespace {
+const JitValue& value_at(const JitArgs::State& s, size_t i) {
+  if (i >= s.values.size())
+    throw Error("jit: the function reads plain value " + std::to_string(i) + " but the call passed " + std::to_string(s.values.size()));
+  return s.values[i];
+}
+}  // namespace
+
+int64_t JitArgs::integer(size_t i) {
+  const JitValue& v = value_at(*s_, i);
+  s_->values_read.insert(i);
+  if (auto* x = std::get_if<int64_t>(&v)) return *x;
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  throw Error("jit: plain value " + std::to_string(i) + " is a double, read as an integer");
+}
+
+double JitArgs::number(size_t i) {
+  const JitValue& v = value_at(*s_, i);
+  s_->values_read.insert(i);
+  if (auto* x = std::get_if<double>(&v)) return *x;
+  if (auto* x = std::get_if<int64_t>(&v)) return static_cast<double>(*x);
+  return std::get<bool>(v);
+}
+
+bool JitArgs::flag(size_t i) {
+  const JitValue& v = value_at(*s_, i);
+  s_->values_read.insert(i);
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  if (auto* x = std::get_if<int64_t>(&v)) return *x != 0;
+  return std::get<double>(v) != 0;
+}
+
+Tensor JitArgs::real_size(size_t i, int axis) {
+  if (i >= s_->tensors.size()) throw Error("jit: real_size of tensor " + std::to_string(i) + ": no such tensor");
+  int r = static_cast<int>(s_->dims[i].size());
+  if (axis < -r || axis >= r) throw Error("jit: real_size: axis " + std::to_string(axis) + " out of range");
+  if (axis < 0) axis += r;
+  std::string name = tensor_name(i) + "_size" + std::to_string(axis);
+  for (const auto& [n, site] : s_->real_sizes)
+    if (n == name) return {&s_->tracer, s_->tracer.graph().find(name)};
+  s_->real_sizes.push_back({name, {i, axis}});
+  return s_->tracer.input(name, DType::i64, {});
+}
+
+Tensor JitArgs::param(const std::string& name, const NDArray& value) {
+  if (s_->params.count(name)) return {&s_->tracer, s_->tracer.graph().find(name)};
+  s_->params[name] = value;
+  Shape s(value.shape().begin(), value.shape().end());
+  return s_->tracer.param(name, value.dtype(), s);
+}
+
+Tracer& JitArgs::tracer() { return s_->tracer; }
+
+// ---- the function --------------------------------------------------------------
+
+struct Entry {
+  int id = 0;
+  int64_t compiled_at = 0;  // call number
+  Guards guards;
+  std::shared_ptr<Program> program;
+  std::vector<bool> used;                          // per tensor: a graph input
+  std::vector<std::vector<int64_t>> padded;        // per tensor: its compiled shape
+  std::vector<bool> pads;                          // per tensor: padded to a bucket
+  std::vector<NDArray> buffers;                    // per padded tensor, reused
+  std::vector<std::pair<std::string, std::pair<size_t, int>>> real_sizes;
+  std::map<std::string, std::pair<size_t, int>> symbols;  // to evaluate output shapes at real sizes
+  std::vector<Shape> output_dims;
+};
+
+struct JitFunction::Impl {
+  std::string name;
+  JitFn fn;
+  JitOptions o;
+  std::vector<Entry> entries;
+  JitStats stats;
+  std::vector<std::string> log;  // recompilations, graph breaks, the cache limit
+  bool breaking = false;         // the function reads values: traced on every call
+  bool warned_limit = false;
+  std::map<std::string, std::shared_ptr<Program>> graphs;  // a breaking function's graphs, by text
+
+  std::vector<NDArray> call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs);
+  std::vector<NDArray> run_entry(Entry& e, std::vector<NDArray>& ts);
+  std::vector<NDArray> trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic);
+  Entry make_entry(JitArgs::State& st, Graph g, bool* compiled);
+  void limit_reached(const std::string& what);
+  std::shared_ptr<Program> program_for(Graph g, const Bindings& params);
+};
+
+void JitFunction::Impl::limit_reached(const std::string& what) {
+  log.push_back("call " + std::to_string(stats.calls) + ": cache limit " + std::to_string(o.cache_limit) + " reached: " + what +
+                " runs on the interpreter");
+  if (warned_limit) return;
+  warned_limit = true;
+  std::fprintf(stderr, "tensorjit: warning: jit '%s' reached its cache limit (%zu compiled graphs); new %s run on the interpreter\n",
+               name.c_str(), o.cache_limit, breaking ? "graphs" : "shapes and values");
+}
+
+// A breaking function's graph: compiled once per distinct text, up to the limit.
+std::shared_ptr<Program> JitFunction::Impl::program_for(Graph g, const Bindings& params) {
+  std::string key = print_graph(g);
+  if (auto it = graphs.find(key); it != graphs.end()) return it->second;
+  Bindings used;
+  for (ValueId p : g.params()) used[g.node(p).name] = params.at(g.node(p).name);
+  bool compile = o.compile && graphs.size() < o.cache_limit;
+  if (o.compile && !compile) {
+    limit_reached("graph " + g.name());
+    return std::make_shared<Program>(std::move(g), std::move(used), false);
+  }
+  auto t0 = Clock::now();
+  auto p = std::make_shared<Program>(std::move(g), std::move(used), compile);
+  stats.compile_seconds += seconds_since(t0);
+  ++stats.compilations;
+  graphs.emplace(std::move(key), p);
+  return p;
+}
+
+// ---- graph breaks ----------------------------------------------------------------
+
+// The graphs of one breaking trace: the tracer's graph is cut at each value
+// read; each cut runs the ops since the previous one, with the values held
+// by live proxies (and the one read) as its outputs.
+struct Segments {
+  Segments(JitFunction::Impl& fn, JitArgs::State& state, std::vector<NDArray>& ts) : f(fn), st(state), tensors(ts) {}
+  JitFunction::Impl& f;
+  JitArgs::State& st;
+  std::vector<NDArray>& tensors;
+  size_t start = 0;
+  std::map<ValueId, NDArray> values;  // materialized by earlier graphs
+  int breaks = 0;
+
+  // The graph of ops [start, end) computing `outs`; references to earlier
+  // values become inputs m0, m1, ... (`carried` lists their values).
+  Graph build(const std::vector<ValueId>& outs, std::vector<ValueId>* carried) {
+    const Graph& G = st.tracer.graph();
+    Graph s(f.name + "_graph");  // one name: equal graphs print equal, and compile once
+    std::map<ValueId, ValueId> map;
+    auto ref = [&](ValueId v) {
+      if (auto it = map.find(v); it != map.end()) return it->second;
+      const Node& n = G.node(v);
+      ValueId nv;
+      if (n.op == Op::input) nv = s.add_input(n.name, n.type);
+      else if (n.op == Op::param) nv = s.add_param(n.name, n.type);
+      else if (n.op == Op::constant) nv = s.add_const(n.type, n.const_data());
+      else if (static_cast<size_t>(v) < start) {  // named by order, so equal graphs print equal
+        nv = s.add_input("m" + std::to_string(carried->size()), n.type);
+        carried->push_back(v);
+      }
+      else throw Error("jit: internal: value %" + std::to_string(v) + " used before it is defined");
+      map[v] = nv;
+      return nv;
+    };
+    for (size_t i = start; i < G.size(); ++i) {
+      const Node& n = G.nodes()[i];
+      if (n.op == Op::input || n.op == Op::param || n.op == Op::constant) continue;  // added where used
+      std::vector<ValueId> ins;
+      for (ValueId v : n.inputs) ins.push_back(ref(v));
+      map[static_cast<ValueId>(i)] = s.add_raw(n.op, std::move(ins), n.attrs);
+    }
+    std::vector<ValueId> so;
+    for (ValueId v : outs) so.push_back(ref(v));
+    s.set_outputs(so);
+    return s;
+  }
+
+  // Runs the ops since the last cut; `outs` (values of this segment) are kept.
+  void run(const std::vector<ValueId>& outs) {
+    std::vector<ValueId> carried;
+    Graph g = build(outs, &carried);
+    auto prog = f.program_for(std::move(g), st.params);
+    Bindings in;
+    for (ValueId v : prog->graph.inputs()) {
+      const std::string& n = prog->graph.node(v).name;
+      if (n[0] == 'm') in[n] = std::move(values.at(carried.at(std::stoul(n.substr(1)))));
+      else if (auto size = real_size(n)) in[n] = NDArray::scalar(DType::i64, static_cast<double>(*size));
+      else in[n] = std::move(tensors[static_cast<size_t>(std::stol(n.substr(1)))]);
+    }
+    std::vector<NDArray> out = prog->run(in);
+    for (auto& [n, a] : in) {  // hand the arguments back (donated caches updated in place)
+      if (n[0] == 'm') values[carried.at(std::stoul(n.substr(1)))] = std::move(a);
+      else if (!real_size(n)) tensors[static_cast<size_t>(std::stol(n.substr(1)))] = std::move(a);
+    }
+    for (size_t i = 0; i < outs.size(); ++i) values[outs[i]] = std::move(out[i]);
+    ++f.stats.graphs_run;
+    start = st.tracer.graph().size();
+  }
+
+  // The size a real_size() input stands for, if `input` is one.
+  std::optional<int64_t> real_size(const std::string& input) const {
+    for (const auto& [n, site] : st.real_sizes)
+      if (n == input) return tensors[site.first].shape()[static_cast<size_t>(site.second)];
+    return std::nullopt;
+  }
+
+  NDArray value_of(ValueId v) {
+    const Graph& G = st.tracer.graph();
+    const Node& n = G.node(v);
+    if (auto size = real_size(n.name); n.op == Op::input && size) return NDArray::scalar(DType::i64, static_cast<double>(*size));
+    if (n.op == Op::input) return tensors[static_cast<size_t>(std::stol(n.name.substr(1)))];
+    if (n.op == Op::param) return st.params.at(n.name);
+    if (n.op == Op::constant) return NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
+    if (auto it = values.find(v); it != values.end()) return it->second;
+    // Cut here: everything live in this segment is kept.
+    std::vector<ValueId> outs{v};
+    for (size_t i = start; i < G.size(); ++i) {
+      const Node& m = G.nodes()[i];
+      bool data = m.op != Op::input && m.op != Op::param && m.op != Op::constant;
+      if (data && static_cast<ValueId>(i) != v && st.tracer.holders(static_cast<ValueId>(i)) > 0) outs.push_back(static_cast<ValueId>(i));
+    }
+    run(outs);
+    return values.at(v);
+  }
+
+  double read(const Tensor& t, const std::source_location& where) {
+    if (st.symbolic()) throw RestartStatic{};
+    const Node& n = st.tracer.graph().node(t.id());
+    if (eval_shape(n.type.shape, {}).size() != 0 && numel(n.type.shape) != Dim(1))
+      throw Error("item() of a tensor of " + n.type.str() + ": only one element can be read");
+    ++breaks;
+    ++f.stats.graph_breaks;
+    f.log.push_back("call " + std::to_string(f.stats.calls) + ": graph break " + std::to_string(breaks) + " at " + where.file_name() + ":" +
+                    std::to_string(where.line()) + ": item() of %" + std::to_string(t.id()) + " (" + n.def().name + " -> " +
+                    n.type.str() + ")");
+    NDArray a = value_of(t.id());
+    return a.to_vector().at(0);
+  }
+
+  // The function's outputs after the last cut.
+  std::vector<NDArray> finish(const std::vector<Tensor>& outs) {
+    std::vector<ValueId> pending;
+    for (const Tensor& t : outs) {
+      const Node& n = st.tracer.graph().node(t.id());
+      bool data = n.op != Op::input && n.op != Op::param && n.op != Op::constant;
+      if (data && static_cast<size_t>(t.id()) >= start) pending.push_back(t.id());
+    }
+    if (!pending.empty()) run(pending);
+    std::vector<NDArray> r;
+    for (const Tensor& t : outs) r.push_back(value_of(t.id()));
+    return r;
+  }
+};
+
+// ---- calls -----------------------------------------------------------------------
+
+Entry JitFunction::Impl::make_entry(JitArgs::State& st, Graph g, bool* compiled) {
+  Entry e;
+  e.id = static_cast<int>(entries.size());
+  e.compiled_at = stats.calls;
+  const auto& ts = st.tensors;
+  // Guards: counts, then per tensor dtype, rank and sizes, then values read.
+  e.guards.add(Guard::make(Guard::Kind::tensor_count, 0, 0, static_cast<int64_t>(ts.size())));
+  if (!st.values_read.empty()) e.guards.add(Guard::make(Guard::Kind::value_count, 0, 0, static_cast<int64_t>(*st.values_read.rbegin() + 1)));
+  SymEnv padded_env;
+  for (const auto& [sym, b] : st.bucket_of) padded_env[sym] = b;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    Guard d = Guard::make(Guard::Kind::dtype, i);
+    d.dtype = ts[i].dtype();
+    e.guards.add(d);
+    e.guards.add(Guard::make(Guard::Kind::rank, i, 0, static_cast<int64_t>(ts[i].shape().size())));
+    e.used.push_back(st.proxies[i].has_value());
+    e.padded.push_back(eval_shape(st.dims[i], padded_env));
+    e.pads.push_back(e.padded.back() != ts[i].shape());
+    for (int a = 0; a < static_cast<int>(st.dims[i].size()); ++a) {
+      const Dim& dim = st.dims[i][static_cast<size_t>(a)];
+      if (dim.is_const()) {
+        e.guards.add(Guard::make(Guard::Kind::size, i, a, dim.value()));
+        continue;
+      }
+      const std::string sym = dim.symbols().at(0);
+      int64_t b = st.bucket_of.at(sym);
+      int64_t lo = o.buckets.multiple > 0 ? b - o.buckets.multiple : b / 2;
+      e.guards.add(Guard::make(Guard::Kind::size_range, i, a, std::max<int64_t>(lo, 1), b));
+      auto site = st.symbol_site.at(sym);
+      if (site != std::make_pair(i, a)) {
+        Guard eq = Guard::make(Guard::Kind::sizes_equal, i, a);
+        eq.other_tensor = site.first, eq.other_axis = site.second;
+        e.guards.add(eq);
+      }
+    }
+    e.buffers.emplace_back();
+    if (e.pads.back()) e.buffers.back() = NDArray(ts[i].dtype(), e.padded.back());
+  }
+  for (size_t v : st.values_read) {
+    Guard g = Guard::make(Guard::Kind::value, v);
+    g.value = st.values[v];
+    e.guards.add(g);
+  }
+  e.real_sizes = st.real_sizes;
+  e.symbols = st.symbol_site;
+  for (ValueId o : g.outputs()) e.output_dims.push_back(g.type(o).shape);
+  Graph concrete = st.symbolic() ? specialize(g, padded_env) : std::move(g);
+  Bindings used;
+  for (ValueId p : concrete.params()) used[concrete.node(p).name] = st.params.at(concrete.node(p).name);
+  *compiled = entries.size() < o.cache_limit;  // false: past the limit, run once on the interpreter
+  e.program = std::make_shared<Program>(std::move(concrete), std::move(used), o.compile && *compiled);
+  return e;
+}
+
+std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>& ts) {
+  Bindings in;
+  for (const auto& [n, site] : e.real_sizes)  // before the arrays move into `in`
+    in[n] = NDArray::scalar(DType::i64, static_cast<double>(ts[site.first].shape()[static_cast<size_t>(site.second)]));
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (!e.used[i]) continue;
+    if (e.pads[i]) {
+      copy_block(ts[i], e.buffers[i], ts[i].shape());
+      in[tensor_name(i)] = std::move(e.buffers[i]);
+    } else {
+      in[tensor_name(i)] = std::move(ts[i]);
+    }
+  }
+  std::vector<NDArray> out;
+  try {
+    out = e.program->run(in);
+  } catch (...) {
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (e.used[i]) (e.pads[i] ? e.buffers[i] : ts[i]) = std::move(in[tensor_name(i)]);
+    throw;
+  }
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (e.used[i]) (e.pads[i] ? e.buffers[i] : ts[i]) = std::move(in[tensor_name(i)]);
+  if (e.symbols.empty()) return out;
+  SymEnv real;
+  for (const auto& [sym, site] : e.symbols) real[sym] = ts[site.first].shape()[static_cast<size_t>(site.second)];
+  for (size_t k = 0; k < out.size(); ++k) out[k] = corner(out[k], eval_shape(e.output_dims[k], real));
+  return out;
+}
+
+std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic) {
+  auto t0 = Clock::now();
+  JitArgs::State st(name, ts, vs, o, symbolic);
+  Segments seg(*this, st, ts);
+  st.segments = &seg;
+  st.tracer.set_value_reader([&seg](const Tensor& t, const std::source_location& w) { return seg.read(t, w); });
+  JitArgs args(&st);
+  std::vector<Tensor> outs = fn(args);
+  for (const Tensor& t : outs)
+    if (t.tracer() != &st.tracer) throw Error("jit '" + name + "': an output is not a tensor of this trace");
+  if (seg.breaks > 0) {
+    breaking = true;
+    return seg.finish(outs);
+  }
+  Graph g = st.tracer.finish(outs);
+  bool compiled = false;
+  Entry e = make_entry(st, std::move(g), &compiled);
+  if (!compiled) {
+    limit_reached("this call");
+    ++stats.eager_calls;
+    ++stats.graphs_run;
+    return run_entry(e, ts);
+  }
+  stats.compile_seconds += seconds_since(t0);
+  ++stats.compilations;
+  if (log_enabled("jit")) std::fprintf(stderr, "[jit] %s: entry %d compiled in %.3f s\n", name.c_str(), e.id, seconds_since(t0));
+  entries.push_back(std::move(e));
+  ++stats.graphs_run;
+  return run_entry(entries.back(), ts);
+}
+
+std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs) {
+  ++stats.calls;
+  if (!breaking) {
+    for (size_t k = entries.size(); k-- > 0;)
+      if (entries[k].guards.pass(ts, vs)) {
+        ++stats.hits;
+        ++stats.graphs_run;
+        return run_entry(entries[k], ts);
+      }
+    if (!entries.empty()) {
+      std::string why;
+      for (const Entry& e : entries) why += "\n    entry " + std::to_string(e.id) + ": " + e.guards.first_failure(ts, vs);
+      log.push_back("call " + std::to_string(stats.calls) + ": no entry's guards pass, recompiling:" + why);
+    }
+  }
+  bool symbolic = !breaking && (o.policy == DynamicPolicy::bucketed || !o.dims.empty());
+  try {
+    return trace_and_run(ts, vs, symbolic);
+  } catch (const RestartStatic&) {
+    log.push_back("call " + std::to_string(stats.calls) + ": graph break in a trace with bucketed dims: traced again with static shapes");
+    breaking = true;
+    return trace_and_run(ts, vs, false);
+  }
+}
+
+JitFunction::JitFunction(std::string name, JitFn fn, JitOptions options) : p_(std::make_shared<Impl>()) {
+  if (!fn) throw Error("jit: no function");
+  if (options.cache_limit == 0) throw Error("jit: cache_limit must be at least 1");
+  if (options.buckets.multiple < 0) throw Error("jit: bucket multiple must be positive");
+  p_->name = std::move(name);
+  p_->fn = std::move(fn);
+  p_->o = std::move(options);
+}
+
+std::vector<NDArray> JitFunction::operator()(std::vector<NDArray>& tensors, const std::vector<JitValue>& values) {
+  return p_->call(tensors, values);
+}
+
+std::vector<NDArray> JitFunction::operator()(std::vector<NDArray>&& tensors, const std::vector<JitValue>& values) {
+  return p_->call(tensors, values);
+}
+
+bool JitFunction::would_hit(const std::vector<NDArray>& tensors, const std::vector<JitValue>& values) const {
+  if (p_->breaking) return false;
+  for (size_t k = p_->entries.size(); k-- > 0;)
+    if (p_->entries[k].guards.pass(tensors, values)) return true;
+  return false;
+}
+
+const JitStats& JitFunction::stats() const { return p_->stats; }
+
+std::string JitFunction::explain() const {
+  const Impl& f = *p_;
+  const JitStats& s = f.stats;
+  char head[256];
+  std::snprintf(head, sizeof head, "jit '%s': %lld calls, %lld hits, %lld compilations (%.2f s), %lld on the interpreter, cache limit %zu\n",
+                f.name.c_str(), (long long)s.calls, (long long)s.hits, (long long)s.compilations, s.compile_seconds,
+                (long long)s.eager_calls, f.o.cache_limit);
+  std::string r = head;
+  if (f.breaking)
+    r += "breaks the graph (reads tensor values): traced on every call; " + std::to_string(s.graph_breaks) + " breaks, " +
+         std::to_string(s.graphs_run) + " graphs run, " + std::to_string(f.graphs.size()) + " distinct graphs compiled\n";
+  for (const Entry& e : f.entries) {
+    r += "entry " + std::to_string(e.id) + " (compiled at call " + std::to_string(e.compiled_at) + "):\n";
+    for (const Guard& g : e.guards.list()) r += "  " + g.str() + "\n";
+  }
+  if (!f.log.empty()) r += "history:\n";
+  for (const std::string& l : f.log) r += "  " + l + "\n";
+  return r;
+}
+
+JitFunction jit(std::string name, JitFn fn, JitOptions options) { return JitFunction(std::move(name), std::move(fn), std::move(options)); }
+
+}  // namespace tj

@@ -1,0 +1,249 @@
+// tj::jit: guards (hit and miss for each kind, with the reason), the cache
+// limit, bucketed dims (masked results equal the unpadded ones, outputs
+// trimmed, sizes 0 and 1 specialized), and graph breaks (the same results as
+// the C++ loop run eagerly).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "runtime/random_inputs.h"
+#include "tensorjit/jit.h"
+
+namespace tj {
+namespace {
+
+class Jit : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    static std::string dir = std::string(::testing::TempDir()) + "tj_jit_" + std::to_string(::getpid());
+    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+  }
+};
+
+NDArray filled(DType t, std::vector<int64_t> shape, uint64_t seed) {
+  NDArray a(t, shape);
+  Rng r(seed);
+  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, 2 * r.uniform() - 1);
+  return a;
+}
+
+double max_diff(const NDArray& a, const NDArray& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  auto x = a.to_vector(), y = b.to_vector();
+  double m = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+// y = x @ w (+ silu when flag 0 is set); value 1 is never read.
+JitFn mlp(const NDArray& w) {
+  return [w](JitArgs& a) {
+    Tensor y = matmul(a.tensor(0), a.param("w", w));
+    if (a.flag(0)) y = silu(y);
+    return std::vector<Tensor>{y};
+  };
+}
+
+TEST_F(Jit, EachGuardKindHitsAndMisses) {
+  NDArray w = filled(DType::f32, {8, 4}, 1);
+  JitFunction f = jit("mlp", mlp(w));
+  std::vector<NDArray> x{filled(DType::f32, {3, 8}, 2)};
+  auto y1 = f(x, {true, int64_t{5}});
+  EXPECT_EQ(f.stats().compilations, 1);
+  EXPECT_TRUE(f.would_hit(x, {true, int64_t{6}})) << "value 1 was never read: no guard on it";
+  f(x, {true, int64_t{6}});
+  EXPECT_EQ(f.stats().hits, 1);
+
+  EXPECT_FALSE(f.would_hit(x, {false, int64_t{5}}));  // a value read
+  auto y2 = f(x, {false});
+  EXPECT_EQ(f.stats().compilations, 2);
+  EXPECT_GT(max_diff(y1[0], y2[0]), 1e-3) << "the flag changed nothing";
+
+  std::vector<NDArray> rows{filled(DType::f32, {5, 8}, 3)};  // a size
+  EXPECT_FALSE(f.would_hit(rows, {true}));
+  f(rows, {true});
+  std::vector<NDArray> f64{filled(DType::f64, {3, 8}, 2)};  // a dtype
+  EXPECT_FALSE(f.would_hit(f64, {true}));
+  std::vector<NDArray> rank3{filled(DType::f32, {1, 3, 8}, 2)};  // a rank
+  EXPECT_FALSE(f.would_hit(rank3, {true}));
+  std::vector<NDArray> two{x[0], x[0]};  // a count
+  EXPECT_FALSE(f.would_hit(two, {true}));
+  EXPECT_FALSE(f.would_hit(x, {})) << "a read value missing";
+  EXPECT_TRUE(f.would_hit(x, {true}));
+  EXPECT_TRUE(f.would_hit(rows, {true}));
+
+  std::string e = f.explain();
+  EXPECT_NE(e.find("values[0] == true"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensors[0].shape[0] == 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("values[0] == true failed (got false)"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensors[0].shape[0] == 3 failed (got 5)"), std::string::npos) << e;
+  EXPECT_EQ(e.find("values[1]"), std::string::npos) << e;
+}
+
+TEST_F(Jit, CompiledMatchesTheInterpreterEntry) {
+  NDArray w = filled(DType::f64, {8, 4}, 1);
+  JitOptions eager;
+  eager.compile = false;
+  JitFunction f = jit("mlp", mlp(w)), g = jit("mlp", mlp(w), eager);
+  std::vector<NDArray> x{filled(DType::f64, {3, 8}, 2)};
+  EXPECT_LE(max_diff(f(x, {true})[0], g(x, {true})[0]), 1e-14);
+}
+
+TEST_F(Jit, CacheLimitWarnsAndRunsOnTheInterpreter) {
+  NDArray w = filled(DType::f32, {8, 4}, 1);
+  JitOptions o;
+  o.cache_limit = 2;
+  JitFunction f = jit("limited", mlp(w), o);
+  JitOptions eager;
+  eager.compile = false;
+  JitFunction ref = jit("ref", mlp(w), eager);
+  for (int64_t rows = 1; rows <= 4; ++rows) {
+    std::vector<NDArray> x{filled(DType::f32, {rows, 8}, 7)};
+    EXPECT_LE(max_diff(f(x, {false})[0], ref(x, {false})[0]), 1e-5);
+  }
+  EXPECT_EQ(f.stats().compilations, 2);
+  EXPECT_EQ(f.stats().eager_calls, 2);
+  EXPECT_NE(f.explain().find("cache limit 2 reached"), std::string::npos) << f.explain();
+}
+
+// Attention of one query over S keys, S bucketed: padded keys are masked
+// with real_size, so the real result does not change.
+JitFn attend() {
+  return [](JitArgs& a) {
+    Tensor q = a.tensor(0), k = a.tensor(1), v = a.tensor(2);  // [1,D], [S,D], [S,D]
+    Tensor s = matmul(q, transpose(k));                        // [1,S]
+    Tensor keep = lt(iota(a.tracer(), k.dim(0)), a.real_size(1, 0));
+    Tensor p = softmax(where(keep, s, a.tracer().scalar(-INFINITY, s.dtype())));
+    return std::vector<Tensor>{matmul(p, v), k * 2.0};
+  };
+}
+
+TEST_F(Jit, BucketedDimsAreMaskedAndTrimmed) {
+  JitOptions b;
+  b.policy = DynamicPolicy::bucketed;
+  JitFunction f = jit("attend", attend(), b);
+  JitFunction s = jit("attend_static", attend());
+  for (int64_t S = 1; S <= 16; ++S) {
+    std::vector<NDArray> args{filled(DType::f32, {1, 4}, 1), filled(DType::f32, {S, 4}, 2 + S), filled(DType::f32, {S, 4}, 40 + S)};
+    auto got = f(args), want = s(args);
+    ASSERT_EQ(got[1].shape(), (std::vector<int64_t>{S, 4})) << "output not trimmed to the real size";
+    EXPECT_LE(max_diff(got[0], want[0]), 1e-6) << "S=" << S;
+    EXPECT_EQ(max_diff(got[1], want[1]), 0) << "S=" << S;
+  }
+  // S=1 specialized; buckets 2, 4, 8, 16 (D=4 is one size shared by all three).
+  EXPECT_EQ(f.stats().compilations, 5) << f.explain();
+  EXPECT_EQ(s.stats().compilations, 8) << "the static function reaches its limit";
+  std::string e = f.explain();
+  EXPECT_NE(e.find("8 < tensors[1].shape[0] <= 16 (bucket 16)"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensors[2].shape[0] == tensors[1].shape[0]"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensors[1].shape[0] == 1"), std::string::npos) << e;
+  // The equality the trace assumed is a guard.
+  std::vector<NDArray> odd{filled(DType::f32, {1, 4}, 1), filled(DType::f32, {12, 4}, 2), filled(DType::f32, {11, 4}, 3)};
+  EXPECT_FALSE(f.would_hit(odd));
+}
+
+TEST_F(Jit, BucketsOfMultiples) {
+  Buckets m{16};
+  EXPECT_EQ(m.of(2), 16);
+  EXPECT_EQ(m.of(16), 16);
+  EXPECT_EQ(m.of(17), 32);
+  Buckets p;
+  EXPECT_EQ(p.of(5), 8);
+  EXPECT_EQ(p.of(8), 8);
+  JitOptions o;
+  o.policy = DynamicPolicy::bucketed;
+  o.buckets.multiple = 8;
+  JitFunction f = jit("attend8", attend(), o);
+  for (int64_t S : {3, 8, 9, 16}) {
+    std::vector<NDArray> args{filled(DType::f32, {1, 4}, 1), filled(DType::f32, {S, 4}, 2), filled(DType::f32, {S, 4}, 3)};
+    f(args);
+  }
+  EXPECT_EQ(f.stats().compilations, 2) << f.explain();
+}
+
+// y <- tanh(y @ W) until max |dy| < tol, with item() deciding: one graph
+// per iteration, the same numbers as the loop in plain C++.
+JitFn iterate(const NDArray& W, double tol) {
+  return [W, tol](JitArgs& a) {
+    Tensor y = a.tensor(0), w = a.param("W", W);
+    for (int i = 0; i < 200; ++i) {
+      Tensor next = tanh(matmul(y, w));
+      Tensor delta = amax(abs(next - y), {0, 1});
+      y = next;
+      if (delta.item() < tol) break;
+    }
+    return std::vector<Tensor>{y};
+  };
+}
+
+TEST_F(Jit, GraphBreaksGiveTheEagerResult) {
+  const int64_t n = 16;
+  NDArray W = filled(DType::f64, {n, n}, 5);
+  for (int64_t i = 0; i < W.numel(); ++i) W.set(i, W.to_vector()[static_cast<size_t>(i)] * 0.2);
+  NDArray y0 = filled(DType::f64, {1, n}, 6);
+  // Eagerly, in C++.
+  std::vector<double> y = y0.to_vector(), wv = W.to_vector();
+  int iters = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::vector<double> next(n);
+    double d = 0;
+    for (int64_t c = 0; c < n; ++c) {
+      double acc = 0;
+      for (int64_t k = 0; k < n; ++k) acc += y[static_cast<size_t>(k)] * wv[static_cast<size_t>(k * n + c)];
+      next[static_cast<size_t>(c)] = std::tanh(acc);
+      d = std::max(d, std::abs(next[static_cast<size_t>(c)] - y[static_cast<size_t>(c)]));
+    }
+    y = next;
+    ++iters;
+    if (d < 1e-9) break;
+  }
+  ASSERT_GT(iters, 3);
+  ASSERT_LT(iters, 200);
+  JitFunction f = jit("iterate", iterate(W, 1e-9));
+  for (int call = 0; call < 2; ++call) {
+    std::vector<NDArray> args{y0};
+    auto out = f(args);
+    auto got = out[0].to_vector();
+    for (int64_t c = 0; c < n; ++c) EXPECT_NEAR(got[static_cast<size_t>(c)], y[static_cast<size_t>(c)], 1e-12);
+  }
+  EXPECT_EQ(f.stats().graph_breaks, 2 * iters);
+  EXPECT_LE(f.stats().compilations, 2) << "each iteration's graph has the same text: compiled once";
+  std::string e = f.explain();
+  EXPECT_NE(e.find("graph break 1 at"), std::string::npos) << e;
+  EXPECT_NE(e.find("jit_test.cpp"), std::string::npos) << e;
+  EXPECT_NE(e.find("item() of"), std::string::npos) << e;
+}
+
+TEST_F(Jit, ABreakInABucketedTraceRetracesStatic) {
+  JitOptions b;
+  b.policy = DynamicPolicy::bucketed;
+  JitFunction f = jit("positive", [](JitArgs& a) {
+    Tensor x = a.tensor(0);
+    Tensor s = sum(x, {0});
+    return std::vector<Tensor>{s.item() > 0 ? x * 2.0 : x * -1.0};
+  }, b);
+  std::vector<NDArray> args{NDArray::from(DType::f64, {3}, {1, 2, 3})};
+  EXPECT_EQ(f(args)[0].to_vector(), (std::vector<double>{2, 4, 6}));
+  std::vector<NDArray> neg{NDArray::from(DType::f64, {3}, {-1, -2, 0})};
+  EXPECT_EQ(f(neg)[0].to_vector(), (std::vector<double>{1, 2, -0.0}));
+  EXPECT_NE(f.explain().find("traced again with static shapes"), std::string::npos) << f.explain();
+}
+
+TEST_F(Jit, BadCallsAreReported) {
+  NDArray w = filled(DType::f32, {8, 4}, 1);
+  JitFunction f = jit("mlp", mlp(w));
+  EXPECT_THROW(f(std::vector<NDArray>{}, {true}), Error);                                   // no tensor 0
+  EXPECT_THROW(f(std::vector<NDArray>{filled(DType::f32, {3, 8}, 2)}), Error);              // no value 0
+  EXPECT_THROW(f(std::vector<NDArray>{filled(DType::f32, {3, 7}, 2)}, {true}), ShapeError);  // matmul shapes
+  JitOptions o;
+  o.cache_limit = 0;
+  EXPECT_THROW(jit("zero", mlp(w), o), Error);
+  Tracer t;
+  Tensor x = t.input("x", DType::f32, {2});
+  EXPECT_THROW(sum(x, {0}).item(), Error) << "no graph breaks outside tj::jit";
+}
+
+}  // namespace
+}  // namespace tj
