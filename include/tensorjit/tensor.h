@@ -60,6 +60,9 @@ class Tensor {
 class Tracer {
  public:
   explicit Tracer(std::string name = "main") : g_(std::move(name)) {}
+  // A region's tracer (tj::while_loop, tj::cond): tensors of `parent` (or its
+  // ancestors) used here become inputs of the region, in order of first use.
+  Tracer(std::string name, Tracer* parent) : g_(std::move(name)), parent_(parent) {}
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
@@ -76,13 +79,22 @@ class Tracer {
   using ValueReader = std::function<double(const Tensor&, const std::source_location&)>;
   void set_value_reader(ValueReader r) { reader_ = std::move(r); }
   double read_value(const Tensor& t, const std::source_location& where);
+  // A region's captures so far: the outer tensors, in order of their inputs.
+  const std::vector<Tensor>& captures() const { return captures_; }
+  // Makes the next `outer` tensors this tracer's next inputs (named c0, c1, ...).
+  void capture(const std::vector<Tensor>& outer);
   // Sets the outputs and hands over the graph; the tracer is empty afterwards.
   Graph finish(const std::vector<Tensor>& outputs);
 
  private:
   friend class Tensor;
   void hold(ValueId v, int delta);
+  ValueId operand(const Tensor& t, const char* op);  // this trace's value for t, capturing outer tensors
+  bool is_ancestor(const Tracer* t) const;
   Graph g_;
+  Tracer* parent_ = nullptr;
+  std::vector<Tensor> captures_;
+  std::vector<std::pair<std::pair<const Tracer*, ValueId>, ValueId>> captured_;  // outer value -> input here
   std::vector<int> holders_;
   ValueReader reader_;
 };
@@ -165,5 +177,17 @@ Tensor kv_write(const Tensor& cache, const Tensor& rows, const Tensor& pos, int6
 // `offset` (the query's start position) only when causal.
 Tensor flash_attn(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
 Tensor flash_attn_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& offset, double scale);
+
+// ---- structured control flow (one graph, no graph break) -------------------
+// The functions are traced (twice: once to find the outer tensors they use,
+// which become operands); they must not read tensor values.
+using StateFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+// Runs `body` while `cond` (a scalar) is nonzero; returns the final state
+// (body returns the state's next value, with the same types as `init`).
+std::vector<Tensor> while_loop(const std::function<Tensor(const std::vector<Tensor>&)>& cond, const StateFn& body,
+                               const std::vector<Tensor>& init);
+// then_fn(operands) if pred (a scalar) is nonzero, else else_fn(operands);
+// both return the same types.
+std::vector<Tensor> cond(const Tensor& pred, const StateFn& then_fn, const StateFn& else_fn, const std::vector<Tensor>& operands);
 
 }  // namespace tj

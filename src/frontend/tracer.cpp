@@ -73,22 +73,44 @@ Tensor Tracer::constant(DType dtype, Shape shape, std::vector<double> data) {
 
 Tensor Tracer::scalar(double value, DType dtype) { return constant(dtype, {}, {value}); }
 
+bool Tracer::is_ancestor(const Tracer* t) const {
+  for (const Tracer* p = parent_; p; p = p->parent_)
+    if (p == t) return true;
+  return false;
+}
+
+ValueId Tracer::operand(const Tensor& t, const char* op) {
+  if (t.tracer() == this) return t.id();
+  if (!t.tracer() || !is_ancestor(t.tracer())) throw Error(std::string(op) + ": operand from another trace (or undefined)");
+  auto key = std::make_pair(static_cast<const Tracer*>(t.tracer()), t.id());
+  for (const auto& [k, v] : captured_)
+    if (k == key) return v;
+  const Node& n = t.tracer()->graph().node(t.id());
+  if (n.op == Op::constant) {  // copied in, not an input
+    ValueId c = g_.add_const(n.type, n.const_data());
+    captured_.push_back({key, c});
+    return c;
+  }
+  ValueId v = g_.add_input("c" + std::to_string(captures_.size()), t.type());
+  captured_.push_back({key, v});
+  captures_.push_back(t);
+  return v;
+}
+
+void Tracer::capture(const std::vector<Tensor>& outer) {
+  for (const Tensor& t : outer) (void)operand(t, "capture");
+}
+
 Tensor Tracer::emit(Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs) {
   std::vector<ValueId> ids;
   ids.reserve(operands.size());
-  for (const auto& t : operands) {
-    if (t.tracer() != this) throw Error(std::string(op_def(op).name) + ": operand from another trace (or undefined)");
-    ids.push_back(t.id());
-  }
+  for (const auto& t : operands) ids.push_back(operand(t, op_def(op).name));
   return {this, g_.add(op, std::move(ids), attrs)};
 }
 
 Graph Tracer::finish(const std::vector<Tensor>& outputs) {
   std::vector<ValueId> ids;
-  for (const auto& t : outputs) {
-    if (t.tracer() != this) throw Error("output from another trace (or undefined)");
-    ids.push_back(t.id());
-  }
+  for (const auto& t : outputs) ids.push_back(operand(t, "output"));
   g_.set_outputs(std::move(ids));
   Graph out = std::move(g_);
   g_ = Graph(out.name());
@@ -247,6 +269,76 @@ Tensor flash_attn(const Tensor& q, const Tensor& k, const Tensor& v, double scal
 
 Tensor flash_attn_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& offset, double scale) {
   return tracer_of(q).emit(Op::flash_attn, {q, k, v, offset}, {{"scale", scale}, {"causal", true}});
+}
+
+// ---- structured control flow -------------------------------------------------
+
+namespace {
+
+// A region over `args` (inputs s0.., then the captures c0..), traced from fn.
+struct RegionTrace {
+  Region graph;
+  std::vector<Tensor> captures;  // outer tensors, beyond the ones passed in
+};
+
+RegionTrace trace_region(Tracer& outer, const std::string& name, const std::vector<Tensor>& args, const std::vector<Tensor>& known,
+                         const StateFn& fn) {
+  Tracer t(name, &outer);
+  std::vector<Tensor> params;
+  for (size_t i = 0; i < args.size(); ++i) params.push_back(t.input("s" + std::to_string(i), args[i].dtype(), args[i].shape()));
+  t.capture(known);
+  std::vector<Tensor> out = fn(params);
+  Graph g = t.finish(out);  // an outer tensor returned as is is captured here too
+  return {std::make_shared<const Graph>(std::move(g)), t.captures()};
+}
+
+// Traces every region once to learn the outer tensors they use, then again
+// with all of them as inputs in one order, so the regions share a signature.
+std::vector<Region> trace_regions(Tracer& outer, const std::vector<std::string>& names, const std::vector<Tensor>& args,
+                                  const std::vector<StateFn>& fns, std::vector<Tensor>* captures) {
+  for (size_t i = 0; i < fns.size(); ++i) {
+    auto more = trace_region(outer, names[i], args, *captures, fns[i]).captures;
+    captures->assign(more.begin(), more.end());
+  }
+  std::vector<Region> r;
+  for (size_t i = 0; i < fns.size(); ++i) r.push_back(trace_region(outer, names[i], args, *captures, fns[i]).graph);
+  return r;
+}
+
+std::vector<Tensor> results(Tracer& t, const Tensor& op, int64_t n) {
+  std::vector<Tensor> r{op};
+  for (int64_t i = 1; i < n; ++i) r.push_back(t.emit(Op::result, {op}, {{"index", i}}));
+  return r;
+}
+
+}  // namespace
+
+std::vector<Tensor> while_loop(const std::function<Tensor(const std::vector<Tensor>&)>& cond, const StateFn& body,
+                               const std::vector<Tensor>& init) {
+  if (init.empty()) throw Error("while_loop: no state");
+  Tracer& t = tracer_of(init[0]);
+  std::string base = t.graph().name() + ".while" + std::to_string(t.graph().size());
+  std::vector<Tensor> caps;
+  StateFn c = [&cond](const std::vector<Tensor>& s) { return std::vector<Tensor>{cond(s)}; };
+  auto regions = trace_regions(t, {base + ".cond", base + ".body"}, init, {c, body}, &caps);
+  std::vector<Tensor> operands = init;
+  operands.insert(operands.end(), caps.begin(), caps.end());
+  // The regions also take the captures: pass them after the carried state.
+  Tensor op = t.emit(Op::while_loop, operands,
+                     {{"carried", static_cast<int64_t>(init.size())}, {"cond", regions[0]}, {"body", regions[1]}});
+  return results(t, op, static_cast<int64_t>(init.size()));
+}
+
+std::vector<Tensor> cond(const Tensor& pred, const StateFn& then_fn, const StateFn& else_fn, const std::vector<Tensor>& operands) {
+  Tracer& t = tracer_of(pred);
+  std::string base = t.graph().name() + ".cond" + std::to_string(t.graph().size());
+  std::vector<Tensor> caps;
+  auto regions = trace_regions(t, {base + ".then", base + ".else"}, operands, {then_fn, else_fn}, &caps);
+  std::vector<Tensor> all{pred};
+  all.insert(all.end(), operands.begin(), operands.end());
+  all.insert(all.end(), caps.begin(), caps.end());
+  Tensor op = t.emit(Op::cond, all, {{"then", regions[0]}, {"else", regions[1]}});
+  return results(t, op, static_cast<int64_t>(regions[0]->outputs().size()));
 }
 
 }  // namespace tj

@@ -93,8 +93,29 @@ ValueId Graph::add_raw(Op op, std::vector<ValueId> inputs, std::vector<AttrValue
     if (v < 0 || static_cast<size_t>(v) >= nodes_.size()) throw Error(std::string(def.name) + ": operand is not defined");
     types.push_back(nodes_[static_cast<size_t>(v)].type);
   }
+  if (op == Op::result) {  // its type is its producer's result `index`
+    int64_t i = std::get<int64_t>(attrs[0]);
+    Type t = result_type(*this, inputs[0], i);
+    return push(Node{op, std::move(inputs), std::move(attrs), std::move(t), {}});
+  }
   Type t = infer_type(op, types, attrs);
   return push(Node{op, std::move(inputs), std::move(attrs), std::move(t), {}});
+}
+
+int64_t num_results(const Node& n) {
+  if (n.op == Op::while_loop) return n.attr_int("carried");
+  if (n.op == Op::cond) return static_cast<int64_t>(std::get<Region>(n.attr("then"))->outputs().size());
+  return 1;
+}
+
+Type result_type(const Graph& g, ValueId producer, int64_t index) {
+  const Node& p = g.node(producer);
+  if (p.op != Op::while_loop && p.op != Op::cond) throw ShapeError("result: %" + std::to_string(producer) + " (" + p.def().name + ") has one result");
+  if (index < 1 || index >= num_results(p))
+    throw ShapeError("result: index " + std::to_string(index) + " out of range: " + p.def().name + " has " + std::to_string(num_results(p)) + " results");
+  if (p.op == Op::while_loop) return g.type(p.inputs[static_cast<size_t>(index)]);
+  const Graph& t = *std::get<Region>(p.attr("then"));
+  return t.type(t.outputs()[static_cast<size_t>(index)]);
 }
 
 std::vector<ValueId> Graph::inputs() const {
@@ -156,6 +177,7 @@ std::string attr_str(AttrKind kind, const AttrValue& v) {
     case AttrKind::DimK: return std::get<Dim>(v).str();
     case AttrKind::Dims: return list_str(std::get<Shape>(v), [](const Dim& d) { return d.str(); });
     case AttrKind::DTypeK: return std::string(dtype_name(std::get<DType>(v)));
+    case AttrKind::RegionK: return "@" + std::get<Region>(v)->name();
     case AttrKind::Data: {
       const auto& d = *std::get<ConstData>(v);
       if (d.size() == 1) return float_str(d[0]);

@@ -81,4 +81,9 @@ Type infer_type(Op op, const std::vector<Type>& operand_types, std::vector<AttrV
 
 std::string attr_str(AttrKind kind, const AttrValue& v);
 
+// Multi-result ops (while_loop, cond): how many results; the type of result
+// `index` (>= 1) of `producer`, read through a `result` node.
+int64_t num_results(const Node& n);
+Type result_type(const Graph& g, ValueId producer, int64_t index);
+
 }  // namespace tj

@@ -39,20 +39,29 @@ enum class Op : uint8_t {
   softmax, rms_norm, layer_norm, silu, gelu,
   // special
   causal_mask, kv_write, flash_attn,
+  // structured control flow: ops with subgraphs (regions); `result` reads
+  // a multi-result op's result i >= 1 (the op's own value is result 0)
+  while_loop, cond, result,
   kNumOps
 };
 
-enum class OpCategory : uint8_t { source, elementwise, reduction, matmul, view, movement, composite, special };
+enum class OpCategory : uint8_t { source, elementwise, reduction, matmul, view, movement, composite, special, control };
 std::string_view category_name(OpCategory c);
 
-enum class AttrKind : uint8_t { Int, Float, Bool, Ints, DimK, Dims, DTypeK, Data };
+enum class AttrKind : uint8_t { Int, Float, Bool, Ints, DimK, Dims, DTypeK, Data, RegionK };
 
 // A constant's contents: the values, exactly representable in its dtype.
 // One value for a tensor of many elements means a splat.
 using ConstData = std::shared_ptr<const std::vector<double>>;
 
+// A subgraph of a control-flow op: closed (everything it reads is an input,
+// fed from the op's operands), printed before the graph that uses it and
+// referred to as @name.
+class Graph;
+using Region = std::shared_ptr<const Graph>;
+
 // Variant order matches AttrKind.
-using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, Dim, Shape, DType, ConstData>;
+using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, Dim, Shape, DType, ConstData, Region>;
 
 struct AttrSpec {
   const char* name;

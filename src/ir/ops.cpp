@@ -311,6 +311,63 @@ Type infer_kv_write(InferCtx& c) {
   return c.in[0];
 }
 
+// A region's inputs must take `types` in order.
+void check_region_inputs(const InferCtx& c, const Graph& r, const char* what, const std::vector<Type>& types) {
+  auto ins = r.inputs();
+  if (ins.size() != types.size() || !r.params().empty())
+    c.fail(std::string(what) + " region @" + r.name() + " takes " + std::to_string(ins.size()) + " inputs (and no params), the op passes " +
+           std::to_string(types.size()));
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (r.type(ins[i]) != types[i])
+      c.fail(std::string(what) + " region @" + r.name() + " input " + std::to_string(i) + " is " + r.type(ins[i]).str() + ", the op passes " +
+             types[i].str());
+}
+
+bool is_scalar_predicate(const Type& t) { return t.rank() == 0 || numel(t.shape) == Dim(1); }
+
+// while_loop(s0..s{n-1}, c0..): `cond` maps all operands to a scalar, `body`
+// maps them to the next n carried values (same types); the result is the
+// final carried state (result 0 is the op's value).
+Type infer_while_loop(InferCtx& c) {
+  int64_t n = c.attr<int64_t>("carried");
+  if (n < 1 || n > static_cast<int64_t>(c.in.size())) c.fail("carried must be in [1, operands], got " + std::to_string(n));
+  const Graph& cond = *c.attr<Region>("cond");
+  const Graph& body = *c.attr<Region>("body");
+  check_region_inputs(c, cond, "cond", c.in);
+  check_region_inputs(c, body, "body", c.in);
+  if (cond.outputs().size() != 1 || !is_scalar_predicate(cond.type(cond.outputs()[0])))
+    c.fail("cond region @" + cond.name() + " must return one scalar");
+  if (static_cast<int64_t>(body.outputs().size()) != n) c.fail("body region @" + body.name() + " must return the " + std::to_string(n) + " carried values");
+  for (int64_t i = 0; i < n; ++i)
+    if (body.type(body.outputs()[static_cast<size_t>(i)]) != c.in[static_cast<size_t>(i)])
+      c.fail("body result " + std::to_string(i) + " is " + body.type(body.outputs()[static_cast<size_t>(i)]).str() + ", carried " +
+             c.in[static_cast<size_t>(i)].str());
+  return c.in[0];
+}
+
+// cond(pred, a0..): the `then` or `else` region applied to a0..; both return
+// the same types; the result is their first output (more through `result`).
+Type infer_cond(InferCtx& c) {
+  if (!is_scalar_predicate(c.in[0])) c.fail("cond predicate must be a scalar, got " + c.in[0].str());
+  std::vector<Type> args(c.in.begin() + 1, c.in.end());
+  const Graph& t = *c.attr<Region>("then");
+  const Graph& e = *c.attr<Region>("else");
+  check_region_inputs(c, t, "then", args);
+  check_region_inputs(c, e, "else", args);
+  if (t.outputs().empty() || t.outputs().size() != e.outputs().size()) c.fail("then and else must return the same number of values (at least one)");
+  for (size_t i = 0; i < t.outputs().size(); ++i)
+    if (t.type(t.outputs()[i]) != e.type(e.outputs()[i]))
+      c.fail("then and else result " + std::to_string(i) + " differ: " + t.type(t.outputs()[i]).str() + " vs " + e.type(e.outputs()[i]).str());
+  return t.type(t.outputs()[0]);
+}
+
+// Its type depends on the producer, which inference does not see: Graph
+// computes it (result_type); here only the index is checked.
+Type infer_result(InferCtx& c) {
+  if (c.attr<int64_t>("index") < 1) c.fail("result index must be at least 1 (result 0 is the op's own value)");
+  c.fail("result: the type comes from its producer (Graph::add)");
+}
+
 Type infer_flash_attn(InferCtx& c) {
   const Type& q = c.in[0];
   const Type& k = c.in[1];
@@ -391,6 +448,10 @@ const std::vector<OpDef>& table() {
         {Op::kv_write, "kv_write", Cat::special, 3, 3, {{"axis", AK::Int, AttrValue(int64_t{2})}}, infer_kv_write},
         {Op::flash_attn, "flash_attn", Cat::special, 3, 4,
          {{"scale", AK::Float, std::nullopt}, {"causal", AK::Bool, AttrValue(false)}}, infer_flash_attn},
+        {Op::while_loop, "while_loop", Cat::control, 1, -1,
+         {{"carried", AK::Int, std::nullopt}, {"cond", AK::RegionK, std::nullopt}, {"body", AK::RegionK, std::nullopt}}, infer_while_loop},
+        {Op::cond, "cond", Cat::control, 1, -1, {{"then", AK::RegionK, std::nullopt}, {"else", AK::RegionK, std::nullopt}}, infer_cond},
+        {Op::result, "result", Cat::control, 1, 1, {{"index", AK::Int, std::nullopt}}, infer_result},
     };
     for (size_t i = 0; i < v.size(); ++i)
       if (static_cast<size_t>(v[i].op) != i) throw std::logic_error("op table out of order at " + std::string(v[i].name));
@@ -403,8 +464,8 @@ const std::vector<OpDef>& table() {
 }  // namespace
 
 std::string_view category_name(OpCategory c) {
-  static constexpr std::array<std::string_view, 8> names = {"source", "elementwise", "reduction", "matmul",
-                                                            "view",   "movement",    "composite", "special"};
+  static constexpr std::array<std::string_view, 9> names = {"source", "elementwise", "reduction", "matmul", "view",
+                                                            "movement", "composite", "special", "control"};
   return names[static_cast<size_t>(c)];
 }
 

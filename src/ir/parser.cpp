@@ -21,10 +21,26 @@ class Parser {
  public:
   explicit Parser(std::string_view src) : s_(src) {}
 
+  // Regions first (each a graph of its own, referred to later as @name), the
+  // main graph last.
   Graph parse() {
+    for (;;) {
+      Graph g = parse_one();
+      skip_blank_lines();
+      if (at_end()) return g;
+      std::string name = g.name();
+      regions_[name] = std::make_shared<const Graph>(std::move(g));
+    }
+  }
+
+ private:
+  Graph parse_one() {
+    values_.clear();
     skip_blank_lines();
+    size_t name_at = (skip_space(), i_);
     expect_word("graph");
     Graph g(read_ident("graph name"));
+    if (regions_.count(g.name())) fail_at(name_at, "graph defined twice", g.name());
     end_line();
     for (;;) {
       skip_blank_lines();
@@ -46,7 +62,6 @@ class Parser {
     }
   }
 
- private:
   // ---- errors --------------------------------------------------------------
   [[noreturn]] void fail_at(size_t at, const std::string& msg, std::string_view token) const {
     int line = 1, col = 1;
@@ -271,6 +286,14 @@ class Parser {
         if (!dt) fail_at(at, "unknown dtype", w);
         return *dt;
       }
+      case AttrKind::RegionK: {
+        expect('@');
+        size_t at = i_;
+        std::string name = read_ident("a graph name");
+        auto it = regions_.find(name);
+        if (it == regions_.end()) fail_at(at, "no graph @" + name + " defined before this use", name);
+        return it->second;
+      }
       case AttrKind::Data: {
         std::vector<double> v;
         if (accept('[')) {
@@ -408,13 +431,14 @@ class Parser {
     }
     end_line();
     skip_blank_lines();
-    if (!at_end()) fail_here("unexpected text after 'return'");
+    if (!at_end() && !s_.substr(i_).starts_with("graph")) fail_here("unexpected text after 'return'");
     g.set_outputs(std::move(outs));
   }
 
   std::string_view s_;
   size_t i_ = 0;
   std::unordered_map<std::string, ValueId> values_;
+  std::unordered_map<std::string, Region> regions_;
 };
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -30,7 +31,34 @@ std::string data_str(const Node& n) {
 
 }  // namespace
 
+namespace {
+
+// The regions `g` uses, innermost first, each once.
+void collect_regions(const Graph& g, std::vector<const Graph*>* out) {
+  for (const Node& n : g.nodes())
+    for (const AttrValue& a : n.attrs)
+      if (const auto* r = std::get_if<Region>(&a)) {
+        if (std::find(out->begin(), out->end(), r->get()) != out->end()) continue;
+        collect_regions(**r, out);
+        out->push_back(r->get());
+      }
+}
+
+std::string print_one(const Graph& g);
+
+}  // namespace
+
 std::string print_graph(const Graph& g) {
+  std::vector<const Graph*> regions;
+  collect_regions(g, &regions);
+  std::string out;
+  for (const Graph* r : regions) out += print_one(*r) + "\n";
+  return out + print_one(g);
+}
+
+namespace {
+
+std::string print_one(const Graph& g) {
   std::vector<std::string> names(g.size());
   std::string out = "graph " + g.name() + "\n";
   for (size_t i = 0; i < g.size(); ++i) {
@@ -66,5 +94,7 @@ std::string print_graph(const Graph& g) {
     out += (j ? ", " : " ") + names[static_cast<size_t>(g.outputs()[j])];
   return out + "\n";
 }
+
+}  // namespace
 
 }  // namespace tj

@@ -32,7 +32,20 @@ void verify(const Graph& g) {
         if (!d || (d->size() != 1 && static_cast<int64_t>(d->size()) != *count)) fail("constant data size does not match its type");
         break;
       }
+      case Op::result: {
+        Type t;
+        try {
+          t = result_type(g, n.inputs.at(0), n.attr_int("index"));
+        } catch (const Error& e) {
+          fail(e.what());
+        }
+        if (t != n.type) fail("type " + n.type.str() + " differs from its producer's result " + t.str());
+        break;
+      }
       default: {
+        if (n.def().category == OpCategory::control)  // regions are graphs of their own
+          for (const AttrValue& a : n.attrs)
+            if (const auto* r = std::get_if<Region>(&a)) verify(**r);
         std::vector<Type> types;
         for (ValueId v : n.inputs) types.push_back(g.type(v));
         std::vector<AttrValue> attrs = n.attrs;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "ir/extract.h"
 #include "ir/text.h"
 #include "jit/guards.h"
 #include "jit/specialize.h"
@@ -90,7 +91,9 @@ NDArray corner(const NDArray& src, const std::vector<int64_t>& shape) {
 
 // Thrown out of a trace that met a graph break while holding bucketed
 // (symbolic) dims: the function is traced again with static shapes.
-struct RestartStatic {};
+struct RestartStatic {
+  std::string why;
+};
 
 }  // namespace
 
@@ -277,34 +280,16 @@ struct Segments {
   // values become inputs m0, m1, ... (`carried` lists their values).
   Graph build(const std::vector<ValueId>& outs, std::vector<ValueId>* carried) {
     const Graph& G = st.tracer.graph();
-    Graph s(f.name + "_graph");  // one name: equal graphs print equal, and compile once
-    std::map<ValueId, ValueId> map;
-    auto ref = [&](ValueId v) {
-      if (auto it = map.find(v); it != map.end()) return it->second;
+    // One name: equal graphs print equal, and compile once.
+    return extract_range(G, start, G.size(), outs, f.name + "_graph", [&](Graph& s, ValueId v) {
       const Node& n = G.node(v);
-      ValueId nv;
-      if (n.op == Op::input) nv = s.add_input(n.name, n.type);
-      else if (n.op == Op::param) nv = s.add_param(n.name, n.type);
-      else if (n.op == Op::constant) nv = s.add_const(n.type, n.const_data());
-      else if (static_cast<size_t>(v) < start) {  // named by order, so equal graphs print equal
-        nv = s.add_input("m" + std::to_string(carried->size()), n.type);
-        carried->push_back(v);
-      }
-      else throw Error("jit: internal: value %" + std::to_string(v) + " used before it is defined");
-      map[v] = nv;
-      return nv;
-    };
-    for (size_t i = start; i < G.size(); ++i) {
-      const Node& n = G.nodes()[i];
-      if (n.op == Op::input || n.op == Op::param || n.op == Op::constant) continue;  // added where used
-      std::vector<ValueId> ins;
-      for (ValueId v : n.inputs) ins.push_back(ref(v));
-      map[static_cast<ValueId>(i)] = s.add_raw(n.op, std::move(ins), n.attrs);
-    }
-    std::vector<ValueId> so;
-    for (ValueId v : outs) so.push_back(ref(v));
-    s.set_outputs(so);
-    return s;
+      if (n.op == Op::input) return s.add_input(n.name, n.type);
+      if (n.op == Op::param) return s.add_param(n.name, n.type);
+      if (n.op == Op::constant) return s.add_const(n.type, n.const_data());
+      if (static_cast<size_t>(v) >= start) throw Error("jit: internal: value %" + std::to_string(v) + " used before it is defined");
+      carried->push_back(v);  // named by order, so each iteration of a loop prints the same
+      return s.add_input("m" + std::to_string(carried->size() - 1), n.type);
+    });
   }
 
   // Runs the ops since the last cut; `outs` (values of this segment) are kept.
@@ -312,21 +297,45 @@ struct Segments {
     std::vector<ValueId> carried;
     Graph g = build(outs, &carried);
     auto prog = f.program_for(std::move(g), st.params);
+    // A graph that writes a cache in place would change a value that later
+    // code may still read (a live proxy, the caller's array): it gets copies.
+    bool writes = false;
+    for (const Node& n : prog->graph.nodes()) writes |= n.op == Op::kv_write;
     Bindings in;
+    for (ValueId v : prog->graph.inputs()) {  // sizes first: the arrays they read move below
+      const std::string& n = prog->graph.node(v).name;
+      if (auto size = real_size(n)) in[n] = NDArray::scalar(DType::i64, static_cast<double>(*size));
+    }
+    auto source = [&](const std::string& n) -> NDArray& {
+      return n[0] == 'm' ? values.at(carried.at(std::stoul(n.substr(1)))) : tensors[static_cast<size_t>(std::stol(n.substr(1)))];
+    };
     for (ValueId v : prog->graph.inputs()) {
       const std::string& n = prog->graph.node(v).name;
-      if (n[0] == 'm') in[n] = std::move(values.at(carried.at(std::stoul(n.substr(1)))));
-      else if (auto size = real_size(n)) in[n] = NDArray::scalar(DType::i64, static_cast<double>(*size));
-      else in[n] = std::move(tensors[static_cast<size_t>(std::stol(n.substr(1)))]);
+      if (in.count(n)) continue;
+      in[n] = writes ? source(n) : std::move(source(n));
     }
-    std::vector<NDArray> out = prog->run(in);
-    for (auto& [n, a] : in) {  // hand the arguments back (donated caches updated in place)
-      if (n[0] == 'm') values[carried.at(std::stoul(n.substr(1)))] = std::move(a);
-      else if (!real_size(n)) tensors[static_cast<size_t>(std::stol(n.substr(1)))] = std::move(a);
+    auto hand_back = [&] {
+      if (writes) return;
+      for (auto& [n, a] : in)
+        if (!is_size_input(n)) source(n) = std::move(a);
+    };
+    std::vector<NDArray> out;
+    try {
+      out = prog->run(in);
+    } catch (...) {
+      hand_back();
+      throw;
     }
+    hand_back();
     for (size_t i = 0; i < outs.size(); ++i) values[outs[i]] = std::move(out[i]);
     ++f.stats.graphs_run;
     start = st.tracer.graph().size();
+  }
+
+  bool is_size_input(const std::string& input) const {
+    for (const auto& [n, site] : st.real_sizes)
+      if (n == input) return true;
+    return false;
   }
 
   // The size a real_size() input stands for, if `input` is one.
@@ -356,7 +365,7 @@ struct Segments {
   }
 
   double read(const Tensor& t, const std::source_location& where) {
-    if (st.symbolic()) throw RestartStatic{};
+    if (st.symbolic()) throw RestartStatic{"a graph break"};
     const Node& n = st.tracer.graph().node(t.id());
     if (eval_shape(n.type.shape, {}).size() != 0 && numel(n.type.shape) != Dim(1))
       throw Error("item() of a tensor of " + n.type.str() + ": only one element can be read");
@@ -403,7 +412,9 @@ Entry JitFunction::Impl::make_entry(JitArgs::State& st, Graph g, bool* compiled)
     e.guards.add(Guard::make(Guard::Kind::rank, i, 0, static_cast<int64_t>(ts[i].shape().size())));
     e.used.push_back(st.proxies[i].has_value());
     e.padded.push_back(eval_shape(st.dims[i], padded_env));
-    e.pads.push_back(e.padded.back() != ts[i].shape());
+    bool symbolic_dim = false;
+    for (const Dim& d : st.dims[i]) symbolic_dim |= !d.is_const();
+    e.pads.push_back(symbolic_dim);  // even when this call's size is its bucket
     for (int a = 0; a < static_cast<int>(st.dims[i].size()); ++a) {
       const Dim& dim = st.dims[i][static_cast<size_t>(a)];
       if (dim.is_const()) {
@@ -446,7 +457,8 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
     in[n] = NDArray::scalar(DType::i64, static_cast<double>(ts[site.first].shape()[static_cast<size_t>(site.second)]));
   for (size_t i = 0; i < ts.size(); ++i) {
     if (!e.used[i]) continue;
-    if (e.pads[i]) {
+    if (e.pads[i]) {  // padded positions are zero on every call, whatever the last one left
+      std::memset(e.buffers[i].raw(), 0, e.buffers[i].nbytes());
       copy_block(ts[i], e.buffers[i], ts[i].shape());
       in[tensor_name(i)] = std::move(e.buffers[i]);
     } else {
@@ -485,6 +497,9 @@ std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, 
     return seg.finish(outs);
   }
   Graph g = st.tracer.finish(outs);
+  if (st.symbolic()) {
+    if (std::string why = bucketing_hazard(g); !why.empty()) throw RestartStatic{why};
+  }
   bool compiled = false;
   Entry e = make_entry(st, std::move(g), &compiled);
   if (!compiled) {
@@ -519,9 +534,9 @@ std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std
   bool symbolic = !breaking && (o.policy == DynamicPolicy::bucketed || !o.dims.empty());
   try {
     return trace_and_run(ts, vs, symbolic);
-  } catch (const RestartStatic&) {
-    log.push_back("call " + std::to_string(stats.calls) + ": graph break in a trace with bucketed dims: traced again with static shapes");
-    breaking = true;
+  } catch (const RestartStatic& r) {
+    log.push_back("call " + std::to_string(stats.calls) + ": bucketed dims refused (" + r.why + "): traced again with static shapes");
+    if (r.why == "a graph break") breaking = true;
     return trace_and_run(ts, vs, false);
   }
 }

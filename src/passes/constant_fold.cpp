@@ -58,7 +58,7 @@ bool constant_fold(Graph& g, const PassOptions& o) {
   Rewriter rw(g);
   g = rw.run([&](ValueId v) -> ValueId {
     const Node& n = g.node(v);
-    if (n.def().category == OpCategory::source || n.inputs.empty()) return Rewriter::kCopy;
+    if (n.def().category == OpCategory::source || n.def().category == OpCategory::control || n.inputs.empty()) return Rewriter::kCopy;
     int64_t in_elems = 0;
     bool all_splats = true;
     for (ValueId in : n.inputs) {

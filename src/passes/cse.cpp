@@ -45,6 +45,8 @@ size_t hash_attr(const AttrValue& a) {
           size_t h = v.size();
           for (const Dim& d : v) h = h * 31 + d.hash();
           return h;
+        } else if constexpr (std::is_same_v<V, Region>) {  // by identity: equal regions are the same graph
+          return std::hash<const void*>()(v.get());
         } else {  // ConstData
           size_t h = v->size();
           for (double x : *v) h = h * 1000003u ^ std::hash<uint64_t>()(std::bit_cast<uint64_t>(x));

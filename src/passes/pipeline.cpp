@@ -66,7 +66,8 @@ NodeCounts count_nodes(const Graph& g) {
       case OpCategory::view: ++c.view; break;
       case OpCategory::movement: ++c.movement; break;
       case OpCategory::composite: ++c.composite; break;
-      case OpCategory::special: ++c.special; break;
+      case OpCategory::special:
+      case OpCategory::control: ++c.special; break;
     }
     if (n.op == Op::flash_attn) ++c.flash_attn;
     ++c.total_ops;

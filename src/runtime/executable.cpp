@@ -13,6 +13,7 @@
 #include "codegen/cpp/emit.h"
 #include "memory/lifetimes.h"
 #include "passes/pipeline.h"
+#include "runtime/host_program.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -50,6 +51,7 @@ struct Executable::State {
   std::shared_ptr<LoadedLibrary> library;
   std::vector<void (*)(void**)> kernels;
   void (*team_run)(void**) = nullptr;  // the whole call as one team, when the program has one
+  std::shared_ptr<HostProgram> host;   // a graph with control flow
   std::vector<void (*)(void**, void*)> output_fns;
   int* status = nullptr;
   std::vector<void*> table;
@@ -76,6 +78,14 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   for (ValueId v : g.outputs()) s->output_shapes.push_back(eval_shape(g.type(v).shape, {}));
 
   auto cxx = find_compiler();
+  if (cxx && has_control_flow(g)) {  // the host runs the control flow, compiled graphs the rest
+    s->host = std::make_shared<HostProgram>(s->graph, o);
+    s->stats.compiled = true;
+    s->stats.kernels = static_cast<size_t>(s->host->graphs());
+    Executable e;
+    e.s_ = s;
+    return e;
+  }
   if (!cxx) {
     warn_once_no_compiler();
     s->fallback_params = params;
@@ -111,7 +121,8 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   int64_t scratch_bytes = prog.scratch_bytes_per_thread * omp_get_max_threads();
   Block scratch = allocate(scratch_bytes);
   s->table[g.size()] = scratch.get();
-  Block barrier = allocate(64);
+  Block barrier = allocate(64);  // the team's barrier state, then the thread count scratch is sized for
+  static_cast<int*>(barrier.get())[2] = omp_get_max_threads();
   s->table[g.size() + 1] = barrier.get();
   int64_t const_bytes = 0;
   for (size_t i = 0; i < g.size(); ++i) {
@@ -153,6 +164,10 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
 void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunOptions& o) {
   State& s = *s_;
   const Graph& g = s.graph;
+  if (s.host) {
+    outputs = s.host->run(inputs);
+    return;
+  }
   if (!s.stats.compiled) {
     Bindings all = s.fallback_params;
     for (const auto& [k, v] : inputs) all[k] = v;

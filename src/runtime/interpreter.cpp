@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "runtime/reference_kernels.h"
 #include "tensorjit/error.h"
@@ -67,6 +68,55 @@ SymEnv bind_symbols(const Graph& g, const Bindings& inputs) {
 namespace {
 
 template <class T>
+NDArray to_ndarray(const Array<T>& a, DType t, DType compute) {
+  NDArray o(is_float(t) ? compute : t, a.shape);
+  for (int64_t k = 0; k < o.numel(); ++k) o.set(k, static_cast<double>((*a.data)[static_cast<size_t>(k)]));
+  return o;
+}
+
+template <class T>
+Array<T> from_ndarray(const NDArray& a) {
+  auto data = std::make_shared<std::vector<T>>(static_cast<size_t>(a.numel()));
+  for (int64_t k = 0; k < a.numel(); ++k) (*data)[static_cast<size_t>(k)] = static_cast<T>(a.get(k));
+  return Array<T>{a.shape(), std::move(data)};
+}
+
+// A region applied to arrays: its inputs bound in order.
+template <class T>
+std::vector<Array<T>> apply_region(const Graph& r, const std::vector<const Array<T>*>& args, DType compute) {
+  Bindings b;
+  auto ins = r.inputs();
+  for (size_t i = 0; i < ins.size(); ++i) b[r.node(ins[i]).name] = to_ndarray(*args[i], r.type(ins[i]).dtype, compute);
+  std::vector<Array<T>> out;
+  for (const NDArray& a : interpret(r, b, {compute})) out.push_back(from_ndarray<T>(a));
+  return out;
+}
+
+// while_loop and cond: every result (result 0 is the op's own value).
+template <class T>
+std::vector<Array<T>> eval_control(const Node& n, const std::vector<const Array<T>*>& in, DType compute) {
+  if (n.op == Op::cond) {
+    bool taken = (*in[0]->data)[0] != 0;
+    std::vector<const Array<T>*> args(in.begin() + 1, in.end());
+    return apply_region(*std::get<Region>(n.attr(taken ? "then" : "else")), args, compute);
+  }
+  const Graph& cond = *std::get<Region>(n.attr("cond"));
+  const Graph& body = *std::get<Region>(n.attr("body"));
+  size_t carried = static_cast<size_t>(n.attr_int("carried"));
+  std::vector<Array<T>> state;
+  for (const Array<T>* a : in) state.push_back(*a);
+  for (;;) {
+    std::vector<const Array<T>*> args;
+    for (const Array<T>& a : state) args.push_back(&a);
+    if ((*apply_region(cond, args, compute)[0].data)[0] == 0) break;
+    std::vector<Array<T>> next = apply_region(body, args, compute);
+    for (size_t i = 0; i < carried; ++i) state[i] = std::move(next[i]);
+  }
+  state.resize(carried);
+  return state;
+}
+
+template <class T>
 std::vector<NDArray> run(const Graph& g, const Bindings& inputs, DType compute) {
   SymEnv env = bind_symbols(g, inputs);
   const double int_limit = std::is_same_v<T, float> ? 16777216.0 : 9007199254740992.0;
@@ -78,6 +128,7 @@ std::vector<NDArray> run(const Graph& g, const Bindings& inputs, DType compute) 
   for (ValueId v : g.outputs()) last_use[static_cast<size_t>(v)] = g.size();
 
   std::vector<Array<T>> vals(g.size());
+  std::map<ValueId, std::vector<Array<T>>> results;  // of while_loop and cond, for `result`
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
     if (n.op == Op::input || n.op == Op::param) {
@@ -102,7 +153,15 @@ std::vector<NDArray> run(const Graph& g, const Bindings& inputs, DType compute) 
       std::vector<const Array<T>*> operands;
       for (ValueId v : n.inputs) operands.push_back(&vals[static_cast<size_t>(v)]);
       try {
-        vals[i] = eval_node(n, operands, env);
+        if (n.op == Op::result) {
+          vals[i] = results.at(n.inputs[0]).at(static_cast<size_t>(n.attr_int("index")));
+        } else if (n.def().category == OpCategory::control) {
+          auto r = eval_control(n, operands, compute);
+          vals[i] = r[0];
+          results[static_cast<ValueId>(i)] = std::move(r);
+        } else {
+          vals[i] = eval_node(n, operands, env);
+        }
       } catch (const Error& e) {
         throw Error("while interpreting %" + std::to_string(i) + " = " + n.def().name + ": " + e.what());
       }

@@ -377,6 +377,9 @@ Array<T> eval_node(const Node& n, const std::vector<const Array<T>*>& in, const 
   switch (n.op) {
     case Op::input:
     case Op::param:
+    case Op::while_loop:
+    case Op::cond:
+    case Op::result:  // the interpreter's driver runs their regions
     case Op::kNumOps: throw Error("not an executable op");
     case Op::constant: {
       const auto& d = *n.const_data();

@@ -231,6 +231,75 @@ TEST_F(Jit, ABreakInABucketedTraceRetracesStatic) {
   EXPECT_NE(f.explain().find("traced again with static shapes"), std::string::npos) << f.explain();
 }
 
+JitOptions bucketed() {
+  JitOptions b;
+  b.policy = DynamicPolicy::bucketed;
+  return b;
+}
+
+std::vector<NDArray> ramp(int64_t n) {
+  NDArray x(DType::f64, {n});
+  for (int64_t i = 0; i < n; ++i) x.set(i, static_cast<double>(i + 1));
+  return {x};
+}
+
+// Review cases: a size equal to its bucket at trace time, padding left by
+// an earlier call, ops that padding would change.
+TEST_F(Jit, PaddingIsFreshAndHazardsFallBackToStatic) {
+  JitFunction twice = jit("twice", [](JitArgs& a) { return std::vector<Tensor>{a.tensor(0) * 2.0}; }, bucketed());
+  twice(ramp(8));
+  EXPECT_EQ(twice(ramp(5))[0].to_vector(), (std::vector<double>{2, 4, 6, 8, 10}));
+  JitFunction total = jit("total", [](JitArgs& a) { return std::vector<Tensor>{sum(a.tensor(0), {0})}; }, bucketed());
+  EXPECT_EQ(total(ramp(7))[0].to_vector()[0], 28);
+  EXPECT_EQ(total(ramp(5))[0].to_vector()[0], 15) << "padding from the previous call";
+  EXPECT_EQ(total.stats().compilations, 1);
+
+  JitFunction cat = jit("cat", [](JitArgs& a) { return std::vector<Tensor>{concat({a.tensor(0), a.tensor(0)}, 0)}; }, bucketed());
+  EXPECT_EQ(cat(ramp(3))[0].to_vector(), (std::vector<double>{1, 2, 3, 1, 2, 3}));
+  EXPECT_NE(cat.explain().find("concatenates along a bucketed axis"), std::string::npos) << cat.explain();
+  JitFunction last = jit("last", [](JitArgs& a) {
+    Tensor x = a.tensor(0);
+    return std::vector<Tensor>{slice(x, 0, x.dim(0) - 1, x.dim(0))};
+  }, bucketed());
+  EXPECT_EQ(last(ramp(3))[0].to_vector(), (std::vector<double>{3}));
+  JitFunction first6 = jit("first6", [](JitArgs& a) { return std::vector<Tensor>{slice(a.tensor(0), 0, 0, 6)}; }, bucketed());
+  first6(ramp(7));
+  EXPECT_EQ(first6(ramp(5))[0].to_vector(), (std::vector<double>{1, 2, 3, 4, 5})) << "no padding read past the real size";
+  JitFunction avg = jit("avg", [](JitArgs& a) { return std::vector<Tensor>{mean(a.tensor(0), {0})}; }, bucketed());
+  EXPECT_EQ(avg(ramp(3))[0].to_vector()[0], 2);
+}
+
+TEST_F(Jit, GraphBreaksKeepTheCallersArrays) {
+  // A size input read after a break, in a static trace.
+  JitFunction f = jit("sized", [](JitArgs& a) {
+    Tensor s = sum(a.tensor(0) * 2.0, {0});
+    Tensor n = cast(a.real_size(0, 0), DType::f64);
+    double v = (s + n).item();
+    return std::vector<Tensor>{a.tensor(0) * v};
+  });
+  EXPECT_EQ(f(ramp(2))[0].to_vector(), (std::vector<double>{8, 16}));  // (2*3 + 2) * x
+  // A failing graph leaves the caller's arrays in place.
+  JitFunction g = jit("oob", [](JitArgs& a) {
+    Tensor i = a.tracer().constant(DType::i64, {1}, {7});
+    double v = sum(gather(a.tensor(0), i), {0}).item();
+    return std::vector<Tensor>{a.tensor(0) * v};
+  });
+  std::vector<NDArray> args = ramp(3);
+  EXPECT_THROW(g(args), Error);
+  EXPECT_EQ(args[0].to_vector(), (std::vector<double>{1, 2, 3}));
+  // A graph writing a cache in place does not change a value still held.
+  JitFunction k = jit("kv", [](JitArgs& a) {
+    Tensor c = a.tensor(0);
+    Tensor c2 = kv_write(c, a.tensor(1), a.tensor(2), 0);
+    (void)sum(c2, {0}).item();
+    return std::vector<Tensor>{c, c2};
+  });
+  std::vector<NDArray> kargs{NDArray::from(DType::f32, {4}, {1, 2, 3, 4}), NDArray::from(DType::f32, {1}, {9}), NDArray::scalar(DType::i64, 1)};
+  auto out = k(kargs);
+  EXPECT_EQ(out[0].to_vector(), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(out[1].to_vector(), (std::vector<double>{1, 9, 3, 4}));
+}
+
 TEST_F(Jit, BadCallsAreReported) {
   NDArray w = filled(DType::f32, {8, 4}, 1);
   JitFunction f = jit("mlp", mlp(w));

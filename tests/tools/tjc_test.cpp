@@ -258,6 +258,8 @@ TEST(Tjc, DynamicDemo) {
   EXPECT_GT(j["decode"][1]["wasted_fraction"].get<double>(), 0);
   EXPECT_LT(j["decode_policies_max_abs_diff"].get<double>(), 1e-4);
   EXPECT_GT(j["loop"]["graph_break_graphs"].get<int64_t>(), 3);
+  EXPECT_EQ(j["loop"]["while_loop_graphs"].get<int64_t>(), 1);
+  EXPECT_LT(j["loop"]["max_abs_diff"].get<double>(), 1e-6);
   EXPECT_GT(j["guard_check_ns"].get<double>(), 0);
   EXPECT_NE(tjc("dynamic-demo --steps 0").code, 0);
 }

@@ -302,10 +302,12 @@ class Emitter {
 
   // An OpenMP parallel region opened inside a kernel: the program then runs
   // kernel by kernel, not as one team (see team_program).
+  // Never more threads than the executable sized its scratch for (t[n+1][2]).
   std::string parallel(const std::string& what) {
     opens_parallel_ = true;
-    return "#pragma omp parallel" + (what.empty() ? "" : " " + what) + "\n";
+    return "#pragma omp parallel" + (what.empty() ? "" : " " + what) + " num_threads(" + max_threads() + ")\n";
   }
+  std::string max_threads() const { return "((int*)t[" + std::to_string(g_.size() + 1) + "])[2]"; }
 
   bool is_temp(ValueId v) const { return temp_.count(v) > 0; }
   void make_temp(ValueId v) {
@@ -934,15 +936,15 @@ class Emitter {
   void team_program() {
     std::string n = std::to_string(g_.size() + 1);
     std::string c;
-    c += "// The team's barrier: its state is t[" + n + "] (64 zeroed bytes per executable).\n";
+    c += "// The team's barrier: its state is t[" + n + "] (arrivals, phase; zeroed per executable).\n";
     c += "static inline void tj_barrier(void** t, int nt) {\n  if (nt == 1) return;\n";
-    c += "  std::atomic_ref<int> arrived(((int*)t[" + n + "])[0]), phase(((int*)t[" + n + "])[1]);\n";
-    c += "  const int p = phase.load(std::memory_order_relaxed);\n";
-    c += "  if (arrived.fetch_add(1, std::memory_order_acq_rel) == nt - 1) {\n";
+    c += "  std::atomic_ref<unsigned> arrived(((unsigned*)t[" + n + "])[0]), phase(((unsigned*)t[" + n + "])[1]);\n";
+    c += "  const unsigned p = phase.load(std::memory_order_relaxed);\n";
+    c += "  if (arrived.fetch_add(1, std::memory_order_acq_rel) == (unsigned)nt - 1) {\n";
     c += "    arrived.store(0, std::memory_order_relaxed);\n    phase.store(p + 1, std::memory_order_release);\n    return;\n  }\n";
     c += "  for (int spin = 0; phase.load(std::memory_order_acquire) == p; ++spin)\n";
     c += "    if (spin >= 4096) sched_yield(); else TJ_PAUSE();\n}\n\n";
-    c += "void tj_run(void** t) {\n#pragma omp parallel\n  {\n";
+    c += "void tj_run(void** t) {\n#pragma omp parallel num_threads(" + max_threads() + ")\n  {\n";
     c += "    const int id = omp_get_thread_num(), nt = omp_get_num_threads();\n";
     bool prev_serial = false;
     for (size_t k = 0; k < s_.kernels.size(); ++k) {

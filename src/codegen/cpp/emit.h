@@ -4,8 +4,9 @@
 // Generated functions take the buffer table `void** t`: t[v] is the address
 // of value v's data for every value held in memory (inputs, params,
 // constants, planned kernel outputs and kernel-local temporaries); t[n] is
-// per-thread scratch for rowwise kernels; t[n+1] holds 64 zeroed bytes, the
-// state of the team's barrier. Reads through views, generators and
+// per-thread scratch for rowwise kernels; t[n+1] holds 64 bytes: the team
+// barrier's state (ints 0 and 1, zeroed) and the most threads any parallel
+// region may use (int 2: what the scratch was sized for). Reads through views, generators and
 // free gathers are index arithmetic (strided where the view chain allows, div
 // and mod otherwise), never copies.
 //
