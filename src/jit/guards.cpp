@@ -70,6 +70,28 @@ std::string Guard::got(const std::vector<NDArray>& ts, const std::vector<JitValu
   return "";
 }
 
+std::vector<std::string> Guards::summary() const {
+  std::vector<std::string> lines, others;
+  for (size_t i = 0; i < guards_.size(); ++i) {
+    const Guard& g = guards_[i];
+    if (g.kind != Guard::Kind::dtype) {
+      if (g.kind != Guard::Kind::rank && g.kind != Guard::Kind::size && g.kind != Guard::Kind::size_range) others.push_back(g.str());
+      continue;
+    }
+    std::string line = "tensors[" + std::to_string(g.tensor) + "]: " + std::string(dtype_name(g.dtype)) + "[";
+    bool first = true;
+    for (size_t j = i + 1; j < guards_.size() && guards_[j].tensor == g.tensor; ++j) {
+      const Guard& d = guards_[j];
+      if (d.kind == Guard::Kind::size) line += (first ? "" : ",") + std::to_string(d.lo), first = false;
+      else if (d.kind == Guard::Kind::size_range) line += (first ? "(" : ",(") + std::to_string(d.lo) + "," + std::to_string(d.hi) + "]", first = false;
+      else if (d.kind != Guard::Kind::rank && d.kind != Guard::Kind::sizes_equal) break;
+    }
+    lines.push_back(line + "]");
+  }
+  lines.insert(lines.end(), others.begin(), others.end());
+  return lines;
+}
+
 std::string Guards::first_failure(const std::vector<NDArray>& ts, const std::vector<JitValue>& vs) const {
   for (const Guard& g : guards_)
     if (!g.pass(ts, vs)) return g.str() + " failed (" + g.got(ts, vs) + ")";

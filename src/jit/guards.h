@@ -46,6 +46,9 @@ class Guards {
   // "tensors[2].shape[2] == 101 failed (got 102)", or empty when every guard passes.
   std::string first_failure(const std::vector<NDArray>& tensors, const std::vector<JitValue>& values) const;
   const std::vector<Guard>& list() const { return guards_; }
+  // One line per tensor ("tensors[2]: f32[1,2,(64,128],16]": exact sizes, or
+  // a bucket's range), then the other guards one per line.
+  std::vector<std::string> summary() const;
 
  private:
   std::vector<Guard> guards_;

@@ -221,7 +221,13 @@ struct JitFunction::Impl {
   JitOptions o;
   std::vector<Entry> entries;
   JitStats stats;
-  std::vector<std::string> log;  // recompilations, graph breaks, the cache limit
+  std::vector<std::string> log;  // recompilations, first graph break at each site, the cache limit
+  int64_t dropped = 0;           // notes past the log's bound
+  std::map<std::string, int64_t> break_sites;  // where item() broke the graph, and how often
+  void note(std::string line) {
+    if (log.size() < 100) log.push_back(std::move(line));
+    else ++dropped;
+  }
   bool breaking = false;         // the function reads values: traced on every call
   bool warned_limit = false;
   std::map<std::string, std::shared_ptr<Program>> graphs;  // a breaking function's graphs, by text
@@ -235,7 +241,7 @@ struct JitFunction::Impl {
 };
 
 void JitFunction::Impl::limit_reached(const std::string& what) {
-  log.push_back("call " + std::to_string(stats.calls) + ": cache limit " + std::to_string(o.cache_limit) + " reached: " + what +
+  note("call " + std::to_string(stats.calls) + ": cache limit " + std::to_string(o.cache_limit) + " reached: " + what +
                 " runs on the interpreter");
   if (warned_limit) return;
   warned_limit = true;
@@ -371,9 +377,10 @@ struct Segments {
       throw Error("item() of a tensor of " + n.type.str() + ": only one element can be read");
     ++breaks;
     ++f.stats.graph_breaks;
-    f.log.push_back("call " + std::to_string(f.stats.calls) + ": graph break " + std::to_string(breaks) + " at " + where.file_name() + ":" +
-                    std::to_string(where.line()) + ": item() of %" + std::to_string(t.id()) + " (" + n.def().name + " -> " +
-                    n.type.str() + ")");
+    std::string site = std::string(where.file_name()) + ":" + std::to_string(where.line()) + ": item() of " + n.def().name + " -> " +
+                       n.type.str();
+    if (f.break_sites[site]++ == 0)
+      f.note("call " + std::to_string(f.stats.calls) + ": graph break " + std::to_string(breaks) + " at " + site + " (%" + std::to_string(t.id()) + ")");
     NDArray a = value_of(t.id());
     return a.to_vector().at(0);
   }
@@ -528,14 +535,14 @@ std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std
     if (!entries.empty()) {
       std::string why;
       for (const Entry& e : entries) why += "\n    entry " + std::to_string(e.id) + ": " + e.guards.first_failure(ts, vs);
-      log.push_back("call " + std::to_string(stats.calls) + ": no entry's guards pass, recompiling:" + why);
+      note("call " + std::to_string(stats.calls) + ": no entry's guards pass, recompiling:" + why);
     }
   }
   bool symbolic = !breaking && (o.policy == DynamicPolicy::bucketed || !o.dims.empty());
   try {
     return trace_and_run(ts, vs, symbolic);
   } catch (const RestartStatic& r) {
-    log.push_back("call " + std::to_string(stats.calls) + ": bucketed dims refused (" + r.why + "): traced again with static shapes");
+    note("call " + std::to_string(stats.calls) + ": bucketed dims refused (" + r.why + "): traced again with static shapes");
     if (r.why == "a graph break") breaking = true;
     return trace_and_run(ts, vs, false);
   }
@@ -580,10 +587,12 @@ std::string JitFunction::explain() const {
          std::to_string(s.graphs_run) + " graphs run, " + std::to_string(f.graphs.size()) + " distinct graphs compiled\n";
   for (const Entry& e : f.entries) {
     r += "entry " + std::to_string(e.id) + " (compiled at call " + std::to_string(e.compiled_at) + "):\n";
-    for (const Guard& g : e.guards.list()) r += "  " + g.str() + "\n";
+    for (const std::string& l : e.guards.summary()) r += "  " + l + "\n";
   }
+  for (const auto& [site, count] : f.break_sites) r += "graph break at " + site + ": " + std::to_string(count) + " times\n";
   if (!f.log.empty()) r += "history:\n";
   for (const std::string& l : f.log) r += "  " + l + "\n";
+  if (f.dropped > 0) r += "  (" + std::to_string(f.dropped) + " later notes not kept)\n";
   return r;
 }
 

@@ -262,6 +262,11 @@ TEST(Tjc, DynamicDemo) {
   EXPECT_LT(j["loop"]["max_abs_diff"].get<double>(), 1e-6);
   EXPECT_GT(j["guard_check_ns"].get<double>(), 0);
   EXPECT_NE(tjc("dynamic-demo --steps 0").code, 0);
+  Result e = tjc("explain --steps 2 --first-kv 30", "", true);
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("tensors[2].shape[2] == 30 failed (got 31)"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("tensors[2]: f32[1,2,(16,32],16]"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("graph break at"), std::string::npos) << e.out;
 }
 
 TEST(Tjc, DemoRunsPrefillAndDecode) {

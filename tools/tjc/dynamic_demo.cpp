@@ -64,6 +64,7 @@ struct DecodeRow {
   int64_t compilations = 0, eager = 0;
   double compile_s = 0, wasted = 0, step_us = 0;
   std::vector<double> last_y;
+  std::string explanation;
 };
 
 DecodeRow decode(const DemoArgs& a, const models::LlamaConfig& c, const Bindings& w, const std::string& policy) {
@@ -101,6 +102,7 @@ DecodeRow decode(const DemoArgs& a, const models::LlamaConfig& c, const Bindings
   row.wasted = padded / (real + padded);
   row.step_us = run_s / static_cast<double>(a.steps) * 1e6;
   row.last_y = out[0].to_vector();
+  row.explanation = f.explain();
   return row;
 }
 
@@ -108,6 +110,7 @@ struct LoopResult {
   int64_t graphs = 0, breaks = 0, compiled = 0;
   double us = 0;
   std::vector<double> y;
+  std::string explanation;
 };
 
 // y <- tanh(y @ W) until max|dy| < 1e-6: with a graph break per iteration
@@ -152,7 +155,7 @@ LoopResult tanh_loop(bool structured) {
   }
   std::sort(t.begin(), t.end());
   return {(f.stats().graphs_run - graphs0) / reps, (f.stats().graph_breaks - breaks0) / reps, f.stats().compilations, t[reps / 2] * 1e6,
-          out[0].to_vector()};
+          out[0].to_vector(), f.explain()};
 }
 
 double guard_check_ns(const models::LlamaConfig& c, const Bindings& w) {
@@ -216,6 +219,17 @@ void cmd_dynamic_demo(const DemoArgs& a) {
 
 }  // namespace
 
+// tjc explain: the demo's jitted functions, run briefly, and what each
+// compiled, under which guards, and why it recompiled or broke the graph.
+void cmd_explain(const DemoArgs& a) {
+  if (a.steps < 1 || a.first < 2) throw Error("explain: --steps must be >= 1 and --first-kv >= 2");
+  models::LlamaConfig c = models::llama_config("tiny");
+  c.max_pos = std::max(c.max_pos, a.first + a.steps);
+  Bindings w = layer_weights(c);
+  for (const char* p : {"static", "bucketed"}) std::printf("%s\n", decode(a, c, w, p).explanation.c_str());
+  std::printf("%s\n%s", tanh_loop(false).explanation.c_str(), tanh_loop(true).explanation.c_str());
+}
+
 void add_dynamic_demo_command(CLI::App& app) {
   auto a = std::make_shared<DemoArgs>();
   auto* c = app.add_subcommand("dynamic-demo", "the JIT on changing shapes and data-dependent loops: policies, graph breaks, guard cost");
@@ -223,6 +237,12 @@ void add_dynamic_demo_command(CLI::App& app) {
   c->add_option("--steps", a->steps, "decode steps (default 512)");
   c->add_option("--first-kv", a->first, "KV length of the first step (default 101)");
   c->callback([a] { cmd_dynamic_demo(*a); });
+  auto e = std::make_shared<DemoArgs>();
+  e->steps = 3;
+  auto* x = app.add_subcommand("explain", "the dynamic demo's jitted functions: entries, guards, recompilations, graph breaks");
+  x->add_option("--steps", e->steps, "decode steps (default 3)");
+  x->add_option("--first-kv", e->first, "KV length of the first step (default 101)");
+  x->callback([e] { cmd_explain(*e); });
 }
 
 }  // namespace tjc
