@@ -45,8 +45,12 @@ struct Program {
     compute = f64 ? DType::f64 : DType::f32;
     if (compile) exe = Executable::compile(graph, params);
   }
-  std::vector<NDArray> run(Bindings& inputs) {
-    if (exe) return exe->run(inputs);
+  std::vector<NDArray> run(Bindings& inputs, const RunOptions& o = {}) {
+    if (exe) {
+      std::vector<NDArray> out;
+      exe->run(inputs, out, o);
+      return out;
+    }
     Bindings all = params;
     for (auto& [k, v] : inputs) all[k] = v;
     return interpret(graph, all, {compute});
@@ -76,6 +80,40 @@ void copy_block(const NDArray& src, NDArray& dst, const std::vector<int64_t>& sh
                 static_cast<size_t>(shape.back()) * es);
     for (size_t a = r - 1; a-- > 0;) {
       if (++idx[a] < shape[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
+// src into the leading corner of dst, and zeros everywhere else in dst: one
+// pass over dst.
+void pad_into(const NDArray& src, NDArray& dst) {
+  size_t es = dtype_size(src.dtype());
+  const auto &ss = src.shape(), &ds = dst.shape();
+  if (ds.empty() || dst.numel() == 0 || src.numel() == 0) {
+    std::memset(dst.raw(), 0, dst.nbytes());
+    if (ds.empty()) std::memcpy(dst.raw(), src.raw(), es);
+    else if (src.numel() > 0) copy_block(src, dst, ss);
+    return;
+  }
+  size_t r = ds.size();
+  std::vector<int64_t> idx(r - 1, 0);
+  const char* s = static_cast<const char*>(src.raw());
+  char* d = static_cast<char*>(dst.raw());
+  size_t row_bytes = static_cast<size_t>(ds.back()) * es, real_bytes = static_cast<size_t>(ss.back()) * es;
+  for (int64_t row = 0; row < dst.numel() / ds.back(); ++row) {
+    bool inside = true;
+    int64_t so = 0;
+    for (size_t a = 0; a + 1 < r; ++a) inside &= idx[a] < ss[a], so = so * ss[a] + idx[a];
+    char* out = d + static_cast<size_t>(row) * row_bytes;
+    if (inside) {
+      std::memcpy(out, s + static_cast<size_t>(so) * real_bytes, real_bytes);
+      std::memset(out + real_bytes, 0, row_bytes - real_bytes);
+    } else {
+      std::memset(out, 0, row_bytes);
+    }
+    for (size_t a = r - 1; a-- > 0;) {
+      if (++idx[a] < ds[a]) break;
       idx[a] = 0;
     }
   }
@@ -465,16 +503,19 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
   for (size_t i = 0; i < ts.size(); ++i) {
     if (!e.used[i]) continue;
     if (e.pads[i]) {  // padded positions are zero on every call, whatever the last one left
-      std::memset(e.buffers[i].raw(), 0, e.buffers[i].nbytes());
-      copy_block(ts[i], e.buffers[i], ts[i].shape());
+      pad_into(ts[i], e.buffers[i]);
       in[tensor_name(i)] = std::move(e.buffers[i]);
     } else {
       in[tensor_name(i)] = std::move(ts[i]);
     }
   }
+  // Padded: a donated cache is cut straight out of its buffer below, not
+  // copied out at the padded size first.
+  RunOptions ro;
+  ro.copy_donated_outputs = e.symbols.empty() || !e.program->exe;
   std::vector<NDArray> out;
   try {
-    out = e.program->run(in);
+    out = e.program->run(in, ro);
   } catch (...) {
     for (size_t i = 0; i < ts.size(); ++i)
       if (e.used[i]) (e.pads[i] ? e.buffers[i] : ts[i]) = std::move(in[tensor_name(i)]);
@@ -485,7 +526,16 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
   if (e.symbols.empty()) return out;
   SymEnv real;
   for (const auto& [sym, site] : e.symbols) real[sym] = ts[site.first].shape()[static_cast<size_t>(site.second)];
-  for (size_t k = 0; k < out.size(); ++k) out[k] = corner(out[k], eval_shape(e.output_dims[k], real));
+  const std::vector<std::string>* donated = ro.copy_donated_outputs ? nullptr : &e.program->exe->donated_inputs();
+  for (size_t k = 0; k < out.size(); ++k) {
+    auto shape = eval_shape(e.output_dims[k], real);
+    if (donated && !(*donated)[k].empty()) {
+      size_t i = static_cast<size_t>(std::stol((*donated)[k].substr(1)));
+      out[k] = corner(e.pads[i] ? e.buffers[i] : ts[i], shape);
+    } else {
+      out[k] = corner(out[k], shape);
+    }
+  }
   return out;
 }
 

@@ -60,6 +60,7 @@ struct Executable::State {
   std::vector<std::vector<int64_t>> input_shapes, output_shapes;  // concrete, computed once
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
   std::vector<bool> donated_output;                  // per output: it is an input cache, updated in place
+  std::vector<std::string> donated_input;            // per output: that input's name, or empty
   Bindings fallback_params;
   DType fallback_compute = DType::f32;
 };
@@ -146,9 +147,11 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     for (ValueId v : k.ops)
       if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) s->aliases.emplace_back(v, g.node(v).inputs[0]);
   for (ValueId o : g.outputs()) {
-    bool donated = false;
-    for (const auto& [kv, cache] : s->aliases) donated |= kv == o && g.node(cache).op == Op::input;
-    s->donated_output.push_back(donated);
+    std::string name;
+    for (const auto& [kv, cache] : s->aliases)
+      if (kv == o && g.node(cache).op == Op::input) name = g.node(cache).name;
+    s->donated_output.push_back(!name.empty());
+    s->donated_input.push_back(name);
   }
   s->stats = {true, built.cache_hit, built.compile_seconds, built.load_seconds, s->schedule.kernels.size(), plan.plan.peak_bytes,
               prog.temporary_bytes, scratch_bytes, const_bytes, built.source_path};
@@ -237,6 +240,11 @@ std::vector<double> Executable::profile(Bindings& inputs, int reps) {
 }
 
 const Schedule& Executable::schedule() const { return s_->schedule; }
+
+const std::vector<std::string>& Executable::donated_inputs() const {
+  if (s_->donated_input.size() != s_->graph.outputs().size()) s_->donated_input.assign(s_->graph.outputs().size(), "");
+  return s_->donated_input;
+}
 
 const CompileStats& Executable::stats() const { return s_->stats; }
 const std::string& Executable::source() const { return s_->source; }
