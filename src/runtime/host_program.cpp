@@ -116,18 +116,23 @@ std::vector<NDArray> HostProgram::run(Bindings& inputs) {
       const Graph& r = *std::get<Region>(n.attr(taken ? "then" : "else"));
       res = apply(*st->regions[taken ? 0 : 1], r, a);
     } else {
+      // cond and body take the same inputs: one binding map for the whole
+      // loop, the carried values moved in and out, the rest bound once.
       const Graph& cr = *std::get<Region>(n.attr("cond"));
-      const Graph& br = *std::get<Region>(n.attr("body"));
       size_t carried = static_cast<size_t>(n.attr_int("carried"));
+      const auto ins = cr.inputs();
+      std::vector<std::string> names;
+      Bindings b;
+      for (size_t i = 0; i < ins.size(); ++i) names.push_back(cr.node(ins[i]).name), b[names.back()] = std::move(args[i]);
+      std::vector<NDArray> flag, next;
       for (;;) {
-        std::vector<const NDArray*> a;
-        for (const NDArray& x : args) a.push_back(&x);
-        if (apply(*st->regions[0], cr, a).at(0).to_vector().at(0) == 0) break;
-        auto next = apply(*st->regions[1], br, a);
-        for (size_t i = 0; i < carried; ++i) args[i] = std::move(next[i]);
+        st->regions[0]->run(b, flag);
+        if (flag.at(0).to_vector().at(0) == 0) break;
+        st->regions[1]->run(b, next);
+        for (size_t i = 0; i < carried; ++i) std::swap(b[names[i]], next[i]);
       }
-      args.resize(carried);
-      res = std::move(args);
+      res.clear();
+      for (size_t i = 0; i < carried; ++i) res.push_back(std::move(b[names[i]]));
     }
     vals[st->op] = res.at(0);
     results[st->op] = std::move(res);
