@@ -45,6 +45,8 @@ class Dim {
   bool provably_positive() const;
   std::vector<std::string> symbols() const;
   std::string str() const;
+  // As a C/C++ int64 expression, each symbol spelled by `name`.
+  std::string c_expr(std::string (*name)(const std::string&)) const;
   size_t hash() const;
 
  private:

@@ -11,9 +11,10 @@
 //   std::vector<tj::NDArray> out = f({x_array}, {true});
 //
 // A call computes its guard key from the arguments: dtype, rank and every dim
-// of each tensor (an exact size, or a bucket and the equalities the trace
-// assumed between bucketed dims), and the value of every plain argument the
-// trace read. A hit runs the cached executable; a miss traces, compiles and
+// of each tensor (an exact size, a bucket, or "at least 2" for a symbolic dim,
+// and the equalities the trace assumed between dynamic dims), and the value
+// of every plain argument the trace read. By default a dim is static until it
+// shows a second value, then symbolic: one compilation for every size. A hit runs the cached executable; a miss traces, compiles and
 // caches (up to a limit, then runs on the interpreter with a warning).
 // explain() lists the entries with their guards and, for each recompilation,
 // which guard failed and why.
@@ -41,6 +42,8 @@ namespace tj {
 enum class DynamicPolicy {
   static_shapes,  // a compilation per distinct size
   bucketed,       // sizes padded up to a bucket; the function masks with real_size()
+  symbolic,       // one compilation for every size >= 2 (0 and 1 are specialized)
+  automatic,      // static until the dim shows a second value, then symbolic
 };
 
 struct Buckets {
@@ -55,7 +58,7 @@ struct DimPolicy {
 };
 
 struct JitOptions {
-  DynamicPolicy policy = DynamicPolicy::static_shapes;  // every dim not listed in `dims`
+  DynamicPolicy policy = DynamicPolicy::automatic;  // every dim not listed in `dims`
   std::vector<DimPolicy> dims;                          // per-dim overrides
   Buckets buckets;
   size_t cache_limit = 8;     // compiled entries (and compiled graphs of a breaking function)

@@ -159,6 +159,17 @@ std::vector<std::string> Dim::symbols() const {
   return out;
 }
 
+std::string Dim::c_expr(std::string (*name)(const std::string&)) const {
+  std::string s;
+  for (const auto& t : terms_) {
+    std::string term = std::to_string(t.coeff) + "LL";
+    for (const auto& sym : t.syms) term += "*" + name(sym);
+    s += (s.empty() ? "" : "+") + ("(" + term + ")");
+  }
+  if (c_ != 0 || s.empty()) s += (s.empty() ? "" : "+") + ("(" + std::to_string(c_) + "LL)");
+  return s;
+}
+
 std::string Dim::str() const {
   if (is_const()) return std::to_string(c_);
   std::string s;

@@ -1,6 +1,7 @@
 #include "jit/guards.h"
 
 #include <cstdio>
+#include <limits>
 
 namespace tj {
 
@@ -48,6 +49,7 @@ std::string Guard::str() const {
     case Kind::rank: return t + ".rank == " + std::to_string(lo);
     case Kind::size: return dim_name(tensor, axis) + " == " + std::to_string(lo);
     case Kind::size_range:
+      if (hi == std::numeric_limits<int64_t>::max()) return dim_name(tensor, axis) + " >= " + std::to_string(lo + 1) + " (symbolic)";
       return std::to_string(lo) + " < " + dim_name(tensor, axis) + " <= " + std::to_string(hi) + " (bucket " + std::to_string(hi) + ")";
     case Kind::sizes_equal: return dim_name(tensor, axis) + " == " + dim_name(other_tensor, other_axis);
     case Kind::value: return "values[" + std::to_string(tensor) + "] == " + value_str(value);
@@ -83,6 +85,8 @@ std::vector<std::string> Guards::summary() const {
     for (size_t j = i + 1; j < guards_.size() && guards_[j].tensor == g.tensor; ++j) {
       const Guard& d = guards_[j];
       if (d.kind == Guard::Kind::size) line += (first ? "" : ",") + std::to_string(d.lo), first = false;
+      else if (d.kind == Guard::Kind::size_range && d.hi == std::numeric_limits<int64_t>::max())
+        line += std::string(first ? "" : ",") + ">=" + std::to_string(d.lo + 1), first = false;
       else if (d.kind == Guard::Kind::size_range) line += (first ? "(" : ",(") + std::to_string(d.lo) + "," + std::to_string(d.hi) + "]", first = false;
       else if (d.kind != Guard::Kind::rank && d.kind != Guard::Kind::sizes_equal) break;
     }

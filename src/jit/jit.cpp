@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -39,11 +40,13 @@ struct Program {
   std::optional<Executable> exe;
   DType compute = DType::f32;
 
-  Program(Graph g, Bindings p, bool compile) : graph(std::move(g)), params(std::move(p)) {
+  Program(Graph g, Bindings p, bool compile, const SymEnv& size_hint = {}) : graph(std::move(g)), params(std::move(p)) {
     bool f64 = true;
     for (const Node& n : graph.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
     compute = f64 ? DType::f64 : DType::f32;
-    if (compile) exe = Executable::compile(graph, params);
+    CompileOptions co;
+    co.size_hint = size_hint;
+    if (compile) exe = Executable::compile(graph, params, co);
   }
   std::vector<NDArray> run(Bindings& inputs, const RunOptions& o = {}) {
     if (exe) {
@@ -131,6 +134,7 @@ NDArray corner(const NDArray& src, const std::vector<int64_t>& shape) {
 // (symbolic) dims: the function is traced again with static shapes.
 struct RestartStatic {
   std::string why;
+  bool breaks = false;
 };
 
 }  // namespace
@@ -152,27 +156,46 @@ struct JitArgs::State {
   std::vector<std::pair<std::string, std::pair<size_t, int>>> real_sizes;  // input name -> (tensor, axis)
   Segments* segments = nullptr;
 
-  State(const std::string& name, const std::vector<NDArray>& ts, const std::vector<JitValue>& vs, const JitOptions& o, bool symbolic)
+  // `dynamic`: the automatic dims that have shown a second value; `symbolic`:
+  // false traces every dim static (a function that breaks the graph).
+  State(const std::string& name, const std::vector<NDArray>& ts, const std::vector<JitValue>& vs, const JitOptions& o, bool symbolic,
+        const std::set<std::pair<size_t, int>>& dynamic)
       : tracer(name), tensors(ts), values(vs), proxies(ts.size()) {
+    // The policy of each dim; any symbolic dim makes the bucketed ones
+    // symbolic too (a graph for every size needs no padding).
+    std::vector<std::vector<DynamicPolicy>> policy(ts.size());
+    bool any_symbolic = false;
+    for (size_t i = 0; i < ts.size(); ++i)
+      for (int a = 0; a < static_cast<int>(ts[i].shape().size()); ++a) {
+        DynamicPolicy p = o.policy;
+        for (const DimPolicy& d : o.dims)
+          if (d.tensor == i && d.axis == a) p = d.policy;
+        if (p == DynamicPolicy::automatic) p = dynamic.count({i, a}) ? DynamicPolicy::symbolic : DynamicPolicy::static_shapes;
+        if (!symbolic || ts[i].shape()[static_cast<size_t>(a)] < 2) p = DynamicPolicy::static_shapes;  // 0 and 1 are specialized
+        any_symbolic |= p == DynamicPolicy::symbolic;
+        policy[i].push_back(p);
+      }
     std::map<int64_t, std::string> by_size;  // duck sizing: equal sizes share a symbol
     for (size_t i = 0; i < ts.size(); ++i) {
       Shape s;
       for (int a = 0; a < static_cast<int>(ts[i].shape().size()); ++a) {
         int64_t v = ts[i].shape()[static_cast<size_t>(a)];
-        DynamicPolicy p = o.policy;
-        for (const DimPolicy& d : o.dims)
-          if (d.tensor == i && d.axis == a) p = d.policy;
-        if (!symbolic || p == DynamicPolicy::static_shapes || v < 2) {  // 0 and 1 are always specialized
+        DynamicPolicy p = policy[i][static_cast<size_t>(a)];
+        if (p == DynamicPolicy::static_shapes) {
           s.push_back(Dim(v));
           continue;
         }
-        auto [it, fresh] = by_size.emplace(v, "s" + std::to_string(by_size.size()));
-        if (fresh) symbol_site[it->second] = {i, a}, bucket_of[it->second] = o.buckets.of(v);
+        auto [it, fresh] = by_size.emplace(v, (any_symbolic ? "d" : "s") + std::to_string(by_size.size()));
+        if (fresh) {
+          symbol_site[it->second] = {i, a};
+          if (!any_symbolic) bucket_of[it->second] = o.buckets.of(v);
+        }
         s.push_back(Dim::symbol(it->second));
       }
       dims.push_back(std::move(s));
     }
   }
+  bool bucketed() const { return !bucket_of.empty(); }
   bool symbolic() const { return !symbol_site.empty(); }
 };
 
@@ -273,6 +296,32 @@ struct JitFunction::Impl {
   std::vector<NDArray> call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs);
   std::vector<NDArray> run_entry(Entry& e, std::vector<NDArray>& ts);
   std::vector<NDArray> trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic);
+  std::set<std::pair<size_t, int>> dynamic;  // automatic dims that have shown a second value
+  DynamicPolicy policy_of(size_t tensor, int axis) const {
+    DynamicPolicy p = o.policy;
+    for (const DimPolicy& d : o.dims)
+      if (d.tensor == tensor && d.axis == axis) p = d.policy;
+    return p;
+  }
+  // An entry that fails only on sizes of automatic dims: those dims turn
+  // symbolic. Returns a note of the ones that did.
+  std::string mark_dynamic(const std::vector<NDArray>& ts, const std::vector<JitValue>& vs) {
+    std::string turned;
+    for (const Entry& e : entries) {
+      std::vector<std::pair<size_t, int>> sizes;
+      bool only_sizes = true;
+      for (const Guard& g : e.guards.list()) {
+        if (g.pass(ts, vs)) continue;
+        if (g.kind == Guard::Kind::size && policy_of(g.tensor, g.axis) == DynamicPolicy::automatic) sizes.push_back({g.tensor, g.axis});
+        else only_sizes = false;
+        if (!only_sizes || g.kind == Guard::Kind::tensor_count || g.kind == Guard::Kind::rank || g.kind == Guard::Kind::dtype) break;
+      }
+      if (!only_sizes) continue;
+      for (const auto& d : sizes)
+        if (dynamic.insert(d).second) turned += " tensors[" + std::to_string(d.first) + "].shape[" + std::to_string(d.second) + "]";
+    }
+    return turned.empty() ? "" : " with" + turned + " symbolic";
+  }
   Entry make_entry(JitArgs::State& st, Graph g, bool* compiled);
   void limit_reached(const std::string& what);
   std::shared_ptr<Program> program_for(Graph g, const Bindings& params);
@@ -409,7 +458,7 @@ struct Segments {
   }
 
   double read(const Tensor& t, const std::source_location& where) {
-    if (st.symbolic()) throw RestartStatic{"a graph break"};
+    if (st.symbolic()) throw RestartStatic{"a graph break", true};
     const Node& n = st.tracer.graph().node(t.id());
     if (eval_shape(n.type.shape, {}).size() != 0 && numel(n.type.shape) != Dim(1))
       throw Error("item() of a tensor of " + n.type.str() + ": only one element can be read");
@@ -456,10 +505,10 @@ Entry JitFunction::Impl::make_entry(JitArgs::State& st, Graph g, bool* compiled)
     e.guards.add(d);
     e.guards.add(Guard::make(Guard::Kind::rank, i, 0, static_cast<int64_t>(ts[i].shape().size())));
     e.used.push_back(st.proxies[i].has_value());
-    e.padded.push_back(eval_shape(st.dims[i], padded_env));
+    e.padded.push_back(st.bucketed() ? eval_shape(st.dims[i], padded_env) : ts[i].shape());
     bool symbolic_dim = false;
     for (const Dim& d : st.dims[i]) symbolic_dim |= !d.is_const();
-    e.pads.push_back(symbolic_dim);  // even when this call's size is its bucket
+    e.pads.push_back(symbolic_dim && st.bucketed());  // even when this call's size is its bucket
     for (int a = 0; a < static_cast<int>(st.dims[i].size()); ++a) {
       const Dim& dim = st.dims[i][static_cast<size_t>(a)];
       if (dim.is_const()) {
@@ -467,9 +516,13 @@ Entry JitFunction::Impl::make_entry(JitArgs::State& st, Graph g, bool* compiled)
         continue;
       }
       const std::string sym = dim.symbols().at(0);
-      int64_t b = st.bucket_of.at(sym);
-      int64_t lo = o.buckets.multiple > 0 ? b - o.buckets.multiple : b / 2;
-      e.guards.add(Guard::make(Guard::Kind::size_range, i, a, std::max<int64_t>(lo, 1), b));
+      if (st.bucketed()) {
+        int64_t b = st.bucket_of.at(sym);
+        int64_t lo = o.buckets.multiple > 0 ? b - o.buckets.multiple : b / 2;
+        e.guards.add(Guard::make(Guard::Kind::size_range, i, a, std::max<int64_t>(lo, 1), b));
+      } else {  // symbolic: every size from 2 on
+        e.guards.add(Guard::make(Guard::Kind::size_range, i, a, 1, std::numeric_limits<int64_t>::max()));
+      }
       auto site = st.symbol_site.at(sym);
       if (site != std::make_pair(i, a)) {
         Guard eq = Guard::make(Guard::Kind::sizes_equal, i, a);
@@ -486,13 +539,15 @@ Entry JitFunction::Impl::make_entry(JitArgs::State& st, Graph g, bool* compiled)
     e.guards.add(g);
   }
   e.real_sizes = st.real_sizes;
-  e.symbols = st.symbol_site;
+  if (st.bucketed()) e.symbols = st.symbol_site;  // outputs cut to the real sizes
   for (ValueId o : g.outputs()) e.output_dims.push_back(g.type(o).shape);
-  Graph concrete = st.symbolic() ? specialize(g, padded_env) : std::move(g);
+  SymEnv hint;  // a symbolic graph is compiled once, its choices made at this call's sizes
+  for (const auto& [sym, site] : st.symbol_site) hint[sym] = ts[site.first].shape()[static_cast<size_t>(site.second)];
+  Graph concrete = st.bucketed() ? specialize(g, padded_env) : std::move(g);
   Bindings used;
   for (ValueId p : concrete.params()) used[concrete.node(p).name] = st.params.at(concrete.node(p).name);
   *compiled = entries.size() < o.cache_limit;  // false: past the limit, run once on the interpreter
-  e.program = std::make_shared<Program>(std::move(concrete), std::move(used), o.compile && *compiled);
+  e.program = std::make_shared<Program>(std::move(concrete), std::move(used), o.compile && *compiled, hint);
   return e;
 }
 
@@ -541,7 +596,7 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
 
 std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic) {
   auto t0 = Clock::now();
-  JitArgs::State st(name, ts, vs, o, symbolic);
+  JitArgs::State st(name, ts, vs, o, symbolic, dynamic);
   Segments seg(*this, st, ts);
   st.segments = &seg;
   st.tracer.set_value_reader([&seg](const Tensor& t, const std::source_location& w) { return seg.read(t, w); });
@@ -554,7 +609,7 @@ std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, 
     return seg.finish(outs);
   }
   Graph g = st.tracer.finish(outs);
-  if (st.symbolic()) {
+  if (st.bucketed()) {
     if (std::string why = bucketing_hazard(g); !why.empty()) throw RestartStatic{why};
   }
   bool compiled = false;
@@ -585,15 +640,15 @@ std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std
     if (!entries.empty()) {
       std::string why;
       for (const Entry& e : entries) why += "\n    entry " + std::to_string(e.id) + ": " + e.guards.first_failure(ts, vs);
-      note("call " + std::to_string(stats.calls) + ": no entry's guards pass, recompiling:" + why);
+      std::string turned = mark_dynamic(ts, vs);
+      note("call " + std::to_string(stats.calls) + ": no entry's guards pass, recompiling" + turned + ":" + why);
     }
   }
-  bool symbolic = !breaking && (o.policy == DynamicPolicy::bucketed || !o.dims.empty());
   try {
-    return trace_and_run(ts, vs, symbolic);
+    return trace_and_run(ts, vs, !breaking);
   } catch (const RestartStatic& r) {
-    note("call " + std::to_string(stats.calls) + ": bucketed dims refused (" + r.why + "): traced again with static shapes");
-    if (r.why == "a graph break") breaking = true;
+    note("call " + std::to_string(stats.calls) + ": dynamic dims refused (" + r.why + "): traced again with static shapes");
+    if (r.breaks) breaking = true;
     return trace_and_run(ts, vs, false);
   }
 }

@@ -13,6 +13,7 @@
 #include "codegen/cpp/emit.h"
 #include "memory/lifetimes.h"
 #include "passes/pipeline.h"
+#include "jit/specialize.h"
 #include "runtime/host_program.h"
 #include "tensorjit/error.h"
 
@@ -57,7 +58,18 @@ struct Executable::State {
   std::vector<void*> table;
   std::vector<Block> owned;  // arena, temporaries, scratch, constants
   std::vector<ValueId> inputs;
-  std::vector<std::vector<int64_t>> input_shapes, output_shapes;  // concrete, computed once
+  std::vector<std::vector<int64_t>> input_shapes, output_shapes;  // at the bound sizes
+  // Sizes: a graph with size symbols is planned again whenever a call binds
+  // them to new values (arena offsets, temporaries, scratch, t[n+2]).
+  bool symbolic = false;
+  bool bound = false;
+  SymEnv sizes, capacity;                 // the bound sizes; the sizes memory is laid out for
+  std::vector<ValueId> sized_values;      // values whose storage the layout sized: activations, temporaries
+  EmittedProgram prog;
+  Block arena, temps, scratch;
+  int64_t arena_cap = 0, temps_cap = 0, scratch_cap = 0;
+  std::vector<int64_t> sym_values;
+  void bind(const SymEnv& env);
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
   std::vector<bool> donated_output;                  // per output: it is an input cache, updated in place
   std::vector<std::string> donated_input;            // per output: that input's name, or empty
@@ -75,8 +87,8 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   run_pipeline(s->graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
   const Graph& g = s->graph;
   s->inputs = g.inputs();
-  for (ValueId v : s->inputs) s->input_shapes.push_back(eval_shape(g.type(v).shape, {}));
-  for (ValueId v : g.outputs()) s->output_shapes.push_back(eval_shape(g.type(v).shape, {}));
+  for (const Node& n : g.nodes())
+    for (const Dim& d : n.type.shape) s->symbolic |= !d.is_const();
 
   auto cxx = find_compiler();
   if (cxx && has_control_flow(g)) {  // the host runs the control flow, compiled graphs the rest
@@ -98,10 +110,17 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     return e;
   }
 
-  s->schedule = fuse(g, o.fusion);
-  if (o.reorder) s->schedule = reorder_schedule(g, s->schedule);
-  ActivationPlan plan = plan_activations(g, s->schedule);
-  EmittedProgram prog = emit_cpp(g, s->schedule);
+  SymEnv hint = o.size_hint;
+  for (const Node& n : g.nodes())
+    for (const Dim& d : n.type.shape)
+      for (const auto& x : d.symbols()) hint.emplace(x, 64);  // a size never seen: decide as for a small one
+  FusionOptions fo = o.fusion;
+  fo.size_hint = hint;
+  s->schedule = fuse(g, fo);
+  // Reordering weighs buffer sizes: at the hint (the same graph, sizes bound).
+  if (o.reorder) s->schedule = reorder_schedule(s->symbolic ? specialize(g, hint) : g, s->schedule);
+  s->prog = emit_cpp(g, s->schedule, hint);
+  const EmittedProgram& prog = s->prog;
   s->source = prog.source;
   BuildResult built = build_library(prog.source, *cxx);
   s->library = built.library;
@@ -111,17 +130,9 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   if (!prog.run_symbol.empty()) s->team_run = reinterpret_cast<void (*)(void**)>(built.library->symbol(prog.run_symbol.c_str()));
   s->status = static_cast<int*>(built.library->symbol("tj_status"));
 
-  // The table: every value in memory gets its fixed address now.
-  s->table.assign(g.size() + 2, nullptr);
-  Block arena = allocate(plan.plan.peak_bytes);
-  for (const auto& b : plan.buffers)
-    s->table[static_cast<size_t>(b.value)] = static_cast<char*>(arena.get()) + plan.plan.offsets[static_cast<size_t>(b.slot)];
-  Block temps = allocate(prog.temporary_bytes);
-  for (size_t i = 0; i < prog.temporaries.size(); ++i)
-    s->table[static_cast<size_t>(prog.temporaries[i])] = static_cast<char*>(temps.get()) + prog.temporary_offsets[i];
-  int64_t scratch_bytes = prog.scratch_bytes_per_thread * omp_get_max_threads();
-  Block scratch = allocate(scratch_bytes);
-  s->table[g.size()] = scratch.get();
+  // The table: every value in memory gets its address; activations when the
+  // sizes are bound (now, for a graph without size symbols).
+  s->table.assign(g.size() + 3, nullptr);
   Block barrier = allocate(64);  // the team's barrier state, then the thread count scratch is sized for
   static_cast<int*>(barrier.get())[2] = omp_get_max_threads();
   s->table[g.size() + 1] = barrier.get();
@@ -153,15 +164,71 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     s->donated_output.push_back(!name.empty());
     s->donated_input.push_back(name);
   }
-  s->stats = {true, built.cache_hit, built.compile_seconds, built.load_seconds, s->schedule.kernels.size(), plan.plan.peak_bytes,
-              prog.temporary_bytes, scratch_bytes, const_bytes, built.source_path};
-  s->owned.push_back(std::move(arena));
-  s->owned.push_back(std::move(temps));
-  s->owned.push_back(std::move(scratch));
+  s->stats = {true, built.cache_hit, built.compile_seconds, built.load_seconds, s->schedule.kernels.size(), 0, 0, 0, const_bytes,
+              built.source_path};
   s->owned.push_back(std::move(barrier));
+  if (!s->symbolic) s->bind({});
   Executable e;
   e.s_ = s;
   return e;
+}
+
+// Memory is laid out for `capacity` (each symbol rounded up to a power of
+// two) and reused while every buffer the layout sized still fits: sizes
+// are polynomials that grow with their symbols, so a layout for larger
+// sizes holds smaller ones. Only a size past the capacity lays out again.
+void Executable::State::bind(const SymEnv& env) {
+  if (bound && env == sizes) return;
+  const Graph& g = graph;
+  auto bytes = [&](ValueId v, const SymEnv& e) { return numel(g.type(v).shape).eval(e) * static_cast<int64_t>(dtype_size(g.type(v).dtype)); };
+  bool fits = bound;
+  for (const auto& [x, v] : env) fits = fits && capacity.count(x) && v <= capacity.at(x);
+  for (ValueId v : sized_values) fits = fits && bytes(v, env) <= bytes(v, capacity);
+  for (size_t i = 0; fits && i < prog.temporaries.size(); ++i) fits = prog.temporary_sizes[i].eval(env) <= prog.temporary_sizes[i].eval(capacity);
+  for (const Dim& d : prog.scratch_sizes) fits = fits && d.eval(env) <= d.eval(capacity);
+  if (fits) {
+    for (size_t k = 0; k < prog.symbols.size(); ++k) sym_values[k] = env.at(prog.symbols[k]);
+    for (size_t i = 0; i < inputs.size(); ++i) input_shapes[i] = eval_shape(g.type(inputs[i]).shape, env);
+    for (size_t i = 0; i < g.outputs().size(); ++i) output_shapes[i] = eval_shape(g.type(g.outputs()[i]).shape, env);
+    sizes = env;
+    return;
+  }
+  SymEnv cap;
+  for (const auto& [x, v] : env) {
+    int64_t c = 1;
+    while (c < v) c *= 2;
+    cap[x] = c;
+  }
+  Graph concrete = symbolic ? specialize(g, cap) : Graph();
+  const Graph& cg = symbolic ? concrete : g;
+  ActivationPlan plan = plan_activations(cg, schedule);
+  sized_values.clear();
+  for (const auto& b : plan.buffers) sized_values.push_back(b.value);
+  auto grow = [](Block* b, int64_t* cap, int64_t need) {
+    if (need > *cap || !*b) *b = allocate(need), *cap = std::max<int64_t>(need, 1);
+  };
+  grow(&arena, &arena_cap, plan.plan.peak_bytes);
+  for (const auto& b : plan.buffers)
+    table[static_cast<size_t>(b.value)] = static_cast<char*>(arena.get()) + plan.plan.offsets[static_cast<size_t>(b.slot)];
+  TemporaryLayout tl = lay_out_temporaries(prog, cap);
+  grow(&temps, &temps_cap, tl.bytes);
+  for (size_t i = 0; i < prog.temporaries.size(); ++i)
+    table[static_cast<size_t>(prog.temporaries[i])] = static_cast<char*>(temps.get()) + tl.offsets[i];
+  grow(&scratch, &scratch_cap, scratch_bytes_per_thread(prog, cap) * omp_get_max_threads());
+  table[g.size()] = scratch.get();
+  sym_values.clear();
+  for (const auto& x : prog.symbols) sym_values.push_back(env.at(x));
+  table[g.size() + 2] = sym_values.data();
+  input_shapes.clear();
+  output_shapes.clear();
+  for (ValueId v : inputs) input_shapes.push_back(eval_shape(g.type(v).shape, env));
+  for (ValueId v : g.outputs()) output_shapes.push_back(eval_shape(g.type(v).shape, env));
+  stats.arena_bytes = plan.plan.peak_bytes;
+  stats.temporary_bytes = tl.bytes;
+  stats.scratch_bytes = scratch_cap;
+  sizes = env;
+  capacity = cap;
+  bound = true;
 }
 
 void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunOptions& o) {
@@ -180,6 +247,22 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   if (inputs.size() != s.inputs.size()) {
     for (const auto& [name, a] : inputs)
       if (g.find(name) < 0 || g.node(g.find(name)).op != Op::input) throw Error("run: unknown input '" + name + "'");
+  }
+  if (s.symbolic) {  // sizes from the inputs' dims that are one symbol; every dim is checked below
+    SymEnv env;
+    for (ValueId v : s.inputs) {
+      auto it = inputs.find(g.node(v).name);
+      if (it == inputs.end()) continue;
+      const auto& shape = g.type(v).shape;
+      if (it->second.shape().size() != shape.size()) continue;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        auto syms = shape[d].symbols();
+        if (syms.size() == 1 && shape[d] == Dim::symbol(syms[0])) env.emplace(syms[0], it->second.shape()[d]);
+      }
+    }
+    for (const auto& x : s.prog.symbols)
+      if (!env.count(x)) throw Error("run: no input gives the size " + x);
+    s.bind(env);
   }
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     ValueId v = s.inputs[i];

@@ -28,6 +28,9 @@ struct CompileOptions {
   FusionOptions fusion;
   bool reorder = true;               // reorder kernels to lower peak memory
   std::vector<std::string> passes;   // empty: the default pipeline (params frozen)
+  // Typical values of the graph's size symbols (for choices such as running
+  // a kernel in parallel); a symbol not given counts as 64.
+  SymEnv size_hint;
 };
 
 struct RunOptions {

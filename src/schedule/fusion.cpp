@@ -23,7 +23,13 @@ bool is_elementwise_like(Op op) {
 bool is_rowwise_composite(Op op) { return op == Op::softmax || op == Op::rms_norm || op == Op::layer_norm; }
 bool is_store(Op op) { return op == Op::concat || op == Op::kv_write; }
 
-int64_t elems(const Type& t) { return numel_const(t.shape).value(); }
+// Sizes for byte and flop counts: symbolic dims are counted at the hint
+// fuse() was given (decisions compare the symbolic sizes themselves).
+thread_local const SymEnv* count_hint = nullptr;
+int64_t elems(const Type& t) {
+  if (auto c = numel_const(t.shape)) return *c;
+  return numel(t.shape).eval(*count_hint);
+}
 int64_t bytes(const Type& t) { return elems(t) * dtype_size(t.dtype); }
 
 // Free values, in one forward sweep (operands come first).
@@ -208,7 +214,7 @@ class Partitioner {
       // cache by the matmul itself, as its epilogue store.
       if (n.op == Op::kv_write && K && K->kind == KernelKind::matmul && o_.epilogue) {
         ValueId rows = n.inputs[1], b = base(rows);
-        if (b >= 0 && kernel(b) == k && elems(g_.type(rows)) == elems(g_.type(b))) return add(k, v);
+        if (b >= 0 && kernel(b) == k && numel(g_.type(rows).shape) == numel(g_.type(b).shape)) return add(k, v);
       }
       return (void)new_kernel(v, KernelKind::pointwise, n.op == Op::kv_write ? g_.type(n.inputs[1]).shape : n.type.shape);
     }
@@ -410,8 +416,15 @@ bool kv_write_in_place(const Graph& g, ValueId kv) {
 }
 
 Schedule fuse(const Graph& g, const FusionOptions& o) {
+  SymEnv hint = o.size_hint;
   for (const Node& n : g.nodes())
-    if (!numel_const(n.type.shape)) throw Error("fusion analysis needs concrete shapes; " + n.type.str() + " is symbolic");
+    for (const Dim& d : n.type.shape)
+      for (const auto& x : d.symbols()) hint.emplace(x, 64);
+  struct Restore {
+    const SymEnv* saved = count_hint;
+    ~Restore() { count_hint = saved; }
+  } restore;
+  count_hint = &hint;
   return Partitioner(g, o).run();
 }
 

@@ -36,7 +36,8 @@ struct FusionOptions {
   bool pointwise = true;
   bool rowwise = true;
   bool horizontal = false;
-  static FusionOptions none() { return {false, false, false, false}; }
+  SymEnv size_hint;  // typical sizes of symbolic dims, for byte and flop counts
+  static FusionOptions none() { return {false, false, false, false, {}}; }
 };
 
 struct Kernel {
@@ -53,7 +54,8 @@ struct Schedule {
   std::vector<int> kernel_of;  // per value: its kernel, or -1 for free values
 };
 
-// Needs concrete shapes (for byte and flop counts); throws tj::Error otherwise.
+// Symbolic sizes are fused like any other; bytes and flops are counted at
+// o.size_hint (a symbol not given counts as 64).
 Schedule fuse(const Graph& g, const FusionOptions& o = {});
 
 // The buffer a value's data lives in: follows views (and free gathers' tables)

@@ -159,6 +159,41 @@ TEST_F(Compiled, DonatedCachesNeedNotBeCopiedOut) {
     for (double v : out[i].to_vector()) ASSERT_EQ(v, 0.0) << "a donated output was copied";
 }
 
+// One compilation for every size: the tiny layer with its KV length S and
+// token count T symbolic, run at several sizes against static compilations.
+TEST_F(Compiled, SymbolicSizesMatchStaticCompilations) {
+  const auto& c = models::llama_config("tiny");
+  for (bool decode : {true, false}) {
+    Dim T = decode ? Dim(1) : Dim::symbol("T");
+    Graph sym = models::trace_llama_layer(c, {1, T, Dim::symbol("S"), DType::f32});
+    Bindings params;
+    {
+      Graph concrete = models::trace_llama_layer(c, {1, decode ? 1 : 2, 8, DType::f32});
+      Bindings all = random_inputs(concrete, 5), inputs;
+      split(concrete, all, &params, &inputs);
+    }
+    Executable exe = Executable::compile(sym, params);
+    ASSERT_TRUE(exe.stats().compiled);
+    EXPECT_NE(exe.source().find("tj_sym_S"), std::string::npos);
+    for (int64_t S : {2, 7, 64, 500}) {
+      int64_t tokens = decode ? 1 : std::min<int64_t>(S, 5);
+      Graph fixed = models::trace_llama_layer(c, {1, tokens, S, DType::f32});
+      RandomInputOptions ro;
+      ro.seed = static_cast<uint64_t>(S);
+      ro.fixed["pos"] = static_cast<double>(S - tokens);
+      Bindings all = random_inputs(fixed, ro), p, inputs;
+      split(fixed, all, &p, &inputs);
+      for (auto& [k, v] : params) all[k] = v;
+      Bindings in2 = inputs;
+      auto got = exe.run(inputs);
+      auto want = Executable::compile(fixed, params).run(in2);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_LE(compare_outputs({got[i]}, {want[i]}).max_rel, 1e-6) << (decode ? "decode" : "prefill") << " S=" << S << " output " << i;
+    }
+  }
+}
+
 TEST_F(Compiled, BadInputsAreReported) {
   const auto& c = models::llama_config("tiny");
   Graph g = models::trace_llama_layer(c, {1, 1, 8, DType::f32});

@@ -95,6 +95,7 @@ TEST_F(Jit, CacheLimitWarnsAndRunsOnTheInterpreter) {
   NDArray w = filled(DType::f32, {8, 4}, 1);
   JitOptions o;
   o.cache_limit = 2;
+  o.policy = DynamicPolicy::static_shapes;
   JitFunction f = jit("limited", mlp(w), o);
   JitOptions eager;
   eager.compile = false;
@@ -124,7 +125,9 @@ TEST_F(Jit, BucketedDimsAreMaskedAndTrimmed) {
   JitOptions b;
   b.policy = DynamicPolicy::bucketed;
   JitFunction f = jit("attend", attend(), b);
-  JitFunction s = jit("attend_static", attend());
+  JitOptions st;
+  st.policy = DynamicPolicy::static_shapes;
+  JitFunction s = jit("attend_static", attend(), st);
   for (int64_t S = 1; S <= 16; ++S) {
     std::vector<NDArray> args{filled(DType::f32, {1, 4}, 1), filled(DType::f32, {S, 4}, 2 + S), filled(DType::f32, {S, 4}, 40 + S)};
     auto got = f(args), want = s(args);
@@ -142,6 +145,31 @@ TEST_F(Jit, BucketedDimsAreMaskedAndTrimmed) {
   // The equality the trace assumed is a guard.
   std::vector<NDArray> odd{filled(DType::f32, {1, 4}, 1), filled(DType::f32, {12, 4}, 2), filled(DType::f32, {11, 4}, 3)};
   EXPECT_FALSE(f.would_hit(odd));
+}
+
+// Symbolic: one compilation for every size >= 2; automatic: static until a
+// dim shows a second value, then that dim symbolic. Both equal static.
+TEST_F(Jit, SymbolicAndAutomaticDims) {
+  JitOptions sym, st;
+  sym.policy = DynamicPolicy::symbolic;
+  st.policy = DynamicPolicy::static_shapes;
+  st.cache_limit = 64;
+  JitFunction f = jit("attend_symbolic", attend(), sym), a = jit("attend_auto", attend()), s = jit("attend_static", attend(), st);
+  for (int64_t S : {2, 7, 64, 500, 1, 3}) {
+    std::vector<NDArray> args{filled(DType::f32, {1, 4}, 1), filled(DType::f32, {S, 4}, 2 + S), filled(DType::f32, {S, 4}, 40 + S)};
+    auto want = s(args);
+    auto got = f(args), got_auto = a(args);
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_LE(max_diff(got[k], want[k]), 1e-6) << "S=" << S;
+      EXPECT_LE(max_diff(got_auto[k], want[k]), 1e-6) << "S=" << S;
+    }
+  }
+  EXPECT_EQ(f.stats().compilations, 2) << "sizes >= 2, and 1 specialized\n" << f.explain();
+  EXPECT_EQ(a.stats().compilations, 3) << "S=2 static, then symbolic, and 1 specialized\n" << a.explain();
+  std::string e = a.explain();
+  EXPECT_NE(e.find("with tensors[1].shape[0] tensors[2].shape[0] symbolic"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensors[1]: f32[>=2,4]"), std::string::npos) << e;
+  EXPECT_NE(f.explain().find("tensors[1]: f32[1,>=2]"), std::string::npos) << f.explain();
 }
 
 TEST_F(Jit, BucketsOfMultiples) {

@@ -251,10 +251,14 @@ TEST(Tjc, DynamicDemo) {
   Result r = tjc("dynamic-demo --steps 3 --first-kv 30 --json", "", true);
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j["decode"].size(), 2u);
+  ASSERT_EQ(j["decode"].size(), 4u);
   EXPECT_EQ(j["decode"][0]["policy"], "static");
   EXPECT_EQ(j["decode"][0]["compilations"], 3);  // KV 30, 31, 32
   EXPECT_EQ(j["decode"][1]["compilations"], 1);  // bucket 32
+  EXPECT_EQ(j["decode"][2]["compilations"], 1);  // symbolic
+  EXPECT_EQ(j["decode"][3]["compilations"], 2);  // 30 static, then symbolic
+  EXPECT_TRUE(j["symbolic_check"]["identical"].get<bool>()) << r.out;
+  EXPECT_EQ(j["symbolic_check"]["compilations"], 1);
   EXPECT_GT(j["decode"][1]["wasted_fraction"].get<double>(), 0);
   EXPECT_LT(j["decode_policies_max_abs_diff"].get<double>(), 1e-4);
   EXPECT_GT(j["loop"]["graph_break_graphs"].get<int64_t>(), 3);
@@ -267,6 +271,8 @@ TEST(Tjc, DynamicDemo) {
   EXPECT_NE(e.out.find("tensors[2].shape[2] == 30 failed (got 31)"), std::string::npos) << e.out;
   EXPECT_NE(e.out.find("tensors[2]: f32[1,2,(16,32],16]"), std::string::npos) << e.out;
   EXPECT_NE(e.out.find("graph break at"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("f32[1,2,>=2,16]"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("with tensors[2].shape[2] tensors[3].shape[2] symbolic"), std::string::npos) << e.out;
 }
 
 TEST(Tjc, DemoRunsPrefillAndDecode) {

@@ -40,38 +40,53 @@ std::string literal(double v, DType t) {
   return "(" + ctype(t) + ")" + std::string(buf);
 }
 
-std::vector<int64_t> dims(const Shape& s) {
-  std::vector<int64_t> d;
-  for (const Dim& x : s) {
-    auto c = x.as_const();
-    if (!c) throw Error("code generation needs concrete shapes; got " + shape_str(s));
-    d.push_back(*c);
-  }
-  return d;
-}
+// Sizes are Dims: constants, or polynomials over the graph's size symbols,
+// which generated code reads at run time (C() prints them).
+using Sizes = std::vector<Dim>;
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& s) {
-  std::vector<int64_t> st(s.size());
-  int64_t acc = 1;
+Sizes contiguous_strides(const Sizes& s) {
+  Sizes st(s.size());
+  Dim acc(1);
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= s[i];
+    acc = acc * s[i];
   }
   return st;
 }
 
-int64_t count(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
+Dim count(const Sizes& s) {
+  Dim n(1);
+  for (const Dim& d : s) n = n * d;
   return n;
 }
 
-std::string flat(const Idx& idx, const std::vector<int64_t>& shape) {
+// a / b, exact (sizes divide evenly where the emitter divides them).
+Dim div(const Dim& a, const Dim& b) {
+  if (b == Dim(0)) return Dim(0);
+  if (auto q = a.div_exact(b)) return *q;
+  if (a.is_const() && b.is_const()) return Dim(a.value() / b.value());
+  throw Error("code generation: cannot divide " + a.str() + " by " + b.str());
+}
+
+// The C name of size symbol `s`.
+std::string sym_name(const std::string& s) {
+  std::string r = "tj_sym_";
+  for (char c : s) r += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return r;
+}
+
+// A size as a C expression ("128LL", "(2LL*tj_sym_S+1LL)").
+std::string C(const Dim& d) {
+  if (d.is_const()) return std::to_string(d.value()) + "LL";
+  return "(" + d.c_expr(sym_name) + ")";
+}
+
+std::string flat(const Idx& idx, const Sizes& shape) {
   auto st = contiguous_strides(shape);
   std::string e;
   for (size_t d = 0; d < idx.size(); ++d) {
-    if (shape[d] == 1 || idx[d] == "0") continue;
-    std::string term = st[d] == 1 ? "(" + idx[d] + ")" : "(" + idx[d] + ")*" + std::to_string(st[d]) + "LL";
+    if (shape[d] == Dim(1) || idx[d] == "0") continue;
+    std::string term = st[d] == Dim(1) ? "(" + idx[d] + ")" : "(" + idx[d] + ")*" + C(st[d]);
     e += (e.empty() ? "" : " + ") + term;
   }
   return e.empty() ? "0" : e;
@@ -86,14 +101,22 @@ Idx loop_vars(size_t rank, const std::string& prefix = "i") {
 // A strided view of a base buffer: element (i0..) at offset + sum(i_d * stride_d).
 struct Strided {
   ValueId base;
-  int64_t offset = 0;
-  std::vector<int64_t> strides;
+  Dim offset = 0;
+  Sizes strides;
 };
 
 class Emitter {
  public:
-  Emitter(const Graph& g, const Schedule& s) : g_(g), s_(s), in_mem_(g.size(), false) {
-    for (const Node& n : g.nodes()) (void)dims(n.type.shape), (void)check_dtype(n.type.dtype);
+  Emitter(const Graph& g, const Schedule& s, const SymEnv& hint) : g_(g), s_(s), in_mem_(g.size(), false), hint_(hint) {
+    std::set<std::string> syms;
+    for (const Node& n : g.nodes()) {
+      (void)check_dtype(n.type.dtype);
+      for (const Dim& d : n.type.shape)
+        for (const auto& x : d.symbols()) syms.insert(x);
+    }
+    out_.symbols.assign(syms.begin(), syms.end());
+    for (const auto& x : out_.symbols)
+      if (!hint_.count(x)) throw Error("code generation: no size hint for symbol " + x);
     for (size_t i = 0; i < g.size(); ++i) {
       const Node& n = g.nodes()[i];
       if (n.op == Op::input || n.op == Op::param || (n.op == Op::constant && n.const_data()->size() > 1)) in_mem_[i] = true;
@@ -119,7 +142,9 @@ class Emitter {
     (void)ctype(t);
     return t;
   }
-  std::vector<int64_t> shape(ValueId v) const { return dims(g_.type(v).shape); }
+  Sizes shape(ValueId v) const { return g_.type(v).shape; }
+  // A size's value for decisions (parallel or not, team or not): at the hint.
+  int64_t hint(const Dim& d) const { return d.eval(hint_); }
   std::string T(ValueId v) const { return ctype(g_.type(v).dtype); }
   // Value v's data as the function's local pointer p<v>, declared at its top
   // (see pointers()): loaded from the table once, not in every loop.
@@ -132,6 +157,9 @@ class Emitter {
     std::string d;
     for (ValueId v : used_) d += "  " + T(v) + "* const p" + std::to_string(v) + " = (" + T(v) + "*)t[" + std::to_string(v) + "];\n";
     used_.clear();
+    for (size_t k = 0; k < out_.symbols.size(); ++k)  // sizes: t[n+2] holds their values
+      d += "  const int64_t " + sym_name(out_.symbols[k]) + " = ((const int64_t*)t[" + std::to_string(g_.size() + 2) + "])[" +
+           std::to_string(k) + "];\n";
     return d;
   }
 
@@ -168,11 +196,11 @@ class Emitter {
   // ---- reading values ------------------------------------------------------
   // The index of operand `o` (shape so) read at the consumer's index `idx`
   // (shape out), numpy-broadcast.
-  Idx broadcast(ValueId o, const std::vector<int64_t>& out, const Idx& idx) const {
+  Idx broadcast(ValueId o, const Sizes& out, const Idx& idx) const {
     auto so = shape(o);
     Idx r(so.size());
     size_t off = out.size() - so.size();
-    for (size_t d = 0; d < so.size(); ++d) r[d] = so[d] == 1 ? "0" : idx[d + off];
+    for (size_t d = 0; d < so.size(); ++d) r[d] = so[d] == Dim(1) ? "0" : idx[d + off];
     return r;
   }
 
@@ -185,9 +213,9 @@ class Emitter {
     // A view with a strided layout over its buffer: one multiply-add per dim.
     if (g_.node(o).def().category == OpCategory::view) {
       if (auto st = strided(o)) {
-        std::string e = std::to_string(st->offset) + "LL";
+        std::string e = C(st->offset);
         for (size_t d = 0; d < idx.size(); ++d)
-          if (st->strides[d] != 0 && idx[d] != "0") e += " + (" + idx[d] + ")*" + std::to_string(st->strides[d]) + "LL";
+          if (st->strides[d] != Dim(0) && idx[d] != "0") e += " + (" + idx[d] + ")*" + C(st->strides[d]);
         return ptr(st->base) + "[" + e + "]";
       }
     }
@@ -203,7 +231,7 @@ class Emitter {
         auto cs = contiguous_strides(sx);
         Idx xi(sx.size());
         for (size_t d = 0; d < sx.size(); ++d)
-          xi[d] = sx[d] == 1 ? "0" : "((" + f + ")/" + std::to_string(cs[d]) + "LL%" + std::to_string(sx[d]) + "LL)";
+          xi[d] = sx[d] == Dim(1) ? "0" : "((" + f + ")/" + C(cs[d]) + "%" + C(sx[d]) + ")";
         return load(x, xi);
       }
       case Op::permute: {
@@ -216,8 +244,8 @@ class Emitter {
       case Op::slice: {
         Idx xi = idx;
         size_t a = static_cast<size_t>(n.attr_int("axis"));
-        int64_t start = n.attr_dim("start").value(), step = n.attr_int("step");
-        xi[a] = "(" + std::to_string(start) + "LL+" + std::to_string(step) + "LL*(" + idx[a] + "))";
+        int64_t step = n.attr_int("step");
+        xi[a] = "(" + C(n.attr_dim("start")) + "+" + std::to_string(step) + "LL*(" + idx[a] + "))";
         return load(n.inputs[0], xi);
       }
       case Op::gather: return load_gather(n, idx);
@@ -233,7 +261,7 @@ class Emitter {
 
   // An elementwise op's value at `idx` (its own output index).
   std::string elementwise(const Node& n, const Idx& idx) {
-    auto so = dims(n.type.shape);
+    auto so = n.type.shape;
     std::vector<std::string> a;
     for (ValueId in : n.inputs) a.push_back(load(in, broadcast(in, so, idx)));
     std::string t = ctype(n.type.dtype);
@@ -284,16 +312,16 @@ class Emitter {
   // ---- loops ---------------------------------------------------------------
   // A loop nest over `sh`; `columns` narrows the innermost loop to this
   // thread's share [n0, n1) of a kernel split over columns.
-  std::string loops(const std::vector<int64_t>& sh, const Idx& vars, const std::string& body, bool allow_parallel = true,
+  std::string loops(const Sizes& sh, const Idx& vars, const std::string& body, bool allow_parallel = true,
                     bool simd = true, bool columns = false) {
     if (sh.empty()) return "{\n" + body + "}\n";
     std::string open, close;
-    bool par = allow_parallel && !columns && count(sh) >= kParallelElements && sh[0] > 1;
+    bool par = allow_parallel && !columns && hint(count(sh)) >= kParallelElements && hint(sh[0]) > 1;
     for (size_t d = 0; d < sh.size(); ++d) {
       bool innermost = d + 1 == sh.size();
       if (d == 0 && par) open += parallel(innermost && simd ? "for simd" : "for");
       else if (innermost && simd) open += "#pragma omp simd\n";
-      std::string lo = innermost && columns ? "n0" : "0", hi = innermost && columns ? "n1" : std::to_string(sh[d]) + "LL";
+      std::string lo = innermost && columns ? "n0" : "0", hi = innermost && columns ? "n1" : C(sh[d]);
       open += "for (int64_t " + vars[d] + " = " + lo + "; " + vars[d] + " < " + hi + "; ++" + vars[d] + ") {\n";
       close += "}\n";
     }
@@ -314,16 +342,14 @@ class Emitter {
     if (in_mem_[static_cast<size_t>(v)] || temp_.count(v)) return;
     temp_.insert(v);
     out_.temporaries.push_back(v);
-    int64_t bytes = (count(shape(v)) * dtype_size(g_.type(v).dtype) + 63) / 64 * 64;
-    out_.temporary_offsets.push_back(temp_cursor_);
-    temp_cursor_ += bytes;
-    out_.temporary_bytes = std::max(out_.temporary_bytes, temp_cursor_);
+    out_.temporary_kernel.push_back(current_kernel_);
+    out_.temporary_sizes.push_back(count(shape(v)) * static_cast<int64_t>(dtype_size(g_.type(v).dtype)));
   }
 
   // Values of kernel k that others in it read from memory: through a view,
   // or as a store's data.
   void plan_temporaries(const Kernel& K, int k) {
-    temp_cursor_ = 0;
+    current_kernel_ = k;
     for (ValueId v : K.ops) {
       const Node& n = g_.node(v);
       for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -400,7 +426,7 @@ class Emitter {
   // every op in registers; a store (concat, kv_write) ends a nest and runs as
   // a copy loop, in program order.
   std::string pointwise_body(const Kernel& K, size_t first, bool columns = false) {
-    auto sp = dims(K.space);
+    Sizes sp = K.space;
     Idx iv = loop_vars(sp.size());
     std::string code, inner;
     local_.clear();
@@ -417,7 +443,7 @@ class Emitter {
         code += store(v);
         continue;
       }
-      if (dims(n.type.shape) != sp) throw Error("code generation: op outside the kernel's iteration space");
+      if (n.type.shape != sp) throw Error("code generation: op outside the kernel's iteration space");
       std::string var = "v" + std::to_string(v);
       inner += "  const " + T(v) + " " + var + " = " + elementwise_or_gather(n, iv) + ";\n";
       if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) inner += "  " + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
@@ -440,7 +466,7 @@ class Emitter {
     auto st = shape(table);
     Idx ii(idx.begin() + static_cast<long>(a), idx.begin() + static_cast<long>(a + ri));
     Idx ti(idx.begin(), idx.begin() + static_cast<long>(a));
-    ti.push_back("tj_index((int64_t)(" + load(ind, ii) + "), " + std::to_string(st[a]) + "LL)");
+    ti.push_back("tj_index((int64_t)(" + load(ind, ii) + "), " + C(st[a]) + ")");
     ti.insert(ti.end(), idx.begin() + static_cast<long>(a + ri), idx.end());
     return load(table, ti);
   }
@@ -452,14 +478,14 @@ class Emitter {
     if (n.op == Op::concat) {
       auto so = shape(v);
       size_t axis = static_cast<size_t>(n.attr_int("axis"));
-      int64_t at = 0;
+      Dim at = 0;
       for (ValueId in : n.inputs) {
         auto si = shape(in);
         Idx iv = loop_vars(si.size(), "c");
         Idx oi = iv;
-        oi[axis] = "(" + iv[axis] + "+" + std::to_string(at) + "LL)";
+        oi[axis] = "(" + iv[axis] + "+" + C(at) + ")";
         code += loops(si, iv, "  " + ptr(v) + "[" + flat(oi, so) + "] = " + load(in, iv) + ";\n");
-        at += si[axis];
+        at = at + si[axis];
       }
       return code;
     }
@@ -476,7 +502,7 @@ class Emitter {
     Idx ci = iv;
     ci[axis] = "(" + iv[axis] + "+pos)";
     code += "{\n  const int64_t pos = (int64_t)(" + load(n.inputs[2], {}) + ");\n";
-    code += "  if (pos < 0 || pos + " + std::to_string(sr[axis]) + "LL > " + std::to_string(sc[axis]) + "LL) { tj_status = 3; return; }\n";
+    code += "  if (pos < 0 || pos + " + C(sr[axis]) + " > " + C(sc[axis]) + ") { tj_status = 3; return; }\n";
     code += loops(sr, iv, "  " + ptr(v) + "[" + flat(ci, sc) + "] = " + load(rows, iv) + ";\n");
     return code + "}\n";
   }
@@ -498,21 +524,21 @@ class Emitter {
         return r;
       }
       case Op::expand: {
-        r.strides.assign(so.size(), 0);
+        r.strides.assign(so.size(), Dim(0));
         size_t off = so.size() - si.size();
-        for (size_t d = 0; d < si.size(); ++d) r.strides[d + off] = si[d] == 1 ? 0 : inner->strides[d];
+        for (size_t d = 0; d < si.size(); ++d) r.strides[d + off] = si[d] == Dim(1) ? Dim(0) : inner->strides[d];
         return r;
       }
       case Op::slice: {
         size_t a = static_cast<size_t>(n.attr_int("axis"));
-        r.offset += n.attr_dim("start").value() * inner->strides[a];
-        r.strides[a] *= n.attr_int("step");
+        r.offset = r.offset + n.attr_dim("start") * inner->strides[a];
+        r.strides[a] = r.strides[a] * Dim(n.attr_int("step"));
         return r;
       }
       default: {  // reshape, squeeze, unsqueeze: only of a contiguous layout (a size-1 dim's stride never matters)
         auto cs = contiguous_strides(si);
         for (size_t d = 0; d < si.size(); ++d)
-          if (si[d] != 1 && inner->strides[d] != cs[d]) return std::nullopt;
+          if (si[d] != Dim(1) && inner->strides[d] != cs[d]) return std::nullopt;
         r.strides = contiguous_strides(so);
         return r;
       }
@@ -526,20 +552,20 @@ class Emitter {
     ValueId a = n.inputs[0], b = n.inputs[1];
     auto so = shape(mm), sa = shape(a), sb = shape(b);
     size_t r = so.size();
-    int64_t M = so[r - 2], N = so[r - 1], Kd = sa.back();
+    Dim M = so[r - 2], N = so[r - 1], Kd = sa.back();
     std::string code;
     std::string ty = T(mm);
     std::string blas = ty == "float" ? "s" : ty == "double" ? "d" : "";
     if (blas.empty()) throw Error("code generation: matmul of " + ty);
+    auto at_least = [](const Dim& x, const Dim& y) { return x == y || (x - y).provably_positive(); };
     // Operands BLAS can read in place (row-major, or transposed), or copies
     // into temporaries. `rows` x `cols` is the matrix BLAS sees.
-    auto prepare = [&](ValueId x, int64_t rows, int64_t cols, std::string* p, std::string* trans, int64_t* ld,
-                       std::vector<int64_t>* batch_strides) {
+    auto prepare = [&](ValueId x, const Dim& rows, const Dim& cols, std::string* p, std::string* trans, Dim* ld, Sizes* batch_strides) {
       auto sx = shape(x);
       size_t rx = sx.size();
       auto fits = [&](const Strided& st, bool t) {
-        int64_t sr = st.strides[rx - 2], sc = st.strides[rx - 1];
-        return t ? (sr == 1 && (cols == 1 || sc >= rows)) : (sc == 1 && (rows == 1 || sr >= cols));
+        const Dim &sr = st.strides[rx - 2], &sc = st.strides[rx - 1];
+        return t ? (sr == Dim(1) && (cols == Dim(1) || at_least(sc, rows))) : (sc == Dim(1) && (rows == Dim(1) || at_least(sr, cols)));
       };
       auto st = strided(x);
       if (!st || (!fits(*st, false) && !fits(*st, true))) {
@@ -548,57 +574,57 @@ class Emitter {
       }
       bool t = !fits(*st, false);
       *trans = t ? "CblasTrans" : "CblasNoTrans";
-      *ld = t ? (cols == 1 ? rows : st->strides[rx - 1]) : (rows == 1 ? cols : st->strides[rx - 2]);
-      *ld = std::max<int64_t>(*ld, 1);
-      *p = ptr(st->base) + " + " + std::to_string(st->offset) + "LL";
+      *ld = t ? (cols == Dim(1) ? rows : st->strides[rx - 1]) : (rows == Dim(1) ? cols : st->strides[rx - 2]);
+      if (*ld == Dim(0)) *ld = Dim(1);
+      *p = ptr(st->base) + " + " + C(st->offset);
       batch_strides->assign(st->strides.begin(), st->strides.end() - 2);
     };
     std::string pa, pb, ta, tb;
-    int64_t lda, ldb;
-    std::vector<int64_t> bsa, bsb;
+    Dim lda, ldb;
+    Sizes bsa, bsb;
     prepare(a, M, Kd, &pa, &ta, &lda, &bsa);
     prepare(b, Kd, N, &pb, &tb, &ldb, &bsb);
     // Batch loop (numpy-broadcast batch dims).
-    std::vector<int64_t> batch(so.begin(), so.end() - 2);
+    Sizes batch(so.begin(), so.end() - 2);
     Idx bv = loop_vars(batch.size(), "b");
-    auto batch_offset = [&](const std::vector<int64_t>& bs, const std::vector<int64_t>& sx) {
+    auto batch_offset = [&](const Sizes& bs, const Sizes& sx) {
       std::string e = "0";
       size_t off = batch.size() - bs.size();
       for (size_t d = 0; d < bs.size(); ++d)
-        if (sx[d] != 1 && bs[d] != 0) e += "+" + bv[d + off] + "*" + std::to_string(bs[d]) + "LL";
+        if (sx[d] != Dim(1) && bs[d] != Dim(0)) e += "+" + bv[d + off] + "*" + C(bs[d]);
       return e;
     };
-    std::vector<int64_t> sab(sa.begin(), sa.end() - 2), sbb(sb.begin(), sb.end() - 2);
-    std::string c_ptr = ptr(mm) + " + (" + flat(bv, batch) + ")*" + std::to_string(M * N) + "LL";
+    Sizes sab(sa.begin(), sa.end() - 2), sbb(sb.begin(), sb.end() - 2);
+    std::string c_ptr = ptr(mm) + " + (" + flat(bv, batch) + ")*" + C(M * N);
     std::string call;
     bool stores = false;
     for (ValueId v : K.ops) stores |= g_.node(v).op == Op::concat || g_.node(v).op == Op::kv_write;
-    bool team = M == 1 && ta == "CblasNoTrans" && count(batch) == 1 && code.empty() && !stores && Kd * N >= kTeamSplitElements &&
-                Kd * N < kGemvParallelElements;
+    int64_t weights = hint(Kd * N);
+    bool team = M == Dim(1) && ta == "CblasNoTrans" && count(batch) == Dim(1) && code.empty() && !stores && weights >= kTeamSplitElements &&
+                weights < kGemvParallelElements;
     if (team) {
-      team_work_ = Kd * N;
+      team_work_ = weights;
       code += columns_of(N);
       call = gemv_columns(g_.type(mm).dtype, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")",
                           tb == "CblasTrans", ldb, c_ptr, Kd, N);
-    } else if (M == 1 && ta == "CblasNoTrans") {
+    } else if (M == Dim(1) && ta == "CblasNoTrans") {
       call = gemv(ty, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")", tb == "CblasTrans", ldb,
                   c_ptr, Kd, N);
     } else {
       // OpenBLAS runs single-threaded; large products are split over output
       // columns between this library's OpenMP threads, so BLAS and the other
       // kernels share one thread pool instead of fighting over the cores.
-      bool split = M * N * Kd >= (int64_t{1} << 21) && N >= 64;
+      bool split = hint(M * N * Kd) >= (int64_t{1} << 21) && hint(N) >= 64;
       std::string A = pa + " + (" + batch_offset(bsa, sab) + ")", Bp = pb + " + (" + batch_offset(bsb, sbb) + ")";
-      std::string colB = tb == "CblasNoTrans" ? "n0" : "n0*" + std::to_string(ldb) + "LL";
+      std::string colB = tb == "CblasNoTrans" ? "n0" : "n0*" + C(ldb);
       call = "  {\n    openblas_set_num_threads(1);\n";
       call += split ? parallel("") : "";
       // Not split: one thread, even when called inside a team.
       call += split ? "    {\n      const int nt = omp_get_num_threads(), id = omp_get_thread_num();\n" : "    {\n      const int nt = 1, id = 0;\n";
-      call += "      const int64_t n0 = " + std::to_string(N) + "LL * id / nt / 16 * 16, n1 = id + 1 == nt ? " + std::to_string(N) +
-              "LL : " + std::to_string(N) + "LL * (id + 1) / nt / 16 * 16;\n";
-      call += "      if (n1 > n0) cblas_" + blas + "gemm(CblasRowMajor, " + ta + ", " + tb + ", " + std::to_string(M) + ", n1 - n0, " +
-              std::to_string(Kd) + ", 1, " + A + ", " + std::to_string(lda) + ", " + Bp + " + " + colB + ", " + std::to_string(ldb) +
-              ", 0, " + c_ptr + " + n0, " + std::to_string(N) + ");\n    }\n  }\n";
+      call += "      const int64_t n0 = " + C(N) + " * id / nt / 16 * 16, n1 = id + 1 == nt ? " + C(N) + " : " + C(N) +
+              " * (id + 1) / nt / 16 * 16;\n";
+      call += "      if (n1 > n0) cblas_" + blas + "gemm(CblasRowMajor, " + ta + ", " + tb + ", " + C(M) + ", n1 - n0, " + C(Kd) + ", 1, " + A +
+              ", " + C(lda) + ", " + Bp + " + " + colB + ", " + C(ldb) + ", 0, " + c_ptr + " + n0, " + C(N) + ");\n    }\n  }\n";
     }
     code += loops(batch, bv, call, false, false);
     code += pointwise_body(K, 1, team);
@@ -606,18 +632,18 @@ class Emitter {
   }
 
   // This thread's columns [n0, n1) of N, in whole vectors.
-  static std::string columns_of(int64_t N) {
-    std::string Ns = std::to_string(N) + "LL";
+  static std::string columns_of(const Dim& N) {
+    std::string Ns = C(N);
     return "  const int64_t n0 = " + Ns + " * id / nt / 8 * 8, n1 = id + 1 == nt ? " + Ns + " : " + Ns + " * (id + 1) / nt / 8 * 8;\n";
   }
 
   // y[n0, n1) of y[N] = x[K] @ B, for B row-major [K, N] (ldb) or transposed
   // [N, K]: each thread reads only its own columns of B, the same ones every
   // call.
-  std::string gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, int64_t ldb,
-                           const std::string& y, int64_t K, int64_t N) {
+  std::string gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
+                           const std::string& y, const Dim& K, const Dim& N) {
     std::string ty = ctype(dtype);
-    std::string Ks = std::to_string(K) + "LL", lds = std::to_string(ldb) + "LL";
+    std::string Ks = C(K), lds = C(ldb);
     std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + ty + "* B = " + B + ";\n    " + ty + "* y = " + y + ";\n";
     if (transposed) {
       c += "    for (int64_t n = n0; n < n1; ++n) {\n      const " + ty + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
@@ -627,9 +653,8 @@ class Emitter {
     // Four rows of B per pass over this thread's accumulator (in L1, in its
     // own scratch: no cache line shared with another thread's part of y): a
     // quarter of the accumulator traffic, B streamed row by row.
-    int64_t per = (N * dtype_size(dtype) + 63) / 64 * 64;
-    out_.scratch_bytes_per_thread = std::max(out_.scratch_bytes_per_thread, per);
-    c += "    " + ty + "* acc = (" + ty + "*)((char*)t[" + std::to_string(g_.size()) + "] + id*" + std::to_string(per) + "LL);\n";
+    std::string per = scratch(N * static_cast<int64_t>(dtype_size(dtype)));
+    c += "    " + ty + "* acc = (" + ty + "*)((char*)t[" + std::to_string(g_.size()) + "] + id*" + per + ");\n";
     c += "    for (int64_t j = n0; j < n1; ++j) acc[j] = 0;\n    int64_t k = 0;\n    for (; k + 4 <= " + Ks + "; k += 4) {\n";
     c += "      const " + ty + " a0 = x[k], a1 = x[k+1], a2 = x[k+2], a3 = x[k+3];\n";
     c += "      const " + ty + "* r0 = B + k*" + lds + "; const " + ty + "* r1 = r0 + " + lds + "; const " + ty + "* r2 = r1 + " + lds +
@@ -645,10 +670,10 @@ class Emitter {
   // reading B once: for [K, N], each thread streams its own rows of B into a
   // private partial y (in scratch), then the partials are summed; for [N, K],
   // each output is one contiguous dot product. Threads only when B is large.
-  std::string gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, int64_t ldb,
-                   const std::string& y, int64_t K, int64_t N) {
-    bool par = K * N >= kGemvParallelElements;
-    std::string Ks = std::to_string(K) + "LL", Ns = std::to_string(N) + "LL", lds = std::to_string(ldb) + "LL";
+  std::string gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
+                   const std::string& y, const Dim& K, const Dim& N) {
+    bool par = hint(K * N) >= kGemvParallelElements;
+    std::string Ks = C(K), Ns = C(N), lds = C(ldb);
     std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + ty + "* B = " + B + ";\n    " + ty + "* y = " + y + ";\n";
     if (transposed) {
       c += par ? parallel("for schedule(static)") : "";
@@ -656,8 +681,7 @@ class Emitter {
       c += "#pragma omp simd reduction(+:acc)\n      for (int64_t k = 0; k < " + Ks + "; ++k) acc += x[k]*row[k];\n      y[n] = acc;\n    }\n  }\n";
       return c;
     }
-    out_.scratch_bytes_per_thread = std::max<int64_t>(out_.scratch_bytes_per_thread, N * static_cast<int64_t>(sizeof(double)));
-    std::string per = std::to_string(N * static_cast<int64_t>(sizeof(double))) + "LL";
+    std::string per = scratch(N * static_cast<int64_t>(sizeof(double)));
     c += "    char* scratch = (char*)t[" + std::to_string(g_.size()) + "];\n    int used = 1;\n";
     c += par ? parallel("") : "";
     c += par ? "    {\n      const int nt = omp_get_num_threads(), id = omp_get_thread_num();\n" : "    {\n      const int nt = 1, id = 0;\n";
@@ -676,6 +700,14 @@ class Emitter {
     c += "    for (int64_t j = 0; j < " + Ns + "; ++j) {\n      " + ty + " s = 0;\n";
     c += "      for (int p = 0; p < used; ++p) s += ((" + ty + "*)(scratch + p*" + per + "))[j];\n      y[j] = s;\n    }\n  }\n";
     return c;
+  }
+
+  // Per-thread scratch of `bytes` for the current kernel: its stride in
+  // generated code (rounded up to 64 bytes); the executable allots every
+  // thread the most any kernel needs.
+  std::string scratch(const Dim& bytes) {
+    out_.scratch_sizes.push_back(bytes);
+    return bytes.is_const() ? C(Dim((bytes.value() + 63) / 64 * 64)) : "((" + C(bytes) + "+63LL)/64LL*64LL)";
   }
 
   void make_temp_copy(ValueId x, std::string* code) {
@@ -697,16 +729,19 @@ class Emitter {
     for (int i = 0; i < 3; ++i) {
       ValueId x = n.inputs[static_cast<size_t>(i)];
       auto st = strided(x);
-      if (!st || st->strides.back() != 1) {
+      if (!st || st->strides.back() != Dim(1)) {
         make_temp_copy(x, &code);
         st = Strided{x, 0, contiguous_strides(shape(x))};
       }
-      std::string base = "(" + ptr(st->base) + " + " + std::to_string(st->offset) + "LL)";
+      std::string base = "(" + ptr(st->base) + " + " + C(st->offset) + ")";
       p.push_back(base);
-      for (int d = 0; d < 3; ++d) p.push_back(std::to_string(st->strides[static_cast<size_t>(d)]) + "LL");
+      for (int d = 0; d < 3; ++d) p.push_back(C(st->strides[static_cast<size_t>(d)]));
     }
     auto sq = shape(n.inputs[0]), sk = shape(n.inputs[1]), sv = shape(n.inputs[2]);
-    int64_t B = sq[0], H = sq[1], Tq = sq[2], D = sq[3], Hkv = sk[1], S = sk[2], Dv = sv[3];
+    Dim B = sq[0], Tq = sq[2], D = sq[3], S = sk[2], Dv = sv[3];
+    if (!sq[1].is_const() || !sk[1].is_const() || !Dv.is_const())
+      throw Error("code generation: flash_attn needs concrete head counts and value width, got " + shape_str(sq) + " and " + shape_str(sv));
+    int64_t H = sq[1].value(), Hkv = sk[1].value();
     bool causal = n.attr_bool("causal");
     std::string ty = T(fa);
     bool copies = !code.empty();  // operands copied into temporaries first
@@ -714,9 +749,9 @@ class Emitter {
     code += "  const int64_t off = " + (causal ? "(int64_t)(" + load(n.inputs[3], {}) + ")" : std::string("0")) + ";\n";
     code += "  const double scale = " + literal(n.attr_float("scale"), DType::f64) + ";\n";
     code += "  " + ty + "* out = " + ptr(fa) + ";\n";
-    int64_t work = B * H * Tq * S * (D + Dv);
-    std::string BH = std::to_string(B * H) + "LL";
-    if (work < kParallelElements * 4 && !copies && K.ops.size() == 1 && B * H > 1) {
+    int64_t work = hint(B * H * Tq * S * (D + Dv));
+    std::string BH = C(B * H);
+    if (work < kParallelElements * 4 && !copies && K.ops.size() == 1 && hint(B * H) > 1) {
       team_work_ = work;  // heads split over the team: [bh0, bh1) each
       code += "  const int64_t bh0 = " + BH + " * id / nt, bh1 = " + BH + " * (id + 1) / nt;\n";
       code += "  for (int64_t bh = bh0; bh < bh1; ++bh)\n";
@@ -724,18 +759,18 @@ class Emitter {
       code += work >= kParallelElements * 4 ? parallel("for collapse(2) schedule(dynamic)") : "";
       code += "  for (int64_t bh = 0; bh < " + BH + "; ++bh)\n";
     }
-    code += "  for (int64_t i = 0; i < " + std::to_string(Tq) + "LL; ++i) {\n";
+    code += "  for (int64_t i = 0; i < " + C(Tq) + "; ++i) {\n";
     code += "    const int64_t b = bh / " + std::to_string(H) + "LL, h = bh % " + std::to_string(H) + "LL, g = h / " +
             std::to_string(H / Hkv) + "LL;\n";
     code += "    const " + ty + "* q = " + p[0] + " + b*" + p[1] + " + h*" + p[2] + " + i*" + p[3] + ";\n";
     code += "    const " + ty + "* k = " + p[4] + " + b*" + p[5] + " + g*" + p[6] + ";\n";
     code += "    const " + ty + "* v = " + p[8] + " + b*" + p[9] + " + g*" + p[10] + ";\n";
     code += "    const int64_t kstride = " + p[7] + ", vstride = " + p[11] + ";\n";
-    code += "    const int64_t limit = " + std::string(causal ? "std::min<int64_t>(" + std::to_string(S) + "LL, off + i + 1)" : std::to_string(S) + "LL") + ";\n";
+    code += "    const int64_t limit = " + std::string(causal ? "std::min<int64_t>(" + C(S) + ", off + i + 1)" : C(S)) + ";\n";
     // Scores, running max and sum in the compute type; one block of keys at
     // a time: dot products, block max, exponentials (vectorized), then the
     // value rows weighted into the accumulator.
-    code += "    " + ty + " m = -INFINITY, l = 0, acc[" + std::to_string(Dv) + "] = {0};\n";
+    code += "    " + ty + " m = -INFINITY, l = 0, acc[" + std::to_string(Dv.value()) + "] = {0};\n";
     code += "    constexpr int64_t kBlock = 64;\n";
     code += "    " + ty + " s[kBlock];\n";
     code += "    for (int64_t j0 = 0; j0 < limit; j0 += kBlock) {\n";
@@ -744,18 +779,18 @@ class Emitter {
     code += "      for (int64_t j = 0; j < jn; ++j) {\n";
     code += "        const " + ty + "* kj = k + (j0 + j)*kstride;\n        " + ty + " dot = 0;\n";
     code += "#pragma omp simd reduction(+:dot)\n";
-    code += "        for (int64_t d = 0; d < " + std::to_string(D) + "LL; ++d) dot += q[d]*kj[d];\n";
+    code += "        for (int64_t d = 0; d < " + C(D) + "; ++d) dot += q[d]*kj[d];\n";
     code += "        s[j] = dot * (" + ty + ")scale;\n        bm = std::max(bm, s[j]);\n      }\n";
     code += "      const " + ty + " corr = tj_exp(m - bm);\n      l *= corr;\n";
-    code += "      for (int64_t d = 0; d < " + std::to_string(Dv) + "LL; ++d) acc[d] *= corr;\n";
+    code += "      for (int64_t d = 0; d < " + C(Dv) + "; ++d) acc[d] *= corr;\n";
     code += "#pragma omp simd\n      for (int64_t j = 0; j < jn; ++j) s[j] = tj_exp(s[j] - bm);\n";
     code += "      for (int64_t j = 0; j < jn; ++j) {\n";
     code += "        const " + ty + " pj = s[j];\n        l += pj;\n        const " + ty + "* vj = v + (j0 + j)*vstride;\n";
     code += "#pragma omp simd\n";
-    code += "        for (int64_t d = 0; d < " + std::to_string(Dv) + "LL; ++d) acc[d] += pj*vj[d];\n      }\n";
+    code += "        for (int64_t d = 0; d < " + C(Dv) + "; ++d) acc[d] += pj*vj[d];\n      }\n";
     code += "      m = bm;\n    }\n";
-    code += "    " + ty + "* o = out + (bh*" + std::to_string(Tq) + "LL + i)*" + std::to_string(Dv) + "LL;\n";
-    code += "    for (int64_t d = 0; d < " + std::to_string(Dv) + "LL; ++d) o[d] = limit > 0 ? acc[d]/l : (" + ty + ")NAN;\n";
+    code += "    " + ty + "* o = out + (bh*" + C(Tq) + " + i)*" + C(Dv) + ";\n";
+    code += "    for (int64_t d = 0; d < " + C(Dv) + "; ++d) o[d] = limit > 0 ? acc[d]/l : (" + ty + ")NAN;\n";
     code += "  }\n}\n";
     code += pointwise_body(K, 1);
     return code;
@@ -764,31 +799,31 @@ class Emitter {
   // A loop over rows; full-row ops into per-thread scratch rows, reductions
   // and per-row ops as scalars.
   std::string rowwise_body(const Kernel& K) {
-    auto sp = dims(K.space);
-    int64_t D = sp.back();
-    int64_t rows = D ? count(sp) / D : 0;
-    std::vector<int64_t> outer(sp.begin(), sp.end() - 1);
+    Sizes sp = K.space;
+    Dim D = sp.back();
+    Sizes outer(sp.begin(), sp.end() - 1);
+    Dim rows = count(outer);
     std::string code;
-    code += "  const int64_t scratch = " + std::to_string(scratch_for(K, D)) + "LL;\n";
-    code += count(sp) >= kParallelElements && rows > 1 ? parallel("for") : "";
-    code += "  for (int64_t row = 0; row < " + std::to_string(rows) + "LL; ++row) {\n";
+    code += "  const int64_t scratch = " + scratch_for(K, D) + ";\n";
+    code += hint(count(sp)) >= kParallelElements && hint(rows) > 1 ? parallel("for") : "";
+    code += "  for (int64_t row = 0; row < " + C(rows) + "; ++row) {\n";
     code += "    char* mine = (char*)t[" + std::to_string(g_.size()) + "] + (int64_t)omp_get_thread_num() * scratch;\n    (void)mine;\n";
     // Row index -> outer index.
     Idx oi = loop_vars(outer.size(), "r");
     auto cs = contiguous_strides(outer);
     for (size_t d = 0; d < outer.size(); ++d)
-      code += "    const int64_t " + oi[d] + " = (row / " + std::to_string(cs[d]) + "LL) % " + std::to_string(outer[d]) + "LL;\n";
+      code += "    const int64_t " + oi[d] + " = (row / " + C(cs[d]) + ") % " + C(outer[d]) + ";\n";
     Idx full = oi;
     full.push_back("j");
     Idx keep = oi;
     keep.push_back("0");
     local_.clear();
-    int64_t scratch_off = 0;
+    int scratch_slot = 0;
     // Stores lead a rowwise kernel (fusion guarantees it): they run first.
     std::string leading;
     for (ValueId v : K.ops) {
       const Node& n = g_.node(v);
-      auto sv = dims(n.type.shape);
+      auto sv = n.type.shape;
       std::string ty = T(v);
       bool is_full = sv == sp;
       bool reduce = n.def().category == OpCategory::reduction || n.op == Op::softmax || n.op == Op::rms_norm || n.op == Op::layer_norm;
@@ -801,35 +836,33 @@ class Emitter {
         ValueId x = n.inputs[0];
         std::string acc = "a" + std::to_string(v);
         code += "    double " + acc + " = " + std::string(n.op == Op::amax ? "-INFINITY" : "0") + ";\n";
-        code += "    for (int64_t j = 0; j < " + std::to_string(D) + "LL; ++j) {\n";
+        code += "    for (int64_t j = 0; j < " + C(D) + "; ++j) {\n";
         std::string xv = row_value(x, full, sp);
         code += n.op == Op::amax ? "      " + acc + " = tj_max<double>(" + acc + ", (double)(" + xv + "));\n" : "      " + acc + " += (double)(" + xv + ");\n";
         code += "    }\n";
         std::string var = "s" + std::to_string(v);
-        code += "    const " + ty + " " + var + " = (" + ty + ")(" + acc + (n.op == Op::mean ? " / " + std::to_string(D) + ".0" : "") + ");\n";
+        code += "    const " + ty + " " + var + " = (" + ty + ")(" + acc + (n.op == Op::mean ? " / (double)" + C(D) : "") + ");\n";
         local_[v] = var;
         if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) code += "    " + ptr(v) + "[row] = " + var + ";\n";
         continue;
       }
       if (reduce) {  // softmax, rms_norm, layer_norm as one op
         std::string rowvar = "w" + std::to_string(v);
-        code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_off) + "LL);\n";
-        scratch_off += (D * dtype_size(n.type.dtype) + 63) / 64 * 64;
+        code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_slot++) + "LL*" + row_slot(D) + ");\n";
         code += composite_row(n, v, rowvar, full, sp, D);
         local_row_[v] = rowvar;
         if (in_mem_[static_cast<size_t>(v)] || is_temp(v))
-          code += "    std::memcpy(" + ptr(v) + " + row*" + std::to_string(D) + "LL, " + rowvar + ", " + std::to_string(D * dtype_size(n.type.dtype)) + ");\n";
+          code += "    std::memcpy(" + ptr(v) + " + row*" + C(D) + ", " + rowvar + ", " + C(D * static_cast<int64_t>(dtype_size(n.type.dtype))) + ");\n";
         continue;
       }
       if (is_full) {
         std::string rowvar = "w" + std::to_string(v);
-        code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_off) + "LL);\n";
-        scratch_off += (D * dtype_size(n.type.dtype) + 63) / 64 * 64;
-        code += "#pragma omp simd\n    for (int64_t j = 0; j < " + std::to_string(D) + "LL; ++j) {\n";
+        code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_slot++) + "LL*" + row_slot(D) + ");\n";
+        code += "#pragma omp simd\n    for (int64_t j = 0; j < " + C(D) + "; ++j) {\n";
         code += "      " + rowvar + "[j] = " + with_rows(n, full) + ";\n    }\n";
         local_row_[v] = rowvar;
         if (in_mem_[static_cast<size_t>(v)] || is_temp(v))
-          code += "    std::memcpy(" + ptr(v) + " + row*" + std::to_string(D) + "LL, " + rowvar + ", " + std::to_string(D * dtype_size(n.type.dtype)) + ");\n";
+          code += "    std::memcpy(" + ptr(v) + " + row*" + C(D) + ", " + rowvar + ", " + C(D * static_cast<int64_t>(dtype_size(n.type.dtype))) + ");\n";
         continue;
       }
       // A per-row scalar ([..,1] or [..]).
@@ -845,16 +878,20 @@ class Emitter {
     return leading + code;
   }
 
-  // Row scratch for a rowwise kernel: one double-sized row per op, at most.
-  int64_t scratch_for(const Kernel& K, int64_t D) {
-    int64_t bytes = static_cast<int64_t>(K.ops.size()) * ((D * 8 + 63) / 64 * 64);
-    out_.scratch_bytes_per_thread = std::max(out_.scratch_bytes_per_thread, bytes);
-    return bytes;
+  // Row scratch for a rowwise kernel: one double-sized row per op, at most,
+  // each in a slot of row_slot(D) bytes. Returns the per-thread stride.
+  std::string scratch_for(const Kernel& K, const Dim& D) {
+    Dim ops(static_cast<int64_t>(K.ops.size()));
+    out_.scratch_sizes.push_back(ops * (D * 8 + 64));  // covers each slot's rounding
+    return "(" + C(ops) + "*" + row_slot(D) + ")";
+  }
+  static std::string row_slot(const Dim& D) {
+    return D.is_const() ? C(Dim((D.value() * 8 + 63) / 64 * 64)) : "((" + C(D * 8) + "+63LL)/64LL*64LL)";
   }
 
   // The value of `x` at row position j: an in-kernel row, an in-kernel
   // per-row scalar, or a load.
-  std::string row_value(ValueId x, const Idx& full, const std::vector<int64_t>& sp) {
+  std::string row_value(ValueId x, const Idx& full, const Sizes& sp) {
     if (auto it = local_row_.find(x); it != local_row_.end()) return it->second + "[j]";
     if (auto it = local_.find(x); it != local_.end()) return it->second;
     return load(x, broadcast(x, sp, full));
@@ -870,9 +907,9 @@ class Emitter {
     return e;
   }
 
-  std::string composite_row(const Node& n, ValueId v, const std::string& out, const Idx& full, const std::vector<int64_t>& sp,
-                            int64_t D) {
-    std::string ty = T(v), Ds = std::to_string(D) + "LL";
+  std::string composite_row(const Node& n, ValueId v, const std::string& out, const Idx& full, const Sizes& sp,
+                            const Dim& D) {
+    std::string ty = T(v), Ds = C(D);
     std::string x = row_value(n.inputs[0], full, sp);
     std::string c;
     if (n.op == Op::softmax) {
@@ -887,14 +924,14 @@ class Emitter {
     double eps = n.attr_float("eps");
     if (n.op == Op::rms_norm) {
       c += "    { double ss = 0;\n      for (int64_t j = 0; j < " + Ds + "; ++j) { double xv = " + x + "; ss += xv*xv; }\n";
-      c += "      const double inv = 1.0 / std::sqrt(ss / " + std::to_string(D) + ".0 + " + literal(eps, DType::f64) + ");\n";
+      c += "      const double inv = 1.0 / std::sqrt(ss / (double)" + Ds + " + " + literal(eps, DType::f64) + ");\n";
       c += "      for (int64_t j = 0; j < " + Ds + "; ++j) " + out + "[j] = (" + ty + ")((" + x + ") * inv * (" + w + ")); }\n";
       return c;
     }
     std::string b = row_value(n.inputs[2], full, sp);
-    c += "    { double mu = 0, var = 0;\n      for (int64_t j = 0; j < " + Ds + "; ++j) mu += " + x + ";\n      mu /= " + std::to_string(D) + ".0;\n";
+    c += "    { double mu = 0, var = 0;\n      for (int64_t j = 0; j < " + Ds + "; ++j) mu += " + x + ";\n      mu /= (double)" + Ds + ";\n";
     c += "      for (int64_t j = 0; j < " + Ds + "; ++j) { double d = (" + x + ") - mu; var += d*d; }\n";
-    c += "      const double inv = 1.0 / std::sqrt(var / " + std::to_string(D) + ".0 + " + literal(eps, DType::f64) + ");\n";
+    c += "      const double inv = 1.0 / std::sqrt(var / (double)" + Ds + " + " + literal(eps, DType::f64) + ");\n";
     c += "      for (int64_t j = 0; j < " + Ds + "; ++j) " + out + "[j] = (" + ty + ")(((" + x + ") - mu) * inv * (" + w + ") + (" + b + ")); }\n";
     return c;
   }
@@ -907,22 +944,22 @@ class Emitter {
     ValueId x = n.inputs[0];
     auto sx = shape(x);
     const auto& axes = n.attr_ints("axes");
-    std::vector<int64_t> kept = sx;
+    Sizes kept = sx;
     for (int64_t a : axes) kept[static_cast<size_t>(a)] = 1;
-    int64_t outn = count(kept), per = outn ? count(sx) / outn : 0;
+    Dim outn = count(kept), per = div(count(sx), outn);
     std::string ty = T(v);
     // Accumulators live in the (first thread's) scratch: no allocation per call.
-    out_.scratch_bytes_per_thread = std::max<int64_t>(out_.scratch_bytes_per_thread, std::max<int64_t>(outn, 1) * 8);
+    (void)scratch(outn * 8 + 8);
     std::string code = "  double* acc = (double*)t[" + std::to_string(g_.size()) + "];\n";
-    code += "  for (int64_t o = 0; o < " + std::to_string(outn) + "LL; ++o) acc[o] = " + std::string(n.op == Op::amax ? "-INFINITY" : "0") + ";\n";
+    code += "  for (int64_t o = 0; o < " + C(outn) + "; ++o) acc[o] = " + std::string(n.op == Op::amax ? "-INFINITY" : "0") + ";\n";
     Idx iv = loop_vars(sx.size());
     Idx ko = iv;
     for (int64_t a : axes) ko[static_cast<size_t>(a)] = "0";
     std::string upd = n.op == Op::amax ? "acc[" + flat(ko, kept) + "] = tj_max<double>(acc[" + flat(ko, kept) + "], (double)(" + load(x, iv) + "));\n"
                                        : "acc[" + flat(ko, kept) + "] += (double)(" + load(x, iv) + ");\n";
     code += loops(sx, iv, "  " + upd, false);
-    code += "  for (int64_t o = 0; o < " + std::to_string(outn) + "LL; ++o) " + ptr(v) + "[o] = (" + ty + ")(acc[o]" +
-            (n.op == Op::mean ? " / " + std::to_string(per) + ".0" : "") + ");\n";
+    code += "  for (int64_t o = 0; o < " + C(outn) + "; ++o) " + ptr(v) + "[o] = (" + ty + ")(acc[o]" +
+            (n.op == Op::mean ? " / (double)" + C(per) : "") + ");\n";
     return code;
   }
 
@@ -976,7 +1013,8 @@ class Emitter {
   std::vector<bool> in_mem_;
   std::set<ValueId> temp_;
   std::set<ValueId> used_;  // pointers the function being emitted uses
-  int64_t temp_cursor_ = 0;
+  int current_kernel_ = 0;
+  SymEnv hint_;
   std::map<ValueId, std::string> local_, local_row_;
   bool opens_parallel_ = false;   // some kernel opens its own parallel region
   int64_t team_work_ = 0;         // elements of work the current kernel splits over the team (0: it does not)
@@ -987,6 +1025,25 @@ class Emitter {
 
 }  // namespace
 
-EmittedProgram emit_cpp(const Graph& g, const Schedule& s) { return Emitter(g, s).run(); }
+EmittedProgram emit_cpp(const Graph& g, const Schedule& s, const SymEnv& hint) { return Emitter(g, s, hint).run(); }
+
+TemporaryLayout lay_out_temporaries(const EmittedProgram& p, const SymEnv& sizes) {
+  TemporaryLayout l;
+  int kernel = -1;
+  int64_t cursor = 0;
+  for (size_t i = 0; i < p.temporaries.size(); ++i) {
+    if (p.temporary_kernel[i] != kernel) kernel = p.temporary_kernel[i], cursor = 0;
+    l.offsets.push_back(cursor);
+    cursor += (p.temporary_sizes[i].eval(sizes) + 63) / 64 * 64;
+    l.bytes = std::max(l.bytes, cursor);
+  }
+  return l;
+}
+
+int64_t scratch_bytes_per_thread(const EmittedProgram& p, const SymEnv& sizes) {
+  int64_t b = 0;
+  for (const Dim& d : p.scratch_sizes) b = std::max(b, (d.eval(sizes) + 63) / 64 * 64);
+  return b;
+}
 
 }  // namespace tj

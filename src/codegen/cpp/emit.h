@@ -4,7 +4,7 @@
 // Generated functions take the buffer table `void** t`: t[v] is the address
 // of value v's data for every value held in memory (inputs, params,
 // constants, planned kernel outputs and kernel-local temporaries); t[n] is
-// per-thread scratch for rowwise kernels; t[n+1] holds 64 bytes: the team
+// per-thread scratch; t[n+2] the size symbols' values; t[n+1] holds 64 bytes: the team
 // barrier's state (ints 0 and 1, zeroed) and the most threads any parallel
 // region may use (int 2: what the scratch was sized for). Reads through views, generators and
 // free gathers are index arithmetic (strided where the view chain allows, div
@@ -40,18 +40,35 @@ struct EmittedProgram {
   std::vector<std::string> kernel_symbols;  // one per kernel, in schedule order
   std::vector<std::string> output_symbols;  // one per graph output
   std::vector<ValueId> temporaries;         // values held in memory inside one kernel only
-  std::vector<int64_t> temporary_offsets;   // byte offset of each in the temporary region
-  int64_t temporary_bytes = 0;              // size of that region
-  int64_t scratch_bytes_per_thread = 0;     // row scratch, per OpenMP thread
+  std::vector<int> temporary_kernel;        // the kernel each belongs to
+  std::vector<Dim> temporary_sizes;         // bytes of each
+  std::vector<Dim> scratch_sizes;           // bytes per thread some kernel needs
+  std::vector<std::string> symbols;         // the graph's size symbols, in the order of t[n+2]
   std::string run_symbol;                   // "tj_run" when the program runs as one team, else empty
 };
+
+// The temporary region at some sizes: each kernel's temporaries stacked from
+// offset 0, each rounded up to 64 bytes; `bytes` is the largest stack.
+struct TemporaryLayout {
+  std::vector<int64_t> offsets;
+  int64_t bytes = 0;
+};
+TemporaryLayout lay_out_temporaries(const EmittedProgram& p, const SymEnv& sizes);
+// Scratch per thread at some sizes: the largest need, rounded up to 64 bytes.
+int64_t scratch_bytes_per_thread(const EmittedProgram& p, const SymEnv& sizes);
 
 // Values in memory: inputs, params, non-splat constants, every kernel output,
 // and the temporaries listed in the result (kernel-local, reused across
 // kernels: each kernel's temporaries start at offset 0 of one region).
 // Generated code sets the int `tj_status` to a nonzero code when a runtime
 // index is out of range (a gather index, a kv_write position).
-// Throws tj::Error for what it cannot generate (symbolic shapes, bf16/f16).
-EmittedProgram emit_cpp(const Graph& g, const Schedule& s);
+// Sizes may be symbolic: generated loops, strides and library calls read the
+// symbols' values at run time from t[n+2] (int64, in `symbols` order), and
+// the memory the program needs is a formula (temporary_sizes,
+// scratch_sizes). Decisions between code shapes (parallel or not, one team
+// or not) are taken at `hint`, which binds every symbol.
+// Throws tj::Error for what it cannot generate (bf16/f16; symbolic head
+// counts or value width in flash_attn).
+EmittedProgram emit_cpp(const Graph& g, const Schedule& s, const SymEnv& hint = {});
 
 }  // namespace tj
