@@ -7,9 +7,13 @@
 //   guards   the cost of checking a 4-tensor call against the cache.
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include "models/llama.h"
 #include "runtime/random_inputs.h"
@@ -219,7 +223,20 @@ void cmd_dynamic_demo(const DemoArgs& a) {
   c.max_pos = std::max(c.max_pos, a.first + a.steps);  // RoPE rows for every position the demo reaches
   Bindings w = layer_weights(c);
   std::vector<DecodeRow> rows;
-  for (const char* p : {"static", "bucketed", "symbolic", "automatic"}) rows.push_back(decode(a, c, w, p));
+  // Each policy compiles into an empty cache of its own: its compile time is
+  // cold, not a hit on what an earlier policy built.
+  namespace fs = std::filesystem;
+  const char* old = std::getenv("TJ_CACHE_DIR");
+  std::string saved = old ? old : "";
+  for (const char* p : {"static", "bucketed", "symbolic", "automatic"}) {
+    fs::path dir = fs::temp_directory_path() / ("tj_dynamic_" + std::to_string(::getpid()) + "_" + p);
+    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+    rows.push_back(decode(a, c, w, p));
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  if (old) setenv("TJ_CACHE_DIR", saved.c_str(), 1);
+  else unsetenv("TJ_CACHE_DIR");
   double agree = 0;
   for (const auto& r : rows)
     for (size_t i = 0; i < rows[0].last_y.size(); ++i) agree = std::max(agree, std::abs(rows[0].last_y[i] - r.last_y[i]));
