@@ -69,6 +69,7 @@ struct Executable::State {
   Block arena, temps, scratch;
   int64_t arena_cap = 0, temps_cap = 0, scratch_cap = 0;
   std::vector<int64_t> sym_values;
+  int threads = 1;  // the most threads generated code runs (what scratch is sized for)
   void bind(const SymEnv& env);
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
   std::vector<bool> donated_output;                  // per output: it is an input cache, updated in place
@@ -134,7 +135,8 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   // sizes are bound (now, for a graph without size symbols).
   s->table.assign(g.size() + 3, nullptr);
   Block barrier = allocate(64);  // the team's barrier state, then the thread count scratch is sized for
-  static_cast<int*>(barrier.get())[2] = omp_get_max_threads();
+  s->threads = omp_get_max_threads();
+  static_cast<int*>(barrier.get())[2] = s->threads;
   s->table[g.size() + 1] = barrier.get();
   int64_t const_bytes = 0;
   for (size_t i = 0; i < g.size(); ++i) {
@@ -199,7 +201,30 @@ void Executable::State::bind(const SymEnv& env) {
     while (c < v) c *= 2;
     cap[x] = c;
   }
-  Graph concrete = symbolic ? specialize(g, cap) : Graph();
+  // A size that shrinks as its symbol grows (a slice from S to a constant)
+  // would not fit a layout made at the larger sizes: then lay out at the
+  // call's own sizes.
+  auto holds = [&](const SymEnv& c) {
+    for (const Node& n : g.nodes()) {
+      ValueId v = static_cast<ValueId>(&n - g.nodes().data());
+      if (bytes(v, env) > bytes(v, c)) return false;
+    }
+    for (const Dim& d : prog.temporary_sizes)
+      if (d.eval(env) > d.eval(c)) return false;
+    for (const Dim& d : prog.scratch_sizes)
+      if (d.eval(env) > d.eval(c)) return false;
+    return true;
+  };
+  Graph concrete;
+  if (symbolic) {
+    try {
+      if (!holds(cap)) cap = env;
+      concrete = specialize(g, cap);
+    } catch (const Error&) {  // the rounded sizes make no valid graph (a slice past its end)
+      cap = env;
+      concrete = specialize(g, cap);
+    }
+  }
   const Graph& cg = symbolic ? concrete : g;
   ActivationPlan plan = plan_activations(cg, schedule);
   sized_values.clear();
@@ -214,7 +239,7 @@ void Executable::State::bind(const SymEnv& env) {
   grow(&temps, &temps_cap, tl.bytes);
   for (size_t i = 0; i < prog.temporaries.size(); ++i)
     table[static_cast<size_t>(prog.temporaries[i])] = static_cast<char*>(temps.get()) + tl.offsets[i];
-  grow(&scratch, &scratch_cap, scratch_bytes_per_thread(prog, cap) * omp_get_max_threads());
+  grow(&scratch, &scratch_cap, scratch_bytes_per_thread(prog, cap) * threads);
   table[g.size()] = scratch.get();
   sym_values.clear();
   for (const auto& x : prog.symbols) sym_values.push_back(env.at(x));

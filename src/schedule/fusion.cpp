@@ -73,15 +73,18 @@ ValueId base_of(const Graph& g, const std::vector<bool>& free, ValueId v) {
   return v;
 }
 
+// A size for counting: a symbolic one at the hint.
+int64_t size(const Dim& d) { return d.is_const() ? d.value() : d.eval(*count_hint); }
+
 int64_t op_flops(const Graph& g, const Node& n) {
   int64_t out = elems(n.type);
   switch (n.op) {
-    case Op::matmul: return 2 * out * *g.type(n.inputs[0]).shape.back().as_const();
+    case Op::matmul: return 2 * out * size(g.type(n.inputs[0]).shape.back());
     case Op::flash_attn: {
       const Shape& q = g.type(n.inputs[0]).shape;
-      int64_t B = *q[0].as_const(), H = *q[1].as_const(), T = *q[2].as_const(), D = *q[3].as_const();
-      int64_t S = *g.type(n.inputs[1]).shape[2].as_const();
-      int64_t Dv = *n.type.shape[3].as_const();
+      int64_t B = size(q[0]), H = size(q[1]), T = size(q[2]), D = size(q[3]);
+      int64_t S = size(g.type(n.inputs[1]).shape[2]);
+      int64_t Dv = size(n.type.shape[3]);
       // Causal: assume a full cache (the query block ends at the last key).
       int64_t pairs = n.attr_bool("causal") ? T * std::max<int64_t>(S - T, 0) + T * (T + 1) / 2 : T * S;
       return 2 * B * H * pairs * (D + Dv) + 5 * B * H * pairs;  // two matmuls plus the online softmax

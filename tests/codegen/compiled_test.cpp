@@ -194,6 +194,22 @@ TEST_F(Compiled, SymbolicSizesMatchStaticCompilations) {
   }
 }
 
+// A size that shrinks as its symbol grows (review case): memory laid out at
+// rounded-up sizes would not hold it.
+TEST_F(Compiled, SymbolicSizesThatShrink) {
+  Graph g = parse_graph(
+      "graph g\ninput %x : f32[1000]\ninput %y : f32[S]\n%0 = slice(%x) {axis=0, start=S, end=1000} : f32[-S+1000]\n"
+      "%1 = exp(%0) : f32[-S+1000]\n%2 = exp(%y) : f32[S]\nreturn %1, %2\n");
+  Executable exe = Executable::compile(g, {});
+  for (int64_t S : {5, 257, 600, 3, 900}) {
+    Bindings in{{"x", NDArray(DType::f32, {1000})}, {"y", NDArray(DType::f32, {S})}};
+    for (int64_t i = 0; i < 1000; ++i) in["x"].set(i, 0.001 * static_cast<double>(i));
+    auto want = interpret(g, in, {DType::f32});
+    auto got = exe.run(in);
+    EXPECT_LE(compare_outputs(got, want).max_rel, 1e-6) << "S=" << S;
+  }
+}
+
 TEST_F(Compiled, BadInputsAreReported) {
   const auto& c = models::llama_config("tiny");
   Graph g = models::trace_llama_layer(c, {1, 1, 8, DType::f32});
