@@ -247,6 +247,14 @@ TEST(Tjc, BenchAndCodegen) {
   EXPECT_NE(text.find("cblas_sgemm"), std::string::npos);
 }
 
+TEST(Tjc, AnalysisNeedsConcreteSizes) {
+  for (const char* cmd : {"kernels", "analyze", "memplan"}) {
+    Result r = tjc(std::string(cmd) + " --model mlp --tokens T");
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_NE(r.out.find("symbolic sizes (T)"), std::string::npos) << r.out;
+  }
+}
+
 TEST(Tjc, DynamicDemo) {
   Result r = tjc("dynamic-demo --steps 3 --first-kv 30 --json", "", true);
   ASSERT_EQ(r.code, 0) << r.out;

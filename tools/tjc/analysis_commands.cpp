@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <set>
 
 #include "cost/analysis.h"
 #include "cost/calibrate.h"
@@ -41,8 +42,23 @@ struct KernelsArgs {
   std::string dot;
 };
 
+// Byte, flop and memory figures are per size: a graph with size symbols is
+// refused with the options that bind them.
+void require_concrete(const Graph& g, const char* cmd) {
+  std::set<std::string> syms;
+  for (const Node& n : g.nodes())
+    for (const Dim& d : n.type.shape)
+      for (const auto& x : d.symbols()) syms.insert(x);
+  if (syms.empty()) return;
+  std::string list;
+  for (const auto& x : syms) list += (list.empty() ? "" : ", ") + x;
+  throw Error(std::string(cmd) + " counts bytes and flops at concrete sizes; the graph has symbolic sizes (" + list +
+              "): give them values (--tokens N, --kv-len N, or an IR file with concrete shapes)");
+}
+
 void cmd_kernels(const KernelsArgs& a) {
   Graph traced = trace_model(a.trace);
+  require_concrete(traced, "kernels");
   Variant v = a.eager ? Variant::eager : a.no_flash ? Variant::fused : Variant::fused_flash;
   Graph g = prepare_variant(traced, v);
   FusionOptions fo;
@@ -95,6 +111,7 @@ std::string gb(int64_t b) {
 void cmd_analyze(const AnalyzeArgs& a) {
   HardwareProfile hw = hardware_profile(a.hardware);
   Graph traced = trace_model(a.trace);
+  require_concrete(traced, "analyze");
   DType dt = dtype_arg(a.trace.dtype);
   std::vector<VariantReport> rows;
   for (Variant v : all_variants()) rows.push_back(analyze_variant(traced, v, dt, hw));
@@ -133,6 +150,7 @@ struct MemplanArgs {
 
 void cmd_memplan(const MemplanArgs& a) {
   Graph traced = trace_model(a.trace);
+  require_concrete(traced, "memplan");
   Variant v = a.no_flash ? Variant::fused : Variant::fused_flash;
   Graph g = prepare_variant(traced, v);
   Schedule original = fuse(g, variant_fusion(v));
