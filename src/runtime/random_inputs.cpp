@@ -63,4 +63,10 @@ Bindings random_inputs(const Graph& g, const RandomInputOptions& opts) {
   return b;
 }
 
+NDArray uniform_array(DType t, std::vector<int64_t> shape, Rng& r, double scale) {
+  NDArray a(t, std::move(shape));
+  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, (2 * r.uniform() - 1) * scale);
+  return a;
+}
+
 }  // namespace tj

@@ -37,4 +37,8 @@ class Rng {
   uint64_t s_;
 };
 
+// An array of `shape` whose values are (2u - 1) * scale, u uniform in [0, 1)
+// drawn from `r` in order: uniform in [-scale, scale).
+NDArray uniform_array(DType t, std::vector<int64_t> shape, Rng& r, double scale = 1);
+
 }  // namespace tj

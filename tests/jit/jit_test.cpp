@@ -23,10 +23,8 @@ class Jit : public ::testing::Test {
 };
 
 NDArray filled(DType t, std::vector<int64_t> shape, uint64_t seed) {
-  NDArray a(t, shape);
   Rng r(seed);
-  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, 2 * r.uniform() - 1);
-  return a;
+  return uniform_array(t, std::move(shape), r);
 }
 
 double max_diff(const NDArray& a, const NDArray& b) {

@@ -83,11 +83,7 @@ DecodeRow decode(const DemoArgs& a, const models::LlamaConfig& c, const Bindings
   o.dims = {{2, 2, p}, {3, 2, p}};
   JitFunction f = jit("decode_" + policy, layer_fn(c, w), o);
   Rng r(11);
-  auto fill = [&](std::vector<int64_t> shape) {
-    NDArray x(DType::f32, shape);
-    for (int64_t i = 0; i < x.numel(); ++i) x.set(i, 2 * r.uniform() - 1);
-    return x;
-  };
+  auto fill = [&](std::vector<int64_t> shape) { return uniform_array(DType::f32, std::move(shape), r); };
   NDArray kc = fill({1, c.n_kv_heads, a.first - 1, c.head_dim}), vc = fill({1, c.n_kv_heads, a.first - 1, c.head_dim});
   DecodeRow row;
   row.policy = policy;
@@ -127,9 +123,7 @@ struct LoopResult {
 LoopResult tanh_loop(bool structured) {
   const int64_t n = 64;
   Rng r(5);
-  NDArray W(DType::f32, {n, n}), y0(DType::f32, {1, n});
-  for (int64_t i = 0; i < W.numel(); ++i) W.set(i, (2 * r.uniform() - 1) * 0.15);
-  for (int64_t i = 0; i < y0.numel(); ++i) y0.set(i, 2 * r.uniform() - 1);
+  NDArray W = uniform_array(DType::f32, {n, n}, r, 0.15), y0 = uniform_array(DType::f32, {1, n}, r);
   JitFunction f = jit(structured ? "tanh_while_loop" : "tanh_breaks", [&W, structured](JitArgs& a) {
     Tensor y = a.tensor(0), w = a.param("W", W);
     if (structured) {
@@ -183,11 +177,7 @@ SymbolicCheck symbolic_check(const models::LlamaConfig& c, const Bindings& w) {
   st.cache_limit = 16;
   JitFunction f = jit("symbolic_check", layer_fn(c, w), sym), s = jit("static_check", layer_fn(c, w), st);
   Rng rng(3);
-  auto fill = [&](std::vector<int64_t> shape) {
-    NDArray x(DType::f32, shape);
-    for (int64_t i = 0; i < x.numel(); ++i) x.set(i, 2 * rng.uniform() - 1);
-    return x;
-  };
+  auto fill = [&](std::vector<int64_t> shape) { return uniform_array(DType::f32, std::move(shape), rng); };
   for (int64_t S : r.sizes) {
     std::vector<NDArray> args{fill({1, 1, c.d_model}), NDArray::scalar(DType::i64, static_cast<double>(S - 1)),
                               fill({1, c.n_kv_heads, S, c.head_dim}), fill({1, c.n_kv_heads, S, c.head_dim})};
