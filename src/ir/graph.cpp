@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <set>
 
 #include "tensorjit/error.h"
 #include "tensorjit/ndarray.h"
@@ -100,6 +101,19 @@ ValueId Graph::add_raw(Op op, std::vector<ValueId> inputs, std::vector<AttrValue
   }
   Type t = infer_type(op, types, attrs);
   return push(Node{op, std::move(inputs), std::move(attrs), std::move(t), {}});
+}
+
+std::vector<std::string> size_symbols(const Graph& g) {
+  std::set<std::string> syms;
+  for (const Node& n : g.nodes())
+    for (const Dim& d : n.type.shape)
+      for (const auto& x : d.symbols()) syms.insert(x);
+  return {syms.begin(), syms.end()};
+}
+
+SymEnv size_hint(const Graph& g, SymEnv given, int64_t otherwise) {
+  for (const auto& x : size_symbols(g)) given.emplace(x, otherwise);
+  return given;
 }
 
 int64_t num_results(const Node& n) {

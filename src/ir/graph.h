@@ -84,6 +84,12 @@ std::string attr_str(AttrKind kind, const AttrValue& v);
 // Multi-result ops (while_loop, cond): how many results; the type of result
 // `index` (>= 1) of `producer`, read through a `result` node.
 int64_t num_results(const Node& n);
+
+// The size symbols in g's types, sorted.
+std::vector<std::string> size_symbols(const Graph& g);
+// `given` with every size symbol of g bound; a symbol not given is `otherwise`
+// (the typical size that choices such as running in parallel are made at).
+SymEnv size_hint(const Graph& g, SymEnv given, int64_t otherwise = 64);
 Type result_type(const Graph& g, ValueId producer, int64_t index);
 
 }  // namespace tj

@@ -61,6 +61,14 @@ struct Program {
   }
 };
 
+// The policy options give one dim.
+DynamicPolicy policy_of(const JitOptions& o, size_t tensor, int axis) {
+  DynamicPolicy p = o.policy;
+  for (const DimPolicy& d : o.dims)
+    if (d.tensor == tensor && d.axis == axis) p = d.policy;
+  return p;
+}
+
 // Thrown out of a trace that met a graph break while holding bucketed
 // (symbolic) dims: the function is traced again with static shapes.
 struct RestartStatic {
@@ -98,9 +106,7 @@ struct JitArgs::State {
     bool any_symbolic = false;
     for (size_t i = 0; i < ts.size(); ++i)
       for (int a = 0; a < static_cast<int>(ts[i].shape().size()); ++a) {
-        DynamicPolicy p = o.policy;
-        for (const DimPolicy& d : o.dims)
-          if (d.tensor == i && d.axis == a) p = d.policy;
+        DynamicPolicy p = policy_of(o, i, a);
         if (p == DynamicPolicy::automatic) p = dynamic.count({i, a}) ? DynamicPolicy::symbolic : DynamicPolicy::static_shapes;
         if (!symbolic || ts[i].shape()[static_cast<size_t>(a)] < 2) p = DynamicPolicy::static_shapes;  // 0 and 1 are specialized
         any_symbolic |= p == DynamicPolicy::symbolic;
@@ -228,12 +234,6 @@ struct JitFunction::Impl {
   std::vector<NDArray> run_entry(Entry& e, std::vector<NDArray>& ts);
   std::vector<NDArray> trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic);
   std::set<std::pair<size_t, int>> dynamic;  // automatic dims that have shown a second value
-  DynamicPolicy policy_of(size_t tensor, int axis) const {
-    DynamicPolicy p = o.policy;
-    for (const DimPolicy& d : o.dims)
-      if (d.tensor == tensor && d.axis == axis) p = d.policy;
-    return p;
-  }
   // An entry that fails only on sizes of automatic dims: those dims turn
   // symbolic. Returns a note of the ones that did.
   std::string mark_dynamic(const std::vector<NDArray>& ts, const std::vector<JitValue>& vs) {
@@ -243,7 +243,7 @@ struct JitFunction::Impl {
       bool only_sizes = true;
       for (const Guard& g : e.guards.list()) {
         if (g.pass(ts, vs)) continue;
-        if (g.kind == Guard::Kind::size && policy_of(g.tensor, g.axis) == DynamicPolicy::automatic) sizes.push_back({g.tensor, g.axis});
+        if (g.kind == Guard::Kind::size && policy_of(o, g.tensor, g.axis) == DynamicPolicy::automatic) sizes.push_back({g.tensor, g.axis});
         else only_sizes = false;
         if (!only_sizes || g.kind == Guard::Kind::tensor_count || g.kind == Guard::Kind::rank || g.kind == Guard::Kind::dtype) break;
       }

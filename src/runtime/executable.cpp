@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 
 #include "codegen/cpp/build.h"
 #include "codegen/cpp/emit.h"
@@ -88,8 +89,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   run_pipeline(s->graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
   const Graph& g = s->graph;
   s->inputs = g.inputs();
-  for (const Node& n : g.nodes())
-    for (const Dim& d : n.type.shape) s->symbolic |= !d.is_const();
+  s->symbolic = !size_symbols(g).empty();
 
   auto cxx = find_compiler();
   if (cxx && has_control_flow(g)) {  // the host runs the control flow, compiled graphs the rest
@@ -111,10 +111,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     return e;
   }
 
-  SymEnv hint = o.size_hint;
-  for (const Node& n : g.nodes())
-    for (const Dim& d : n.type.shape)
-      for (const auto& x : d.symbols()) hint.emplace(x, 64);  // a size never seen: decide as for a small one
+  SymEnv hint = size_hint(g, o.size_hint);  // a size never seen: decide as for a small one
   FusionOptions fo = o.fusion;
   fo.size_hint = hint;
   s->schedule = fuse(g, fo);
@@ -183,12 +180,20 @@ void Executable::State::bind(const SymEnv& env) {
   if (bound && env == sizes) return;
   const Graph& g = graph;
   auto bytes = [&](ValueId v, const SymEnv& e) { return numel(g.type(v).shape).eval(e) * static_cast<int64_t>(dtype_size(g.type(v).dtype)); };
+  // Whether memory laid out at sizes `c` holds `values`, the temporaries and
+  // the scratch at the call's sizes.
+  auto holds = [&](const SymEnv& c, const std::vector<ValueId>& values) {
+    for (ValueId v : values)
+      if (bytes(v, env) > bytes(v, c)) return false;
+    for (const Dim& d : prog.temporary_sizes)
+      if (d.eval(env) > d.eval(c)) return false;
+    for (const Dim& d : prog.scratch_sizes)
+      if (d.eval(env) > d.eval(c)) return false;
+    return true;
+  };
   bool fits = bound;
   for (const auto& [x, v] : env) fits = fits && capacity.count(x) && v <= capacity.at(x);
-  for (ValueId v : sized_values) fits = fits && bytes(v, env) <= bytes(v, capacity);
-  for (size_t i = 0; fits && i < prog.temporaries.size(); ++i) fits = prog.temporary_sizes[i].eval(env) <= prog.temporary_sizes[i].eval(capacity);
-  for (const Dim& d : prog.scratch_sizes) fits = fits && d.eval(env) <= d.eval(capacity);
-  if (fits) {
+  if (fits && holds(capacity, sized_values)) {
     for (size_t k = 0; k < prog.symbols.size(); ++k) sym_values[k] = env.at(prog.symbols[k]);
     for (size_t i = 0; i < inputs.size(); ++i) input_shapes[i] = eval_shape(g.type(inputs[i]).shape, env);
     for (size_t i = 0; i < g.outputs().size(); ++i) output_shapes[i] = eval_shape(g.type(g.outputs()[i]).shape, env);
@@ -204,21 +209,12 @@ void Executable::State::bind(const SymEnv& env) {
   // A size that shrinks as its symbol grows (a slice from S to a constant)
   // would not fit a layout made at the larger sizes: then lay out at the
   // call's own sizes.
-  auto holds = [&](const SymEnv& c) {
-    for (const Node& n : g.nodes()) {
-      ValueId v = static_cast<ValueId>(&n - g.nodes().data());
-      if (bytes(v, env) > bytes(v, c)) return false;
-    }
-    for (const Dim& d : prog.temporary_sizes)
-      if (d.eval(env) > d.eval(c)) return false;
-    for (const Dim& d : prog.scratch_sizes)
-      if (d.eval(env) > d.eval(c)) return false;
-    return true;
-  };
   Graph concrete;
   if (symbolic) {
     try {
-      if (!holds(cap)) cap = env;
+      std::vector<ValueId> all(g.size());
+      std::iota(all.begin(), all.end(), ValueId{0});
+      if (!holds(cap, all)) cap = env;
       concrete = specialize(g, cap);
     } catch (const Error&) {  // the rounded sizes make no valid graph (a slice past its end)
       cap = env;

@@ -419,10 +419,7 @@ bool kv_write_in_place(const Graph& g, ValueId kv) {
 }
 
 Schedule fuse(const Graph& g, const FusionOptions& o) {
-  SymEnv hint = o.size_hint;
-  for (const Node& n : g.nodes())
-    for (const Dim& d : n.type.shape)
-      for (const auto& x : d.symbols()) hint.emplace(x, 64);
+  SymEnv hint = size_hint(g, o.size_hint);
   struct Restore {
     const SymEnv* saved = count_hint;
     ~Restore() { count_hint = saved; }

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <set>
 
 #include "cost/analysis.h"
 #include "cost/calibrate.h"
@@ -45,10 +44,7 @@ struct KernelsArgs {
 // Byte, flop and memory figures are per size: a graph with size symbols is
 // refused with the options that bind them.
 void require_concrete(const Graph& g, const char* cmd) {
-  std::set<std::string> syms;
-  for (const Node& n : g.nodes())
-    for (const Dim& d : n.type.shape)
-      for (const auto& x : d.symbols()) syms.insert(x);
+  auto syms = size_symbols(g);
   if (syms.empty()) return;
   std::string list;
   for (const auto& x : syms) list += (list.empty() ? "" : ", ") + x;

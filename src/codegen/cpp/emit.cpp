@@ -107,16 +107,10 @@ struct Strided {
 
 class Emitter {
  public:
-  Emitter(const Graph& g, const Schedule& s, const SymEnv& hint) : g_(g), s_(s), in_mem_(g.size(), false), hint_(hint) {
-    std::set<std::string> syms;
-    for (const Node& n : g.nodes()) {
-      (void)check_dtype(n.type.dtype);
-      for (const Dim& d : n.type.shape)
-        for (const auto& x : d.symbols()) syms.insert(x);
-    }
-    out_.symbols.assign(syms.begin(), syms.end());
-    for (const auto& x : out_.symbols)
-      if (!hint_.count(x)) throw Error("code generation: no size hint for symbol " + x);
+  Emitter(const Graph& g, const Schedule& s, const SymEnv& hint)
+      : g_(g), s_(s), in_mem_(g.size(), false), hint_(size_hint(g, hint)) {
+    for (const Node& n : g.nodes()) (void)check_dtype(n.type.dtype);
+    out_.symbols = size_symbols(g);
     for (size_t i = 0; i < g.size(); ++i) {
       const Node& n = g.nodes()[i];
       if (n.op == Op::input || n.op == Op::param || (n.op == Op::constant && n.const_data()->size() > 1)) in_mem_[i] = true;

@@ -66,7 +66,7 @@ int64_t scratch_bytes_per_thread(const EmittedProgram& p, const SymEnv& sizes);
 // symbols' values at run time from t[n+2] (int64, in `symbols` order), and
 // the memory the program needs is a formula (temporary_sizes,
 // scratch_sizes). Decisions between code shapes (parallel or not, one team
-// or not) are taken at `hint`, which binds every symbol.
+// or not) are taken at `hint` (a symbol not given counts as 64).
 // Throws tj::Error for what it cannot generate (bf16/f16; symbolic head
 // counts or value width in flash_attn).
 EmittedProgram emit_cpp(const Graph& g, const Schedule& s, const SymEnv& hint = {});
