@@ -53,6 +53,11 @@ class NDArray {
   std::unique_ptr<void, Free> data_;
 };
 
+// The element count of an array of `shape` and `t`, checked: throws
+// tj::Error ("array too large") when the count or its size in bytes does
+// not fit in 63 bits, or ("negative dimension") for a negative size.
+int64_t checked_numel(const std::vector<int64_t>& shape, DType t);
+
 // Rounding to the 16-bit float formats (round to nearest even, once), as doubles.
 double round_to_bf16(double v);
 double round_to_f16(double v);

@@ -78,6 +78,14 @@ Dim operator-(const Dim& a, const Dim& b) {
 
 Dim operator*(const Dim& a, const Dim& b) {
   if (a.is_const() && b.is_const()) return Dim(checked_mul(a.c_, b.c_));
+  // Products of sums grow fast: bound the terms and degrees so that no
+  // expression (parsed text, or a fuzzed graph) takes unbounded time or memory.
+  constexpr size_t kMaxTerms = 1024, kMaxDegree = 64;
+  if ((a.terms_.size() + 1) * (b.terms_.size() + 1) > kMaxTerms) throw Error("dimension expression too large (over 1024 terms)");
+  size_t da = 0, db = 0;
+  for (const auto& t : a.terms_) da = std::max(da, t.syms.size());
+  for (const auto& t : b.terms_) db = std::max(db, t.syms.size());
+  if (da + db > kMaxDegree) throw Error("dimension expression too large (degree over 64)");
   // (sum_i a_i m_i + a0) * (sum_j b_j n_j + b0), expanded term by term.
   Dim r(checked_mul(a.c_, b.c_));
   for (const auto& t : a.terms_) r.add_term(t.syms, checked_mul(t.coeff, b.c_));
@@ -208,7 +216,11 @@ size_t Dim::hash() const {
 namespace {
 
 // Recursive descent over `expr := term (('+'|'-') term)*`,
-// `term := factor ('*' factor)*`, `factor := int | ident | '(' expr ')' | '-' factor`.
+// `term := factor ('*' factor)*`, `factor := '-'* (int | ident | '(' expr ')')`.
+// Unary minuses are counted in a loop and parentheses nest at most
+// kMaxDimNesting deep, so no text can exhaust the stack.
+constexpr int kMaxDimNesting = 64;
+
 class DimParser {
  public:
   explicit DimParser(std::string_view t) : t_(t) {}
@@ -251,19 +263,27 @@ class DimParser {
     }
   }
   Dim factor() {
-    skip_ws();
+    bool negate = false;
+    for (;;) {
+      skip_ws();
+      if (i_ >= t_.size() || t_[i_] != '-') break;
+      ++i_;
+      negate = !negate;
+    }
+    Dim d = primary();
+    return negate ? -d : d;
+  }
+  Dim primary() {
     if (i_ >= t_.size()) fail("expected a dimension");
     char c = t_[i_];
-    if (c == '-') {
-      ++i_;
-      return -factor();
-    }
     if (c == '(') {
+      if (++depth_ > kMaxDimNesting) fail("dimension nested more than " + std::to_string(kMaxDimNesting) + " parentheses deep");
       ++i_;
       Dim d = expr();
       skip_ws();
       if (i_ >= t_.size() || t_[i_] != ')') fail("expected ')' in dimension");
       ++i_;
+      --depth_;
       return d;
     }
     if (std::isdigit(static_cast<unsigned char>(c))) {
@@ -284,6 +304,7 @@ class DimParser {
 
   std::string_view t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

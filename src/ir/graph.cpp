@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -85,9 +86,18 @@ ValueId Graph::add(Op op, std::vector<ValueId> inputs, const NamedAttrs& named) 
 ValueId Graph::add_raw(Op op, std::vector<ValueId> inputs, std::vector<AttrValue> attrs) {
   const OpDef& def = op_def(op);
   if (attrs.size() != def.attrs.size()) throw Error(std::string(def.name) + ": wrong number of attributes");
-  for (size_t i = 0; i < attrs.size(); ++i)
+  int nesting = nesting_;
+  for (size_t i = 0; i < attrs.size(); ++i) {
     if (attrs[i].index() != static_cast<size_t>(def.attrs[i].kind))
       throw Error(std::string(def.name) + ": attribute '" + def.attrs[i].name + "' has the wrong kind");
+    if (const auto* r = std::get_if<Region>(&attrs[i])) {
+      if (!*r) throw Error(std::string(def.name) + ": attribute '" + def.attrs[i].name + "' is an empty region");
+      nesting = std::max(nesting, (*r)->nesting() + 1);
+    }
+  }
+  // Bounded nesting keeps every recursive walk over regions (verifying,
+  // interpreting, compiling, destroying) within a small stack.
+  if (nesting > kMaxRegionNesting) throw Error(std::string(def.name) + ": regions nested more than " + std::to_string(kMaxRegionNesting) + " deep");
   std::vector<Type> types;
   types.reserve(inputs.size());
   for (ValueId v : inputs) {
@@ -100,6 +110,7 @@ ValueId Graph::add_raw(Op op, std::vector<ValueId> inputs, std::vector<AttrValue
     return push(Node{op, std::move(inputs), std::move(attrs), std::move(t), {}});
   }
   Type t = infer_type(op, types, attrs);
+  nesting_ = nesting;
   return push(Node{op, std::move(inputs), std::move(attrs), std::move(t), {}});
 }
 

@@ -16,6 +16,11 @@ namespace tj {
 
 using ValueId = int32_t;
 
+// How deep regions (subgraphs of control-flow ops) may nest: the parser and
+// the verifier refuse deeper graphs, so that everything that walks regions
+// recursively has a bounded stack.
+constexpr int kMaxRegionNesting = 64;
+
 struct Node {
   Op op;
   std::vector<ValueId> inputs;
@@ -67,10 +72,14 @@ class Graph {
   std::vector<ValueId> inputs() const;  // `input` nodes, in order
   std::vector<ValueId> params() const;  // `param` nodes, in order
   ValueId find(std::string_view input_or_param_name) const;  // -1 if none
+  // 1 for a graph without regions, else 1 + the deepest region's nesting;
+  // adding a node that would make it exceed kMaxRegionNesting throws.
+  int nesting() const { return nesting_; }
 
  private:
   ValueId push(Node n);
   std::string name_;
+  int nesting_ = 1;
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
 };

@@ -198,7 +198,7 @@ Type infer_slice(InferCtx& c) {
   } else {
     auto l = len.as_const();
     if (!l) c.fail("a strided slice needs a constant length, got " + len.str());
-    out[static_cast<size_t>(axis)] = Dim((*l + step - 1) / step);
+    out[static_cast<size_t>(axis)] = Dim(*l == 0 ? 0 : (*l - 1) / step + 1);  // ceil(l / step), without overflow
   }
   return {c.in[0].dtype, out};
 }

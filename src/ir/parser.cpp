@@ -1,6 +1,7 @@
 // Parser for the text form printed by printer.cpp. A hand-written cursor
 // parser: dims are handed to Dim::parse as raw text, everything else is read
 // token by token. Every error carries line:column and the offending token.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -73,6 +74,10 @@ class Parser {
         ++col;
       }
     }
+    // Quote at most 40 characters of the token: a 100 MB line is not a message.
+    constexpr size_t kMaxQuoted = 40;
+    bool cut = token.size() > kMaxQuoted;
+    if (cut) token = token.substr(0, kMaxQuoted);
     std::string tok;
     for (char c : token) {
       if (std::isprint(static_cast<unsigned char>(c))) {
@@ -83,6 +88,7 @@ class Parser {
         tok += buf;
       }
     }
+    if (cut) tok += "...";
     throw ParseError(line, col, tok.empty() ? msg : msg + " at '" + tok + "'");
   }
   [[noreturn]] void fail_here(const std::string& msg) const { fail_at(i_, msg, current_token()); }
@@ -220,6 +226,15 @@ class Parser {
     Type t{*dt, {}};
     if (peek() != '[') fail_here("expected '[' after dtype");
     t.shape = read_dims(/*in_type=*/true);
+    // Concrete sizes must fit: element count and bytes in 63 bits.
+    std::vector<int64_t> concrete;
+    for (const Dim& d : t.shape)
+      if (auto c = d.as_const()) concrete.push_back(*c);
+    try {
+      (void)checked_numel(concrete, t.dtype);
+    } catch (const Error& e) {
+      fail_at(at, e.what(), t.str());
+    }
     return t;
   }
 
@@ -244,6 +259,14 @@ class Parser {
   double read_float() {
     size_t b = (skip_space(), i_);
     auto t = number_text();
+    // An integer literal that a double cannot hold exactly (constant data
+    // is held as doubles): remembered, and refused if the constant is an integer.
+    int64_t iv = 0;
+    auto [ip, iec] = std::from_chars(t.data(), t.data() + t.size(), iv);
+    bool integer_text = ip == t.data() + t.size() && !t.empty();
+    bool inexact = integer_text && (iec == std::errc::result_out_of_range ||
+                                    (iec == std::errc() && static_cast<long double>(static_cast<double>(iv)) != static_cast<long double>(iv)));
+    if (inexact && inexact_at_ == std::string::npos) inexact_at_ = b;
     std::string_view u = t;
     bool negative = !u.empty() && u[0] == '-';
     if (!u.empty() && (u[0] == '-' || u[0] == '+')) u.remove_prefix(1);
@@ -374,6 +397,7 @@ class Parser {
     }
 
     std::vector<std::optional<AttrValue>> slots(def.attrs.size());
+    inexact_at_ = std::string::npos;
     if (accept('{')) {
       if (!accept('}')) {
         do {
@@ -403,6 +427,8 @@ class Parser {
 
     ValueId v;
     if (*op == Op::constant) {
+      if (is_int(declared.dtype) && inexact_at_ != std::string::npos)
+        fail_at(inexact_at_, "integer constant is not exact: constant data holds doubles, exact up to 2^53", current_token_at(inexact_at_));
       check_const_values(*std::get<ConstData>(attrs[0]), declared.dtype, op_at, opname);
       try {
         v = g.add_const(declared, std::get<ConstData>(attrs[0]));
@@ -437,6 +463,7 @@ class Parser {
 
   std::string_view s_;
   size_t i_ = 0;
+  size_t inexact_at_ = std::string::npos;  // an integer literal a double does not hold exactly
   std::unordered_map<std::string, ValueId> values_;
   std::unordered_map<std::string, Region> regions_;
 };

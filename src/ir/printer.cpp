@@ -2,6 +2,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <set>
 
 #include "ir/text.h"
 
@@ -33,15 +34,31 @@ std::string data_str(const Node& n) {
 
 namespace {
 
-// The regions `g` uses, innermost first, each once.
+// The regions `g` uses, each once, every region after the regions it uses
+// (a post-order walk with an explicit stack: any depth of nesting prints).
 void collect_regions(const Graph& g, std::vector<const Graph*>* out) {
-  for (const Node& n : g.nodes())
-    for (const AttrValue& a : n.attrs)
-      if (const auto* r = std::get_if<Region>(&a)) {
-        if (std::find(out->begin(), out->end(), r->get()) != out->end()) continue;
-        collect_regions(**r, out);
-        out->push_back(r->get());
-      }
+  struct Frame {
+    const Graph* g;
+    size_t node = 0, attr = 0;
+  };
+  std::set<const Graph*> seen{&g};
+  std::vector<Frame> stack{{&g}};
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    const Graph* next = nullptr;
+    for (; f.node < f.g->size() && !next; ++f.node, f.attr = 0) {
+      const Node& n = f.g->nodes()[f.node];
+      for (; f.attr < n.attrs.size() && !next; ++f.attr)
+        if (const auto* r = std::get_if<Region>(&n.attrs[f.attr]); r && *r && seen.insert(r->get()).second) next = r->get();
+      if (next) break;
+    }
+    if (next) {
+      stack.push_back({next});
+      continue;
+    }
+    if (f.g != &g) out->push_back(f.g);
+    stack.pop_back();
+  }
 }
 
 std::string print_one(const Graph& g);

@@ -1,12 +1,22 @@
 #include "ir/verifier.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "tensorjit/error.h"
 
 namespace tj {
 
-void verify(const Graph& g) {
+namespace {
+
+// Verifies g and every region below it, each region once however often it
+// is referenced (so the work is linear in the graph and its regions), and
+// returns g's nesting (1: no regions). `depth` is g's own depth below the
+// graph verify() was called on: recursion stops at kMaxRegionNesting.
+int verify_graph(const Graph& g, int depth, std::map<const Graph*, int>& done) {
+  if (depth > kMaxRegionNesting) throw Error("verifier: regions nested more than " + std::to_string(kMaxRegionNesting) + " deep");
+  int nesting = 1;
   std::set<std::string, std::less<>> names;
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
@@ -45,7 +55,14 @@ void verify(const Graph& g) {
       default: {
         if (n.def().category == OpCategory::control)  // regions are graphs of their own
           for (const AttrValue& a : n.attrs)
-            if (const auto* r = std::get_if<Region>(&a)) verify(**r);
+            if (const auto* r = std::get_if<Region>(&a)) {
+              if (!*r) fail("missing region");
+              auto it = done.find(r->get());
+              int below = it != done.end() ? it->second : (done[r->get()] = verify_graph(**r, depth + 1, done));
+              nesting = std::max(nesting, below + 1);
+              if (depth + nesting - 1 > kMaxRegionNesting)
+                throw Error("verifier: regions nested more than " + std::to_string(kMaxRegionNesting) + " deep");
+            }
         std::vector<Type> types;
         for (ValueId v : n.inputs) types.push_back(g.type(v));
         std::vector<AttrValue> attrs = n.attrs;
@@ -62,6 +79,14 @@ void verify(const Graph& g) {
   }
   for (ValueId v : g.outputs())
     if (v < 0 || static_cast<size_t>(v) >= g.size()) throw Error("verifier: output %" + std::to_string(v) + " is not defined");
+  return nesting;
+}
+
+}  // namespace
+
+void verify(const Graph& g) {
+  std::map<const Graph*, int> done;
+  (void)verify_graph(g, 1, done);
 }
 
 }  // namespace tj

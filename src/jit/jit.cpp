@@ -561,6 +561,11 @@ std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, 
 
 std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs) {
   ++stats.calls;
+  // What this call may change before its trace succeeds: a call that fails
+  // (a shape error, a bad argument) leaves the function as it found it.
+  const auto dynamic_before = dynamic;
+  const bool breaking_before = breaking;
+  std::string turned;
   if (!breaking) {
     for (size_t k = entries.size(); k-- > 0;)
       if (entries[k].guards.pass(ts, vs)) {
@@ -571,16 +576,29 @@ std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std
     if (!entries.empty()) {
       std::string why;
       for (const Entry& e : entries) why += "\n    entry " + std::to_string(e.id) + ": " + e.guards.first_failure(ts, vs);
-      std::string turned = mark_dynamic(ts, vs);
+      turned = mark_dynamic(ts, vs);
       note("call " + std::to_string(stats.calls) + ": no entry's guards pass, recompiling" + turned + ":" + why);
     }
   }
   try {
-    return trace_and_run(ts, vs, !breaking);
-  } catch (const RestartStatic& r) {
-    note("call " + std::to_string(stats.calls) + ": dynamic dims refused (" + r.why + "): traced again with static shapes");
-    if (r.breaks) breaking = true;
-    return trace_and_run(ts, vs, false);
+    try {
+      return trace_and_run(ts, vs, !breaking);
+    } catch (const RestartStatic& r) {
+      note("call " + std::to_string(stats.calls) + ": dynamic dims refused (" + r.why + "): traced again with static shapes");
+      if (r.breaks) breaking = true;
+      return trace_and_run(ts, vs, false);
+    } catch (const Error& e) {
+      if (turned.empty()) throw;
+      // The dims just turned symbolic may be what failed (a size the code
+      // needs to know): this call is traced with them static instead.
+      dynamic = dynamic_before;
+      note("call " + std::to_string(stats.calls) + ": the symbolic trace failed (" + e.what() + "): traced again with those dims static");
+      return trace_and_run(ts, vs, !breaking);
+    }
+  } catch (...) {
+    dynamic = dynamic_before;
+    breaking = breaking_before;
+    throw;
   }
 }
 

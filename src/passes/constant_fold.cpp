@@ -6,10 +6,12 @@
 // to a splat. A fold that would grow the data (iota, causal_mask, expand,
 // outer products) is left to run time: it would only add memory traffic.
 #include <numeric>
+#include <optional>
 
 #include "passes/passes.h"
 #include "passes/rewriter.h"
 #include "runtime/reference_kernels.h"
+#include "tensorjit/error.h"
 
 namespace tj {
 
@@ -19,24 +21,43 @@ int64_t stored(const Node& n) { return static_cast<int64_t>(n.const_data()->size
 
 bool is_splat_const(const Node& n) { return n.op == Op::constant && n.const_data()->size() == 1; }
 
+// The node evaluated on its constant operands; nullopt when an integer
+// result is not exact as a double (constant data holds doubles).
 template <class T>
-std::vector<double> evaluate(const Graph& g, const Node& n, bool as_splat) {
-  std::vector<Array<T>> arrays;
+std::optional<std::vector<double>> evaluate(const Graph& g, const Node& n, bool as_splat) {
+  std::vector<Value<T>> values;
   for (ValueId v : n.inputs) {
     const Node& c = g.node(v);
     const auto& d = *c.const_data();
     std::vector<int64_t> shape;
     if (!as_splat) shape = eval_shape(c.type.shape, {});
-    std::vector<T> data(static_cast<size_t>(as_splat ? 1 : *numel_const(c.type.shape)));
-    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<T>(d.size() == 1 ? d[0] : d[i]);
-    arrays.push_back(Array<T>{std::move(shape), std::make_shared<const std::vector<T>>(std::move(data))});
+    size_t count = static_cast<size_t>(as_splat ? 1 : *numel_const(c.type.shape));
+    auto at = [&](size_t i) { return d.size() == 1 ? d[0] : d[i]; };
+    if (is_float(c.type.dtype)) {
+      std::vector<T> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(at(i));
+      values.push_back({Array<T>{std::move(shape), std::make_shared<const std::vector<T>>(std::move(data))}});
+    } else {
+      std::vector<int64_t> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = static_cast<int64_t>(at(i));
+      values.push_back({Array<int64_t>{std::move(shape), std::make_shared<const std::vector<int64_t>>(std::move(data))}});
+    }
   }
-  std::vector<const Array<T>*> ptrs;
-  for (const auto& a : arrays) ptrs.push_back(&a);
+  std::vector<const Value<T>*> ptrs;
+  for (const auto& a : values) ptrs.push_back(&a);
   Node scalar_node = n;
   if (as_splat) scalar_node.type.shape.clear();
-  Array<T> r = eval_node<T>(scalar_node, ptrs, {});
-  std::vector<double> out(r.data->begin(), r.data->end());
+  Value<T> r = eval_node<T>(scalar_node, ptrs, {});
+  std::vector<double> out;
+  if (r.is_int()) {
+    for (int64_t x : *r.template as<int64_t>().data) {
+      if (static_cast<long double>(static_cast<double>(x)) != static_cast<long double>(x)) return std::nullopt;
+      out.push_back(static_cast<double>(x));
+    }
+    return out;
+  }
+  const auto& f = *r.template as<T>().data;
+  out.assign(f.begin(), f.end());
   // Round to the node's dtype, as storing it would.
   if (n.type.dtype == DType::f32)
     for (double& x : out) x = static_cast<float>(x);
@@ -75,10 +96,15 @@ bool constant_fold(Graph& g, const PassOptions& o) {
     // Evaluate on the new graph's constants (operands may themselves be folded).
     Node mapped = n;
     mapped.inputs = rw.map_all(n.inputs);
-    std::vector<double> data = wants_double(g, n) ? evaluate<double>(rw.out(), mapped, as_splat)
-                                                  : evaluate<float>(rw.out(), mapped, as_splat);
+    std::optional<std::vector<double>> data;
+    try {
+      data = wants_double(g, n) ? evaluate<double>(rw.out(), mapped, as_splat) : evaluate<float>(rw.out(), mapped, as_splat);
+    } catch (const Error&) {  // e.g. an integer division by zero: an error when (and if) it runs
+      return Rewriter::kCopy;
+    }
+    if (!data) return Rewriter::kCopy;  // an integer a double cannot hold: computed at run time
     changed = true;
-    return rw.out().add_const(n.type, std::move(data));
+    return rw.out().add_const(n.type, std::move(*data));
   });
   return changed;
 }

@@ -293,6 +293,7 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
     NDArray& a = it->second;  // donated caches are written in place
     if (a.dtype() != n.type.dtype || a.shape() != s.input_shapes[i])
       throw Error("run: input '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
+    if (!a.raw()) throw Error("run: input '" + n.name + "' holds no data (a default-constructed array)");
     s.table[static_cast<size_t>(v)] = a.raw();
   }
   for (const auto& [kv, cache] : s.aliases) s.table[static_cast<size_t>(kv)] = s.table[static_cast<size_t>(cache)];

@@ -41,7 +41,26 @@ Graph run_graph(const Graph& g, size_t begin, size_t end, const std::vector<Valu
 
 }  // namespace
 
+namespace {
+
+// The regions compiled so far in one outermost compile, by graph: a region
+// referenced from several places (then and else, or several levels of a
+// chain) is compiled once, so compiling is linear in the distinct regions.
+thread_local std::map<const Graph*, std::shared_ptr<Executable>>* compiled_regions = nullptr;
+
+}  // namespace
+
 HostProgram::HostProgram(const Graph& g, const CompileOptions& o) : g_(g) {
+  std::map<const Graph*, std::shared_ptr<Executable>> mine;
+  struct Scope {
+    bool outermost = compiled_regions == nullptr;
+    explicit Scope(std::map<const Graph*, std::shared_ptr<Executable>>* m) {
+      if (outermost) compiled_regions = m;
+    }
+    ~Scope() {
+      if (outermost) compiled_regions = nullptr;
+    }
+  } scope(&mine);
   CompileOptions sub = o;
   sub.passes = {"dce"};  // the graph is optimized already; regions get the default pipeline below
   // Values used after each node.
@@ -72,8 +91,12 @@ HostProgram::HostProgram(const Graph& g, const CompileOptions& o) : g_(g) {
     if (n.op == Op::result) continue;  // read from its producer's results
     auto st = std::make_shared<Step>();
     st->op = static_cast<ValueId>(i);
-    for (const char* r : n.op == Op::while_loop ? std::vector<const char*>{"cond", "body"} : std::vector<const char*>{"then", "else"})
-      st->regions.push_back(std::make_shared<Executable>(Executable::compile(*std::get<Region>(n.attr(r)), {}, o)));
+    for (const char* r : n.op == Op::while_loop ? std::vector<const char*>{"cond", "body"} : std::vector<const char*>{"then", "else"}) {
+      const Graph* region = std::get<Region>(n.attr(r)).get();
+      auto& exe = (*compiled_regions)[region];
+      if (!exe) exe = std::make_shared<Executable>(Executable::compile(*region, {}, o));
+      st->regions.push_back(exe);
+    }
     steps_.push_back(st);
   }
   close_run(g.size());

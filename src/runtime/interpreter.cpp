@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <type_traits>
 
 #include "runtime/reference_kernels.h"
 #include "tensorjit/error.h"
@@ -67,49 +68,97 @@ SymEnv bind_symbols(const Graph& g, const Bindings& inputs) {
 
 namespace {
 
+// An interpreter value as an array of `declared`'s dtype (floats in the
+// compute type), and back.
 template <class T>
-NDArray to_ndarray(const Array<T>& a, DType t, DType compute) {
-  NDArray o(is_float(t) ? compute : t, a.shape);
-  for (int64_t k = 0; k < o.numel(); ++k) o.set(k, static_cast<double>((*a.data)[static_cast<size_t>(k)]));
+NDArray to_ndarray(const Value<T>& v, DType declared, DType compute) {
+  NDArray o(is_float(declared) ? compute : declared, v.shape());
+  if (v.is_int()) {
+    const auto& d = *v.template as<int64_t>().data;
+    for (int64_t k = 0; k < o.numel(); ++k) {
+      int64_t x = d[static_cast<size_t>(k)];
+      switch (declared) {
+        case DType::i32: o.data<int32_t>()[k] = static_cast<int32_t>(x); break;
+        case DType::i64: o.data<int64_t>()[k] = x; break;
+        default: o.data<uint8_t>()[k] = x != 0; break;
+      }
+    }
+  } else {
+    const auto& d = *v.template as<T>().data;
+    for (int64_t k = 0; k < o.numel(); ++k) o.set(k, static_cast<double>(d[static_cast<size_t>(k)]));
+  }
   return o;
 }
 
+// `what` names the value in errors ("input 'x'").
 template <class T>
-Array<T> from_ndarray(const NDArray& a) {
-  auto data = std::make_shared<std::vector<T>>(static_cast<size_t>(a.numel()));
-  for (int64_t k = 0; k < a.numel(); ++k) (*data)[static_cast<size_t>(k)] = static_cast<T>(a.get(k));
-  return Array<T>{a.shape(), std::move(data)};
+Value<T> from_ndarray(const NDArray& a, DType declared, const std::string& what) {
+  if (!a.raw()) throw Error(what + ": the array holds no data (default-constructed)");
+  if (is_float(declared)) {
+    auto data = std::make_shared<std::vector<T>>(static_cast<size_t>(a.numel()));
+    constexpr DType native = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+    if (a.dtype() == native) {  // the common case: no conversion
+      if (a.nbytes()) std::memcpy(data->data(), a.raw(), a.nbytes());
+    } else {
+      for (int64_t k = 0; k < a.numel(); ++k) (*data)[static_cast<size_t>(k)] = static_cast<T>(a.get(k));
+    }
+    Array<T> r{a.shape(), std::move(data)};
+    round_to_dtype(r, declared);
+    return {std::move(r)};
+  }
+  // Integers and bools exactly, from the array's own width.
+  auto data = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(a.numel()));
+  for (int64_t k = 0; k < a.numel(); ++k) {
+    int64_t x = 0;
+    switch (a.dtype()) {
+      case DType::i32: x = a.data<int32_t>()[k]; break;
+      case DType::i64: x = a.data<int64_t>()[k]; break;
+      case DType::boolean: x = a.data<uint8_t>()[k] != 0; break;
+      default: throw Error(what + ": expected " + std::string(dtype_name(declared)) + " data, got " + a.type_str());
+    }
+    if (wrap_int(x, declared) != x)
+      throw Error(what + ": value " + std::to_string(x) + " is out of range for " + std::string(dtype_name(declared)));
+    (*data)[static_cast<size_t>(k)] = x;
+  }
+  return {Array<int64_t>{a.shape(), std::move(data)}};
 }
 
-// A region applied to arrays: its inputs bound in order.
 template <class T>
-std::vector<Array<T>> apply_region(const Graph& r, const std::vector<const Array<T>*>& args, DType compute) {
+bool truthy(const Value<T>& v) {
+  if (v.is_int()) return v.template as<int64_t>().ptr()[0] != 0;
+  return v.template as<T>().ptr()[0] != T(0);
+}
+
+// A region applied to values: its inputs bound in order.
+template <class T>
+std::vector<Value<T>> apply_region(const Graph& r, const std::vector<const Value<T>*>& args, DType compute) {
   Bindings b;
   auto ins = r.inputs();
   for (size_t i = 0; i < ins.size(); ++i) b[r.node(ins[i]).name] = to_ndarray(*args[i], r.type(ins[i]).dtype, compute);
-  std::vector<Array<T>> out;
-  for (const NDArray& a : interpret(r, b, {compute})) out.push_back(from_ndarray<T>(a));
+  std::vector<Value<T>> out;
+  auto res = interpret(r, b, {compute});
+  for (size_t i = 0; i < res.size(); ++i) out.push_back(from_ndarray<T>(res[i], r.type(r.outputs()[i]).dtype, "region @" + r.name() + " result"));
   return out;
 }
 
 // while_loop and cond: every result (result 0 is the op's own value).
 template <class T>
-std::vector<Array<T>> eval_control(const Node& n, const std::vector<const Array<T>*>& in, DType compute) {
+std::vector<Value<T>> eval_control(const Node& n, const std::vector<const Value<T>*>& in, DType compute) {
   if (n.op == Op::cond) {
-    bool taken = (*in[0]->data)[0] != 0;
-    std::vector<const Array<T>*> args(in.begin() + 1, in.end());
+    bool taken = truthy(*in[0]);
+    std::vector<const Value<T>*> args(in.begin() + 1, in.end());
     return apply_region(*std::get<Region>(n.attr(taken ? "then" : "else")), args, compute);
   }
   const Graph& cond = *std::get<Region>(n.attr("cond"));
   const Graph& body = *std::get<Region>(n.attr("body"));
   size_t carried = static_cast<size_t>(n.attr_int("carried"));
-  std::vector<Array<T>> state;
-  for (const Array<T>* a : in) state.push_back(*a);
+  std::vector<Value<T>> state;
+  for (const Value<T>* a : in) state.push_back(*a);
   for (;;) {
-    std::vector<const Array<T>*> args;
-    for (const Array<T>& a : state) args.push_back(&a);
-    if ((*apply_region(cond, args, compute)[0].data)[0] == 0) break;
-    std::vector<Array<T>> next = apply_region(body, args, compute);
+    std::vector<const Value<T>*> args;
+    for (const Value<T>& a : state) args.push_back(&a);
+    if (!truthy(apply_region(cond, args, compute)[0])) break;
+    std::vector<Value<T>> next = apply_region(body, args, compute);
     for (size_t i = 0; i < carried; ++i) state[i] = std::move(next[i]);
   }
   state.resize(carried);
@@ -119,7 +168,6 @@ std::vector<Array<T>> eval_control(const Node& n, const std::vector<const Array<
 template <class T>
 std::vector<NDArray> run(const Graph& g, const Bindings& inputs, DType compute) {
   SymEnv env = bind_symbols(g, inputs);
-  const double int_limit = std::is_same_v<T, float> ? 16777216.0 : 9007199254740992.0;
 
   // Last use of each value, so intermediate results are freed early.
   std::vector<size_t> last_use(g.size(), 0);
@@ -127,30 +175,14 @@ std::vector<NDArray> run(const Graph& g, const Bindings& inputs, DType compute) 
     for (ValueId v : g.nodes()[i].inputs) last_use[static_cast<size_t>(v)] = i;
   for (ValueId v : g.outputs()) last_use[static_cast<size_t>(v)] = g.size();
 
-  std::vector<Array<T>> vals(g.size());
-  std::map<ValueId, std::vector<Array<T>>> results;  // of while_loop and cond, for `result`
+  std::vector<Value<T>> vals(g.size());
+  std::map<ValueId, std::vector<Value<T>>> results;  // of while_loop and cond, for `result`
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
     if (n.op == Op::input || n.op == Op::param) {
-      const NDArray& a = inputs.find(n.name)->second;
-      auto data = std::make_shared<std::vector<T>>(static_cast<size_t>(a.numel()));
-      constexpr DType native = std::is_same_v<T, float> ? DType::f32 : DType::f64;
-      if (a.dtype() == native && n.type.dtype == native) {  // the common case: no conversion
-        std::memcpy(data->data(), a.raw(), a.nbytes());
-        vals[i] = Array<T>{a.shape(), std::move(data)};
-        continue;
-      }
-      for (int64_t k = 0; k < a.numel(); ++k) {
-        double v = a.get(k);
-        if (!is_float(n.type.dtype) && std::fabs(v) > int_limit)
-          throw Error(std::string(n.def().name) + " '" + n.name + "': integer value " + std::to_string(v) +
-                      " is not exact in " + std::string(dtype_name(compute)) + " interpretation");
-        (*data)[static_cast<size_t>(k)] = static_cast<T>(v);
-      }
-      vals[i] = Array<T>{a.shape(), std::move(data)};
-      round_to_dtype(vals[i], n.type.dtype);
+      vals[i] = from_ndarray<T>(inputs.find(n.name)->second, n.type.dtype, std::string(n.def().name) + " '" + n.name + "'");
     } else {
-      std::vector<const Array<T>*> operands;
+      std::vector<const Value<T>*> operands;
       for (ValueId v : n.inputs) operands.push_back(&vals[static_cast<size_t>(v)]);
       try {
         if (n.op == Op::result) {
@@ -167,18 +199,11 @@ std::vector<NDArray> run(const Graph& g, const Bindings& inputs, DType compute) 
       }
     }
     for (ValueId v : n.inputs)
-      if (last_use[static_cast<size_t>(v)] == i) vals[static_cast<size_t>(v)] = Array<T>{};
+      if (last_use[static_cast<size_t>(v)] == i) vals[static_cast<size_t>(v)] = Value<T>{};
   }
 
   std::vector<NDArray> outs;
-  for (ValueId v : g.outputs()) {
-    const Node& n = g.node(v);
-    const Array<T>& a = vals[static_cast<size_t>(v)];
-    DType dt = is_float(n.type.dtype) ? compute : n.type.dtype;
-    NDArray o(dt, a.shape);
-    for (int64_t k = 0; k < o.numel(); ++k) o.set(k, static_cast<double>((*a.data)[static_cast<size_t>(k)]));
-    outs.push_back(std::move(o));
-  }
+  for (ValueId v : g.outputs()) outs.push_back(to_ndarray(vals[static_cast<size_t>(v)], g.type(v).dtype, compute));
   return outs;
 }
 

@@ -5,9 +5,10 @@
 //
 // Floating-point values are computed in `compute` (f32 or f64): f32 and f64
 // tensors are held in that type, bf16/f16 results are rounded to their
-// precision after every op. Integer and bool values are held exactly (up to
-// 2^24 in f32 mode, 2^53 in f64 mode; larger integer inputs are rejected).
-// Sums and norms accumulate in double; matmul accumulates in `compute`.
+// precision after every op. Integer and bool values are held exactly, as
+// int64, with two's-complement wrapping to their dtype's width (docs/ir.md
+// has the integer and cast semantics). Sums and norms accumulate in double;
+// matmul accumulates in `compute`.
 #pragma once
 
 #include <map>

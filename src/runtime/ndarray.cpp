@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -51,19 +52,37 @@ double round_to_dtype(double v, DType t) {
 
 void NDArray::Free::operator()(void* p) const { std::free(p); }
 
-NDArray::NDArray(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
-  numel_ = 1;
-  for (int64_t d : shape_) {
-    if (d < 0) throw Error("negative dimension in array shape");
-    numel_ *= d;
-  }
-  size_t bytes = (nbytes() + 63) / 64 * 64;
-  data_.reset(std::aligned_alloc(64, bytes ? bytes : 64));
-  if (!data_) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(data_.get(), 0, bytes ? bytes : 64);
+int64_t checked_numel(const std::vector<int64_t>& shape, DType t) {
+  int64_t n = 1, bytes;
+  auto str = [&] {
+    std::string s = std::string(dtype_name(t)) + "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+    return s + "]";
+  };
+  for (int64_t d : shape)
+    if (d < 0) throw Error("negative dimension in array shape " + str());
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) throw Error("array too large: " + str() + " has more than 2^63 elements");
+  // Room for rounding the allocation up to 64 bytes.
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(t)), &bytes) || bytes > INT64_MAX - 64)
+    throw Error("array too large: " + str() + " needs more than 2^63 bytes");
+  return n;
 }
 
-NDArray::NDArray(const NDArray& o) : NDArray(o.dtype_, o.shape_) { std::memcpy(raw(), o.raw(), nbytes()); }
+NDArray::NDArray(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+  numel_ = checked_numel(shape_, dtype_);
+  size_t bytes = (nbytes() + 63) / 64 * 64;
+  if (bytes == 0) bytes = 64;
+  data_.reset(std::aligned_alloc(64, bytes));
+  if (!data_) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes for " + type_str());
+  std::memset(data_.get(), 0, bytes);
+}
+
+NDArray::NDArray(const NDArray& o) : dtype_(o.dtype_), shape_(o.shape_), numel_(o.numel_) {
+  if (!o.data_) return;  // a default-constructed array copies as one
+  *this = NDArray(o.dtype_, o.shape_);
+  if (nbytes()) std::memcpy(raw(), o.raw(), nbytes());
+}
 
 NDArray& NDArray::operator=(const NDArray& o) {
   if (this != &o) *this = NDArray(o);
@@ -105,7 +124,9 @@ void NDArray::set(int64_t i, double v) {
     case DType::f16: static_cast<_Float16*>(p)[i] = static_cast<_Float16>(to_float_round_odd(v)); break;
     // Integers saturate (NaN becomes 0) instead of overflowing.
     case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(round_to_dtype(v, DType::i32)); break;
-    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(round_to_dtype(v, DType::i64)); break;
+    case DType::i64:  // 2^63 and beyond saturate to INT64_MAX (which no double holds)
+      static_cast<int64_t*>(p)[i] = v >= 9223372036854775808.0 ? INT64_MAX : static_cast<int64_t>(round_to_dtype(v, DType::i64));
+      break;
     case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0; break;
   }
 }

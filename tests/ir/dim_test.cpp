@@ -78,5 +78,30 @@ TEST(Dim, ShapeHelpers) {
   EXPECT_EQ(eval_shape(s, {{"S", 5}}), (std::vector<int64_t>{2, 5, 4}));
 }
 
+// Nesting is bounded and unary minuses are a loop: no text exhausts the stack.
+TEST(Dim, DeepTextIsAnErrorOrALoopNeverAStackOverflow) {
+  EXPECT_EQ(Dim::parse(std::string(200000, '-') + "1"), Dim(1));
+  EXPECT_EQ(Dim::parse(std::string(199999, '-') + "S"), Dim(0) - S);
+  EXPECT_EQ(Dim::parse(std::string(64, '(') + "S" + std::string(64, ')')), S);
+  size_t at = 0;
+  try {
+    Dim::parse(std::string(5000, '(') + "1" + std::string(5000, ')'), &at);
+    ADD_FAILURE() << "parsed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested more than 64"), std::string::npos) << e.what();
+    EXPECT_EQ(at, 64u);
+  }
+}
+
+// Products of sums are bounded in terms and degree (time and memory).
+TEST(Dim, ExpressionSizeIsBounded) {
+  std::string sum = "(A+B+C+D+E+F+G+H+I+J+K+L+M+N+O+P)";
+  EXPECT_THROW(Dim::parse(sum + "*" + sum + "*" + sum), Error);
+  std::string power = "S";
+  for (int i = 0; i < 70; ++i) power += "*S";
+  EXPECT_THROW(Dim::parse(power), Error);
+  EXPECT_NO_THROW(Dim::parse(sum + "*" + sum));
+}
+
 }  // namespace
 }  // namespace tj

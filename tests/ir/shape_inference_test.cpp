@@ -122,6 +122,9 @@ TEST(ShapeInference, Views) {
   EXPECT_NE(error_of(Op::slice, {"f32[10]"}, {{"axis", int64_t{0}}, {"start", Dim(0)}, {"end", Dim(11)}}).find("beyond"), std::string::npos);
   EXPECT_NE(error_of(Op::slice, {"f32[10]"}, {{"axis", int64_t{0}}, {"start", Dim(5)}, {"end", Dim(2)}}).find("before start"), std::string::npos);
   EXPECT_NE(error_of(Op::slice, {"f32[S]"}, {{"axis", int64_t{0}}, {"start", Dim(0)}, {"end", Dim::symbol("S")}, {"step", int64_t{2}}}).find("constant length"), std::string::npos);
+  // ceil(4 / step) without overflow, for the largest step too.
+  EXPECT_EQ(infer(Op::slice, {"f32[4]"}, {{"axis", int64_t{0}}, {"start", Dim(0)}, {"end", Dim(4)}, {"step", INT64_MAX}}), "f32[1]");
+  EXPECT_EQ(infer(Op::slice, {"f32[4]"}, {{"axis", int64_t{0}}, {"start", Dim(4)}, {"end", Dim(4)}, {"step", INT64_MAX}}), "f32[0]");
   EXPECT_EQ(infer(Op::squeeze, {"f32[1,S,1]"}, {{"axes", std::vector<int64_t>{0, -1}}}), "f32[S]");
   EXPECT_NE(error_of(Op::squeeze, {"f32[2,S]"}, {{"axes", std::vector<int64_t>{1}}}).find("cannot squeeze axis 1 of size S"), std::string::npos);
   EXPECT_EQ(infer(Op::unsqueeze, {"f32[S,4]"}, {{"axes", std::vector<int64_t>{0, -1}}}), "f32[1,S,4,1]");

@@ -355,5 +355,18 @@ TEST_F(Jit, BadCallsAreReported) {
   EXPECT_THROW(sum(x, {0}).item(), Error) << "no graph breaks outside tj::jit";
 }
 
+// A call that fails leaves the function as it was: [3,7] is refused, and a
+// shape that worked before still works (the dim it wanted dynamic is not).
+TEST_F(Jit, ARejectedCallChangesNothing) {
+  NDArray w = filled(DType::f32, {8, 4}, 1);
+  JitFunction f = jit("mlp", mlp(w));
+  auto first = f(std::vector<NDArray>{filled(DType::f32, {3, 8}, 2)}, {false});
+  EXPECT_THROW(f(std::vector<NDArray>{filled(DType::f32, {3, 7}, 2)}, {false}), ShapeError);
+  auto again = f(std::vector<NDArray>{filled(DType::f32, {1, 8}, 3)}, {false});
+  EXPECT_EQ(again[0].shape(), (std::vector<int64_t>{1, 4}));
+  auto same = f(std::vector<NDArray>{filled(DType::f32, {3, 8}, 2)}, {false});
+  EXPECT_EQ(max_diff(same[0], first[0]), 0.0);
+}
+
 }  // namespace
 }  // namespace tj

@@ -1023,14 +1023,28 @@ TEST(InterpInputs, DerivedDimIsChecked) {
 }
 
 // Integers are held in the compute type: beyond 2^24 only f64 is exact.
-TEST(InterpInputs, IntegerBeyondF32Precision) {
+// Integers are exact in both compute modes, to the last bit of an i64.
+TEST(InterpInputs, IntegersExactInEitherComputeMode) {
   tj::Tracer t;
-  Tensor n = t.input("n", DType::i64, {1});
+  Tensor n = t.input("n", DType::i64, {2});
   tj::Graph g = t.finish({n + t.scalar(1, DType::i64)});
-  tj::Bindings b{{"n", i64s({1}, {16777217})}};
-  expect_error([&] { tj::interpret(g, b, {DType::f32}); }, {"'n'", "16777217"});
-  auto out = tj::interpret(g, b, {DType::f64});
-  expect_exact(out[0], DType::i64, {1}, {16777218});
+  tj::Bindings b{{"n", NDArray(DType::i64, {2})}};
+  b["n"].data<int64_t>()[0] = 16777217;
+  b["n"].data<int64_t>()[1] = INT64_MAX - 1;
+  for (DType c : {DType::f32, DType::f64}) {
+    auto out = tj::interpret(g, b, {c});
+    EXPECT_EQ(out[0].data<int64_t>()[0], 16777218);
+    EXPECT_EQ(out[0].data<int64_t>()[1], INT64_MAX);
+  }
+}
+
+// An i64 array for an i32 input must hold i32 values.
+TEST(InterpInputs, IntegerOutOfRangeForDeclaredDtype) {
+  tj::Tracer t;
+  Tensor n = t.input("n", DType::i32, {1});
+  tj::Graph g = t.finish({n + t.scalar(1, DType::i32)});
+  tj::Bindings b{{"n", i64s({1}, {4294967296.0})}};
+  expect_error([&] { tj::interpret(g, b); }, {"'n'", "4294967296", "out of range for i32"});
 }
 
 TEST(InterpInputs, ComputeDtypeMustBeF32OrF64) {

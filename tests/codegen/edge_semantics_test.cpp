@@ -1,0 +1,209 @@
+// Integer and cast edge cases: the interpreter and generated code agree bit
+// for bit on every dtype pair, and both give the values docs/ir.md defines
+// (wrapping integers, INT_MIN / -1 = INT_MIN, division by zero an error,
+// saturating float-to-int casts with NaN -> 0).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "ir/graph.h"
+#include "runtime/executable.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+namespace {
+
+constexpr DType kTypes[] = {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean};
+
+// Edge values of each dtype, as an array of that dtype.
+NDArray edges(DType t) {
+  std::vector<double> f = {0.0, -0.0, 1.5, -1.5, 2.5, -2.5, NAN, INFINITY, -INFINITY, 1e30, -1e30, 2147483647.5, -2147483648.5,
+                           2147483648.0, -2147483649.0, 9223372036854775808.0, -9223372036854775808.0, -9.3e18, 1e10, 3.4e38};
+  switch (t) {
+    case DType::f32:
+    case DType::f64: return NDArray::from(t, {static_cast<int64_t>(f.size())}, f);
+    case DType::i32: {
+      std::vector<int32_t> v = {0, 1, -1, 2, -2, 7, -7, INT32_MIN, INT32_MAX, INT32_MIN + 1, 123456789, -16777217};
+      NDArray a(t, {static_cast<int64_t>(v.size())});
+      std::memcpy(a.raw(), v.data(), a.nbytes());
+      return a;
+    }
+    case DType::i64: {
+      std::vector<int64_t> v = {0, 1, -1, 2, -2, 7, -7, INT64_MIN, INT64_MAX, INT64_MIN + 1, (int64_t{1} << 53) + 1, INT32_MIN,
+                                int64_t{INT32_MAX} + 1, (int64_t{1} << 32) + 5, -(int64_t{1} << 40) - 3};
+      NDArray a(t, {static_cast<int64_t>(v.size())});
+      std::memcpy(a.raw(), v.data(), a.nbytes());
+      return a;
+    }
+    default: return NDArray::from(t, {4}, {0, 1, 1, 0});
+  }
+}
+
+// Element k of a as its bits, floats rounded to `t` first (the interpreter
+// holds f32 values of an f64 computation in double).
+uint64_t bits(const NDArray& a, int64_t k, DType t) {
+  switch (a.dtype()) {
+    case DType::f64: {
+      double v = a.data<double>()[k];
+      if (std::isnan(v)) return 1;  // any NaN is NaN
+      if (t == DType::f32) {
+        float f = static_cast<float>(v);
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        return u;
+      }
+      uint64_t u;
+      std::memcpy(&u, &v, 8);
+      return u;
+    }
+    case DType::f32: {
+      float f = a.data<float>()[k];
+      if (std::isnan(f)) return 1;
+      if (t == DType::f64) return bits(NDArray::scalar(DType::f64, f), 0, t);
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      return u;
+    }
+    case DType::i32: return static_cast<uint32_t>(a.data<int32_t>()[k]);
+    case DType::i64: return static_cast<uint64_t>(a.data<int64_t>()[k]);
+    default: return a.data<uint8_t>()[k];
+  }
+}
+
+// Runs g on the interpreter and compiled, on the same inputs; expects
+// bit-identical outputs and returns the compiled ones.
+std::vector<NDArray> agree(const Graph& g, const Bindings& in) {
+  bool f64 = false;
+  for (const Node& n : g.nodes()) f64 |= n.type.dtype == DType::f64;
+  auto want = interpret(g, in, {f64 ? DType::f64 : DType::f32});
+  Executable exe = Executable::compile(g, {});
+  EXPECT_TRUE(exe.stats().compiled);
+  Bindings copy = in;
+  auto got = exe.run(copy);
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < got.size() && o < want.size(); ++o) {
+    DType t = g.type(g.outputs()[o]).dtype;
+    EXPECT_EQ(got[o].numel(), want[o].numel());
+    if (got[o].numel() != want[o].numel()) continue;
+    for (int64_t k = 0; k < got[o].numel(); ++k)
+      EXPECT_EQ(bits(got[o], k, t), bits(want[o], k, t))
+          << "output " << o << " (" << dtype_name(t) << ") element " << k << ": compiled " << got[o].get(k) << ", interpreted "
+          << want[o].get(k);
+  }
+  return got;
+}
+
+class EdgeSemantics : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    static std::string dir = std::string(::testing::TempDir()) + "tj_edges_" + std::to_string(::getpid());
+    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+  }
+};
+
+// Every cast between f32 f64 i32 i64 bool, from every edge value.
+TEST_F(EdgeSemantics, CastsAgreeForEveryDtypePair) {
+  for (DType from : kTypes) {
+    SCOPED_TRACE(std::string("from ") + std::string(dtype_name(from)));
+    NDArray x = edges(from);
+    Graph g("casts");
+    ValueId in = g.add_input("x", {from, {x.shape()[0]}});
+    std::vector<ValueId> outs;
+    for (DType to : kTypes) outs.push_back(g.add(Op::cast, {in}, {{"to", to}}));
+    g.set_outputs(outs);
+    auto got = agree(g, {{"x", x}});
+    if (from != DType::f64) continue;
+    // nan, inf, -inf, 1e30, -1e30 saturate (NaN -> 0), for i32 (output 2) and i64 (output 3).
+    const int64_t at[] = {6, 7, 8, 9, 10};
+    const int32_t want32[] = {0, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN};
+    const int64_t want64[] = {0, INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN};
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(got[2].data<int32_t>()[at[i]], want32[i]);
+      EXPECT_EQ(got[3].data<int64_t>()[at[i]], want64[i]);
+    }
+    EXPECT_EQ(got[2].data<int32_t>()[5], -2);  // truncation toward zero
+    EXPECT_EQ(got[2].data<int32_t>()[11], INT32_MAX);  // 2147483647.5
+    EXPECT_EQ(got[2].data<int32_t>()[12], INT32_MIN);  // -2147483648.5
+    EXPECT_EQ(got[4].data<uint8_t>()[6], 1);  // NaN != 0
+  }
+}
+
+// add sub mul div max min neg abs over every pair of edge values, and a sum
+// that wraps: two's complement in the result's width.
+TEST_F(EdgeSemantics, IntegerArithmeticWraps) {
+  for (DType t : {DType::i32, DType::i64}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    NDArray e = edges(t);
+    int64_t n = e.shape()[0];
+    NDArray a = e, b = e;
+    // Divisors without zero: division by zero is tested on its own.
+    NDArray nz(t, {n - 1});
+    for (int64_t k = 1; k < n; ++k) {
+      if (t == DType::i32) nz.data<int32_t>()[k - 1] = e.data<int32_t>()[k];
+      else nz.data<int64_t>()[k - 1] = e.data<int64_t>()[k];
+    }
+    Graph g("ints");
+    ValueId x = g.add(Op::reshape, {g.add_input("a", {t, {n}})}, {{"shape", Shape{n, 1}}});
+    ValueId y = g.add(Op::reshape, {g.add_input("b", {t, {n}})}, {{"shape", Shape{1, n}}});
+    ValueId d = g.add(Op::reshape, {g.add_input("d", {t, {n - 1}})}, {{"shape", Shape{1, n - 1}}});
+    std::vector<ValueId> outs;
+    for (Op op : {Op::add, Op::sub, Op::mul, Op::max, Op::min}) outs.push_back(g.add(op, {x, y}));
+    outs.push_back(g.add(Op::div, {x, d}));
+    outs.push_back(g.add(Op::neg, {x}));
+    outs.push_back(g.add(Op::abs, {x}));
+    outs.push_back(g.add(Op::sum, {x}, {{"axes", std::vector<int64_t>{0}}}));
+    g.set_outputs(outs);
+    auto got = agree(g, {{"a", a}, {"b", b}, {"d", nz}});
+    auto at = [&](const NDArray& r, int64_t k) { return t == DType::i32 ? int64_t{r.data<int32_t>()[k]} : r.data<int64_t>()[k]; };
+    int64_t mn = t == DType::i32 ? INT32_MIN : INT64_MIN, mx = t == DType::i32 ? INT32_MAX : INT64_MAX;
+    // Rows are a's edges (index 7: MIN, 8: MAX), columns b's (1: 1, 2: -1).
+    EXPECT_EQ(at(got[0], 8 * n + 1), mn);        // MAX + 1
+    EXPECT_EQ(at(got[1], 7 * n + 1), mx);        // MIN - 1
+    EXPECT_EQ(at(got[2], 8 * n + 3), -2);        // MAX * 2
+    EXPECT_EQ(at(got[5], 7 * (n - 1) + 1), mn);  // MIN / -1 (d's column 1 is -1)
+    EXPECT_EQ(at(got[5], 6 * (n - 1) + 2), -3);  // -7 / 2 truncates
+    EXPECT_EQ(at(got[6], 7), mn);                // -MIN
+    EXPECT_EQ(at(got[7], 7), mn);                // abs(MIN)
+  }
+}
+
+TEST_F(EdgeSemantics, IntegerDivisionByZeroIsAnErrorInBoth) {
+  for (DType t : {DType::i32, DType::i64}) {
+    Graph g("div0");
+    ValueId a = g.add_input("a", {t, {2}});
+    ValueId b = g.add_input("b", {t, {2}});
+    g.set_outputs({g.add(Op::div, {a, b})});
+    Bindings in{{"a", NDArray::from(t, {2}, {5, -3})}, {"b", NDArray::from(t, {2}, {1, 0})}};
+    EXPECT_THROW(interpret(g, in), Error);
+    Executable exe = Executable::compile(g, {});
+    Bindings copy = in;
+    try {
+      exe.run(copy);
+      ADD_FAILURE() << "compiled division by zero did not fail";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("division by zero"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// i64 -> i32 keeps the low 32 bits; a bool is 0 or 1 whatever it came from.
+TEST_F(EdgeSemantics, IntegerNarrowingWraps) {
+  Graph g("narrow");
+  ValueId x = g.add_input("x", {DType::i64, {3}});
+  g.set_outputs({g.add(Op::cast, {x}, {{"to", DType::i32}})});
+  NDArray in(DType::i64, {3});
+  in.data<int64_t>()[0] = (int64_t{1} << 32) + 5;
+  in.data<int64_t>()[1] = int64_t{INT32_MAX} + 1;
+  in.data<int64_t>()[2] = -(int64_t{1} << 32) - 1;
+  auto got = agree(g, {{"x", in}});
+  EXPECT_EQ(got[0].data<int32_t>()[0], 5);
+  EXPECT_EQ(got[0].data<int32_t>()[1], INT32_MIN);
+  EXPECT_EQ(got[0].data<int32_t>()[2], -1);
+}
+
+}  // namespace
+}  // namespace tj
