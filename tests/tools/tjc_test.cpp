@@ -228,6 +228,24 @@ TEST(Tjc, RunCompiledAndCheck) {
   for (const char* tol : {"nan", "-1", "2", "x"}) EXPECT_NE(tjc("run " + path + " --check --tol " + tol).code, 0) << tol;
 }
 
+TEST(Tjc, RunCheckGivesEachRunItsOwnCaches) {
+  // The compiled code writes the cache in place (a donated input); %2 reads
+  // the cache as given, so a shared cache would show as a difference.
+  std::string path = temp_file("kv.tj", "graph g\ninput %cache : f32[1,1,4,2]\ninput %new : f32[1,1,1,2]\ninput %pos : i64[]\n"
+                                        "%0 = kv_write(%cache, %new, %pos) : f32[1,1,4,2]\n%1 = sum(%0) {axes=[2]} : f32[1,1,2]\n"
+                                        "%2 = sum(%cache) {axes=[2]} : f32[1,1,2]\nreturn %0, %1, %2\n");
+  std::string dir = ::testing::TempDir() + "tj_kv_out";
+  Result r = tjc("run " + path + " --check --set pos=3 --input new=5,6 --input cache=0,0,1,1,2,2,3,3", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("output 2: f32[1,1,2] sum=12 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check output 2: f32[1,1,2] max_abs_diff=0 max_rel_diff=0 bit_identical=yes"), std::string::npos) << r.out;
+  Result c = tjc("run " + path + " --compiled --set pos=3 --input new=5,6 --input cache=0,0,1,1,2,2,3,3 --output " + dir, "", true);
+  ASSERT_EQ(c.code, 0) << c.out;
+  NDArray cache = read_npy(dir + "/output0.npy");
+  EXPECT_EQ(cache.to_vector(), (std::vector<double>{0, 0, 1, 1, 2, 2, 5, 6}));
+  EXPECT_EQ(read_npy(dir + "/output2.npy").to_vector(), (std::vector<double>{6, 6}));
+}
+
 TEST(Tjc, NumericOptionsAreBounded) {
   struct Bad {
     std::string args, message;
