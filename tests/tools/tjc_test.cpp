@@ -12,6 +12,7 @@
 #include <string>
 
 #include "ir/text.h"
+#include "runtime/npy.h"
 
 namespace tj {
 namespace {
@@ -113,6 +114,186 @@ TEST(Tjc, BadArgumentsGiveUsageAndNonZeroExit) {
     EXPECT_LT(r.code, 128) << args << ": crashed";
     EXPECT_FALSE(r.out.empty()) << args;
   }
+}
+
+TEST(Tjc, RunRejectsBadSizes) {
+  std::string path = temp_file("sym_bad.tj", "graph g\ninput %x : f32[S,2]\n%0 = exp(%x) : f32[S,2]\nreturn %0\n");
+  for (const char* v : {"1e30", "nan", "2.5", "-3", "abc", "", "4x", "1099511627777", "99999999999999999999"}) {
+    Result r = tjc("run " + path + " --sym S=" + v);
+    EXPECT_EQ(r.code, 1) << v << ": " << r.out;
+    if (*v) {
+      EXPECT_NE(r.out.find("not a non-negative integer"), std::string::npos) << v << ": " << r.out;
+    }
+  }
+  Result q = tjc("run " + path + " --sym Q=3");
+  EXPECT_EQ(q.code, 1);
+  EXPECT_NE(q.out.find("the graph has no size symbol 'Q' (its symbols: S)"), std::string::npos) << q.out;
+}
+
+TEST(Tjc, RunSetMustSuitTheDtype) {
+  std::string path = temp_file("set.tj",
+                               "graph g\ninput %pos : i64[]\ninput %i : i32[]\ninput %flag : bool[]\ninput %x : f32[]\n"
+                               "%0 = cast(%pos) {to=f32} : f32[]\n%1 = add(%0, %x) : f32[]\nreturn %1, %i, %flag\n");
+  for (const char* set : {"pos=nan", "pos=2.5", "pos=1e3", "pos=9223372036854775808", "i=2147483648", "i=-2147483649",
+                          "flag=2", "flag=yes", "x=abc", "x=1e39", "x=1,2"}) {
+    Result r = tjc("run " + path + " --set " + set);
+    EXPECT_EQ(r.code, 1) << set << ": " << r.out;
+    EXPECT_NE(r.out.find("tjc: error: --set " + std::string(set).substr(0, std::string(set).find('='))), std::string::npos) << r.out;
+  }
+  Result ok = tjc("run " + path + " --dtype f64 --set pos=3 --set i=-2147483648 --set flag=true --set x=inf", "", true);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  EXPECT_EQ(ok.out, "output 0: f64[] sum=inf l2=inf\noutput 1: i32[] sum=-2147483648 l2=2147483648\noutput 2: bool[] sum=1 l2=1\n");
+}
+
+TEST(Tjc, RunGivenInputsAndOutputFiles) {
+  std::string path = temp_file("given.tj",
+                               "graph g\ninput %a : f32[N]\ninput %b : f32[N]\ninput %m : f32[2,K]\n"
+                               "%0 = add(%a, %b) : f32[N]\n%1 = neg(%m) : f32[2,K]\nreturn %0, %1\n");
+  std::string dir = ::testing::TempDir() + "tj_run_out";
+  std::filesystem::remove_all(dir);
+  Result r = tjc("run " + path + " --input a=1,2,3 --input b=10,20,nan --input m=1,2,3,4,5,6 --sym K=3 --output " + dir, "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("output 0: f32[3] sum=nan"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output 1: f32[2,3] sum=-21 "), std::string::npos) << r.out;
+  NDArray o0 = read_npy(dir + "/output0.npy"), o1 = read_npy(dir + "/output1.npy");
+  EXPECT_EQ(o0.type_str(), "f32[3]");
+  EXPECT_EQ(o0.get(1), 22);
+  EXPECT_TRUE(std::isnan(o0.get(2)));
+  EXPECT_EQ(o1.get(5), -6);
+  // An output file is an input file: the same run, read back.
+  Result again = tjc("run " + path + " --input a=" + dir + "/output0.npy --input b=0,0,0 --input m=" + dir +
+                     "/output1.npy", "", true);
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("output 1: f32[2,3] sum=21 "), std::string::npos) << again.out;
+  struct Bad {
+    std::string args, message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"--input a=1,2 --input b=1,2,3 --sym K=1", "--input b: N = 3 here, but 2 elsewhere"},
+           {"--input m=1,2,3", "--input m: the input is f32[2,K]: give its sizes with --sym"},
+           {"--input m=1,2,3 --sym K=2", "--input m: 3 values given, f32[2,K] has 4"},
+           {"--input a=1,x", "--input a: 'x' is not a f32 number"},
+           {"--input z=1", "no input or param named 'z'"},
+           {"--input a=/nonexistent.npy", "cannot open '/nonexistent.npy'"},
+           {"--input a=" + dir + "/output1.npy", "--input a: rank 2 given, the input is f32[N]"},
+           {"--output /proc/tj_x", "cannot create folder '/proc/tj_x'"},
+           {"--output " + path, "cannot create folder '" + path + "'"},
+           {"--check --compiled", "not both"},
+       }) {
+    Result e = tjc("run " + path + " " + b.args);
+    EXPECT_EQ(e.code, 1) << b.args << ": " << e.out;
+    EXPECT_NE(e.out.find(b.message), std::string::npos) << b.args << ": " << e.out;
+  }
+  NDArray f64(DType::f64, {3});
+  std::string f64_path = ::testing::TempDir() + "given_f64.npy";
+  write_npy(f64_path, f64);
+  Result wrong = tjc("run " + path + " --sym K=1 --input b=1,2,3 --input a=" + f64_path);
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_NE(wrong.out.find(f64_path + " holds f64, the input is f32[N]"), std::string::npos) << wrong.out;
+}
+
+TEST(Tjc, RunGivenIntegersAreExact) {
+  std::string path = temp_file("ints.tj", "graph g\ninput %a : i64[N]\ninput %s : i32[]\ninput %f : bool[2]\nreturn %a, %s, %f\n");
+  for (const char* bad : {"a=9223372036854775808", "a=-9223372036854775809", "a=1.0", "a=1e3", "a=nan", "s=2147483648",
+                          "s=1,2", "f=1,2", "f=0,0,1"}) {
+    Result r = tjc("run " + path + " --input " + bad);
+    EXPECT_EQ(r.code, 1) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("tjc: error: --input"), std::string::npos) << r.out;
+  }
+  Result ok = tjc("run " + path + " --dtype f64 --input a=-7,0,5 --input s=-2147483648 --input f=true,0", "", true);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  EXPECT_EQ(ok.out, "output 0: i64[3] sum=-2 l2=8.602325267\noutput 1: i32[] sum=-2147483648 l2=2147483648\n"
+                    "output 2: bool[2] sum=1 l2=1\n");
+}
+
+TEST(Tjc, RunCompiledAndCheck) {
+  std::string path = temp_file("check.tj", "graph g\ninput %x : f32[4,8]\nparam %w : f32[8]\n"
+                                           "%0 = mul(%x, %w) : f32[4,8]\n%1 = exp(%0) : f32[4,8]\nreturn %1\n");
+  Result interp = tjc("run " + path + " --seed 3", "", true);
+  Result compiled = tjc("run " + path + " --seed 3 --compiled", "", true);
+  ASSERT_EQ(compiled.code, 0) << compiled.out;
+  EXPECT_NE(compiled.out.find("output 0: f32[4,8] sum="), std::string::npos) << compiled.out;
+  Result check = tjc("run " + path + " --seed 3 --check", "", true);
+  ASSERT_EQ(check.code, 0) << check.out;
+  EXPECT_EQ(check.out.rfind(interp.out, 0), 0u) << check.out;  // the interpreter's outputs first
+  EXPECT_NE(check.out.find("check output 0: f32[4,8] max_abs_diff="), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find(" ok\n"), std::string::npos) << check.out;
+  // In f64 the interpreter is more precise than the f32 compiled code: within
+  // the default tolerance, not within zero.
+  EXPECT_EQ(tjc("run " + path + " --seed 3 --check --dtype f64", "", true).code, 0);
+  Result strict = tjc("run " + path + " --seed 3 --check --dtype f64 --tol 0");
+  EXPECT_EQ(strict.code, 1) << strict.out;
+  EXPECT_NE(strict.out.find("DIFFERENT (beyond tolerance)"), std::string::npos) << strict.out;
+  EXPECT_NE(strict.out.find("tjc: error: outputs differ"), std::string::npos) << strict.out;
+  for (const char* tol : {"nan", "-1", "2", "x"}) EXPECT_NE(tjc("run " + path + " --check --tol " + tol).code, 0) << tol;
+}
+
+TEST(Tjc, RunCheckGivesEachRunItsOwnCaches) {
+  // The compiled code writes the cache in place (a donated input); %2 reads
+  // the cache as given, so a shared cache would show as a difference.
+  std::string path = temp_file("kv.tj", "graph g\ninput %cache : f32[1,1,4,2]\ninput %new : f32[1,1,1,2]\ninput %pos : i64[]\n"
+                                        "%0 = kv_write(%cache, %new, %pos) : f32[1,1,4,2]\n%1 = sum(%0) {axes=[2]} : f32[1,1,2]\n"
+                                        "%2 = sum(%cache) {axes=[2]} : f32[1,1,2]\nreturn %0, %1, %2\n");
+  std::string dir = ::testing::TempDir() + "tj_kv_out";
+  Result r = tjc("run " + path + " --check --set pos=3 --input new=5,6 --input cache=0,0,1,1,2,2,3,3", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("output 2: f32[1,1,2] sum=12 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check output 2: f32[1,1,2] max_abs_diff=0 max_rel_diff=0 bit_identical=yes"), std::string::npos) << r.out;
+  Result c = tjc("run " + path + " --compiled --set pos=3 --input new=5,6 --input cache=0,0,1,1,2,2,3,3 --output " + dir, "", true);
+  ASSERT_EQ(c.code, 0) << c.out;
+  NDArray cache = read_npy(dir + "/output0.npy");
+  EXPECT_EQ(cache.to_vector(), (std::vector<double>{0, 0, 1, 1, 2, 2, 5, 6}));
+  EXPECT_EQ(read_npy(dir + "/output2.npy").to_vector(), (std::vector<double>{6, 6}));
+}
+
+TEST(Tjc, NumericOptionsAreBounded) {
+  struct Bad {
+    std::string args, message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"trace --model llama --layers 99999999999", "--layers"},
+           {"trace --model llama --layers 0", "--layers"},
+           {"trace --batch 99999999999", "--batch"},
+           {"trace --batch 0", "--batch"},
+           {"trace --tokens 99999999999", "--tokens must be in 1..1048576"},
+           {"trace --tokens 0", "--tokens must be in 1..1048576"},
+           {"trace --mode decode --kv-len 99999999999", "--kv-len must be in 1..1048576"},
+           {"run /dev/null --seed -1", "--seed"},
+           {"opt /dev/null --seed x", "--seed"},
+           {"bench --seconds nan", "--seconds"},
+           {"bench --seconds 1e9", "--seconds"},
+           {"dynamic-demo --steps 99999999999", "--steps must be in 1..100000"},
+           {"explain --first-kv 99999999999", "--first-kv in 2..65536"},
+       }) {
+    Result r = tjc(b.args);
+    EXPECT_EQ(r.code, 1) << b.args << ": " << r.out;
+    EXPECT_NE(r.out.find(b.message), std::string::npos) << b.args << ": " << r.out;
+  }
+}
+
+TEST(Tjc, OutputPathErrorsAreClear) {
+  std::string file = temp_file("not_a_folder", "x");
+  for (const std::string& args : {std::string("codegen --model mlp -o /proc/tj_x"), "codegen --model mlp -o " + file,
+                                  std::string("bench --model mlp --dump /proc/tj_x")}) {
+    Result r = tjc(args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("tjc: error: cannot create folder '"), std::string::npos) << args << ": " << r.out;
+  }
+  for (const char* args : {"kernels --model mlp --dot /proc/tj_x/k.dot", "memplan --model branches --svg /proc/tj_x/p.svg"}) {
+    Result r = tjc(args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("tjc: error: cannot write '/proc/tj_x/"), std::string::npos) << args << ": " << r.out;
+  }
+  // bench compiles in a folder of the user's cache: an unusable one is an error, not ignored.
+  Result env = {0, ""};
+  std::string cmd = std::string("env TJ_CACHE_DIR=/proc/tj_x ") + TJC_PATH + " bench --model mlp --seconds 0.01 </dev/null 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) env.out.append(buf, n);
+  int status = pclose(p);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << env.out;
+  EXPECT_NE(env.out.find("cannot create folder '/proc/tj_x/bench_"), std::string::npos) << env.out;
 }
 
 TEST(Tjc, OptRunsPassesOnText) {

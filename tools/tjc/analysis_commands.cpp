@@ -24,7 +24,7 @@ namespace {
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
-  if (!f || !(f << text)) throw Error("cannot write '" + path + "'");
+  if (!f || !(f << text) || (f.close(), !f)) throw Error("cannot write '" + path + "'");
 }
 
 std::string ops_str(const Graph& g, const Kernel& k) {

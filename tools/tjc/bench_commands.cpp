@@ -14,7 +14,9 @@
 #include "models/llama.h"
 #include "passes/pipeline.h"
 #include "runtime/executable.h"
+#include "runtime/npy.h"
 #include "runtime/random_inputs.h"
+#include "support/paths.h"
 #include "tensorjit/error.h"
 #include "tjc/common.h"
 
@@ -68,25 +70,6 @@ Model make_model(const TraceArgs& a) {
   return m;
 }
 
-// Writes an array as .npy (format 1.0), for the numpy/PyTorch comparison.
-void write_npy(const std::filesystem::path& path, const NDArray& a) {
-  const char* descr = a.dtype() == DType::f32 ? "<f4" : a.dtype() == DType::f64 ? "<f8" : a.dtype() == DType::i64 ? "<i8" : nullptr;
-  if (!descr) throw Error("write_npy: unsupported dtype " + a.type_str());
-  std::string shape = "(";
-  for (int64_t d : a.shape()) shape += std::to_string(d) + ",";
-  shape += ")";
-  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  f.write("\x93NUMPY\x01\x00", 8);
-  uint16_t len = static_cast<uint16_t>(header.size());
-  f.write(reinterpret_cast<const char*>(&len), 2);
-  f << header;
-  f.write(static_cast<const char*>(a.raw()), static_cast<std::streamsize>(a.nbytes()));
-  if (!f) throw Error("cannot write " + path.string());
-}
-
 struct BenchArgs {
   TraceArgs trace;
   std::string dump;
@@ -96,21 +79,35 @@ struct BenchArgs {
 
 void cmd_bench(const BenchArgs& a) {
   Model m = make_model(a.trace);
+  if (!a.dump.empty()) make_folder(a.dump);  // before the work, so that a bad folder fails fast
   Bindings all = m.params;
   for (const auto& [k, v] : m.inputs) all[k] = v;
 
-  // Cold compile into a fresh cache, then a warm load from it.
+  // Cold compile into a fresh folder inside the user's cache (so that
+  // TJ_CACHE_DIR, e.g. on a writable disk, is honoured), then a warm load
+  // from it; the folder is removed afterwards.
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("tj_bench_" + std::to_string(::getpid()));
+  fs::path dir = fs::path(cache_dir()) / ("bench_" + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // a stale folder of an earlier process with this id
+  make_folder(dir.string());
   const char* old = std::getenv("TJ_CACHE_DIR");
   std::string saved = old ? old : "";
   setenv("TJ_CACHE_DIR", dir.c_str(), 1);
-  Executable exe = Executable::compile(m.graph, m.params);
-  Executable warm = Executable::compile(m.graph, m.params);
-  if (old) setenv("TJ_CACHE_DIR", saved.c_str(), 1);
-  else unsetenv("TJ_CACHE_DIR");
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+  auto restore = [&] {
+    if (old) setenv("TJ_CACHE_DIR", saved.c_str(), 1);
+    else unsetenv("TJ_CACHE_DIR");
+    fs::remove_all(dir, ec);
+  };
+  Executable exe, warm;
+  try {
+    exe = Executable::compile(m.graph, m.params);
+    warm = Executable::compile(m.graph, m.params);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
   if (!exe.stats().compiled) throw Error("bench: no C++ compiler, nothing to compare");
 
   // Correctness first, on identical inputs (the compiled run updates caches in place).
@@ -118,9 +115,8 @@ void cmd_bench(const BenchArgs& a) {
   std::vector<NDArray> got;
   exe.run(run_inputs, got);
   if (!a.dump.empty()) {
-    fs::create_directories(a.dump);
-    for (const auto& [k, v] : all) write_npy(fs::path(a.dump) / (k + ".npy"), v);
-    for (size_t i = 0; i < got.size(); ++i) write_npy(fs::path(a.dump) / ("output" + std::to_string(i) + ".npy"), got[i]);
+    for (const auto& [k, v] : all) write_npy((fs::path(a.dump) / (k + ".npy")).string(), v);
+    for (size_t i = 0; i < got.size(); ++i) write_npy((fs::path(a.dump) / ("output" + std::to_string(i) + ".npy")).string(), got[i]);
   }
   Difference d = compare_outputs(got, interpret(m.graph, all, {DType::f32}));
 
@@ -198,12 +194,14 @@ struct CodegenArgs {
 };
 
 void cmd_codegen(const CodegenArgs& a) {
+  make_folder(a.out);
   Model m = make_model(a.trace);
   Executable exe = Executable::compile(m.graph, m.params);
   if (!exe.stats().compiled) throw Error("codegen: no C++ compiler found");
   namespace fs = std::filesystem;
-  fs::create_directories(a.out);
-  std::ofstream(fs::path(a.out) / "kernels.cpp") << exe.source();
+  std::string path = (fs::path(a.out) / "kernels.cpp").string();
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !(f << exe.source()) || (f.close(), !f)) throw Error("cannot write '" + path + "'");
   std::printf("wrote %s (%zu kernels, arena %lld bytes)\n", (fs::path(a.out) / "kernels.cpp").c_str(), exe.stats().kernels,
               (long long)exe.stats().arena_bytes);
 }
@@ -215,7 +213,7 @@ void add_bench_commands(CLI::App& app) {
   auto* b = app.add_subcommand("bench", "time the interpreter and the compiled code side by side");
   add_trace_options(b, ba->trace);
   b->add_flag("--json", ba->json, "JSON output");
-  b->add_option("--seconds", ba->budget, "time budget per measurement")->check(CLI::PositiveNumber);
+  b->add_option("--seconds", ba->budget, "time budget per measurement, 0.001 to 3600")->check(finite_range(0.001, 3600));
   b->add_flag("--profile", ba->profile, "also time each kernel");
   b->add_option("--dump", ba->dump, "write inputs, weights and compiled outputs as .npy files to this folder");
   b->callback([ba] { cmd_bench(*ba); });

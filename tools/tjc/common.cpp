@@ -1,5 +1,9 @@
 #include "tjc/common.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -70,7 +74,8 @@ Graph trace_model(const TraceArgs& a) {
     throw Error("--mode must be prefill or decode");
   }
   auto t = s.tokens.as_const(), kv = s.kv_len.as_const();
-  if (t && *t < 0) throw Error("--tokens must not be negative");
+  if (t && (*t < 1 || *t > kMaxTokens)) throw Error("--tokens must be in 1.." + std::to_string(kMaxTokens) + ", got " + std::to_string(*t));
+  if (kv && (*kv < 1 || *kv > kMaxTokens)) throw Error("--kv-len must be in 1.." + std::to_string(kMaxTokens) + ", got " + std::to_string(*kv));
   if (t && kv && *kv < *t) throw Error("--kv-len " + std::to_string(*kv) + " cannot hold " + std::to_string(*t) + " tokens");
   models::LayerOptions o{a.flash};
   if (a.model == "mlp") return models::trace_mlp(cfg, s);
@@ -87,8 +92,8 @@ void add_trace_options(CLI::App* c, TraceArgs& a) {
   c->add_option("--mode", a.mode, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
   c->add_option("--tokens", a.tokens, "prefill length: a number or a size symbol such as T");
   c->add_option("--kv-len", a.kv_len, "KV cache length: a number or a symbol (prefill default: tokens; decode: 64)");
-  c->add_option("--layers", a.layers, "layers of the multi-layer model (default: the config's)")->check(CLI::PositiveNumber);
-  c->add_option("--batch", a.batch, "batch size")->check(CLI::PositiveNumber);
+  c->add_option("--layers", a.layers, "layers of the multi-layer model (default: the config's)")->check(CLI::Range(int64_t{1}, kMaxLayers));
+  c->add_option("--batch", a.batch, "batch size")->check(CLI::Range(int64_t{1}, kMaxBatch));
   c->add_option("--dtype", a.dtype, "f32, f64, bf16 or f16")->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}));
   c->add_flag("--flash", a.flash, "emit flash_attn directly instead of the unfused attention");
   c->add_option("--ir", a.ir, "read the graph from this IR file (or -) instead of tracing a model");
@@ -110,5 +115,72 @@ double parse_number(const std::string& s, const std::string& what) {
   throw Error(what + ": '" + s + "' is not a number");
 }
 
+int64_t int_arg(const std::string& s, const std::string& what, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  bool whole = ec == std::errc() && end == s.data() + s.size() && !s.empty();
+  if (!whole || v < lo || v > hi) {
+    std::string range = lo == 0 ? "a non-negative integer" : "an integer";
+    throw Error(what + ": '" + s + "' is not " + range + " <= " + std::to_string(hi) +
+                (lo == 0 ? "" : " and >= " + std::to_string(lo)));
+  }
+  return v;
+}
+
+int64_t size_arg(const std::string& s, const std::string& what) { return int_arg(s, what, 0, kMaxSize); }
+
+void set_element(NDArray& a, int64_t k, const std::string& text, const std::string& what) {
+  DType t = a.dtype();
+  const std::string type(dtype_name(t));
+  if (t == DType::boolean) {
+    bool v;
+    if (text == "0" || text == "false") v = false;
+    else if (text == "1" || text == "true") v = true;
+    else throw Error(what + ": '" + text + "' is not a bool (0, 1, false or true)");
+    a.data<uint8_t>()[k] = v;
+  } else if (t == DType::i32) {
+    a.data<int32_t>()[k] = static_cast<int32_t>(int_arg(text, what + " (i32)", INT32_MIN, INT32_MAX));
+  } else if (t == DType::i64) {
+    a.data<int64_t>()[k] = int_arg(text, what + " (i64)", INT64_MIN, INT64_MAX);
+  } else {
+    double v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+      throw Error(what + ": '" + text + "' is not a " + type + " number (or nan, inf, -inf)");
+    if (std::isfinite(v) && !std::isfinite(round_to_dtype(v, t))) throw Error(what + ": " + text + " is out of range for " + type);
+    a.set(k, v);
+  }
+}
+
+CLI::Validator finite_range(double lo, double hi) {
+  std::string desc = "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        double v = 0;
+        auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < lo || v > hi)
+          return "'" + s + "' is not a number in [" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + "]";
+        return "";
+      },
+      desc);
+}
+
+CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        uint64_t v = 0;
+        auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return "'" + s + "' is not an integer in 0 .. 2^64-1";
+        return "";
+      },
+      "0 .. 2^64-1");
+}
+
+void make_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("cannot create folder '" + dir + "': " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) throw Error("cannot create folder '" + dir + "': it exists and is not a folder");
+}
 
 }  // namespace tjc

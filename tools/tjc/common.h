@@ -23,6 +23,25 @@ tj::Dim dim_arg(const std::string& text, const char* option);
 std::pair<std::string, std::string> split_eq(const std::string& s, const char* what);
 double parse_number(const std::string& s, const std::string& what);
 
+// Numeric arguments, checked: an integer in [lo, hi] (decimal, exact, no
+// fraction or exponent), or "WHAT: 'S' is not ..." as a tj::Error.
+int64_t int_arg(const std::string& s, const std::string& what, int64_t lo, int64_t hi);
+constexpr int64_t kMaxSize = int64_t{1} << 40;  // --sym, and sizes bound from given inputs
+int64_t size_arg(const std::string& s, const std::string& what);  // 0 .. kMaxSize
+// Element k of `a` from text, as suits a's dtype: integers exact and in range
+// (i32, i64), bool 0/1/true/false, floats any number or nan/inf/-inf (finite
+// values must be finite in the dtype).
+void set_element(tj::NDArray& a, int64_t k, const std::string& text, const std::string& what);
+// A CLI11 check: a finite number in [lo, hi] (CLI::Range lets NaN through).
+CLI::Validator finite_range(double lo, double hi);
+// A CLI11 check for seeds: a decimal integer in 0 .. 2^64-1 (CLI11 wraps "-1").
+CLI::Validator seed_check();
+// Creates `dir` (and parents) or throws "cannot create folder 'DIR': why".
+void make_folder(const std::string& dir);
+
+// Bounds of the trace options, so that no size product overflows downstream.
+constexpr int64_t kMaxLayers = 1024, kMaxBatch = 1024, kMaxTokens = int64_t{1} << 20;
+
 struct TraceArgs {
   std::string model = "llama-layer", config = "tiny", mode = "prefill", tokens, kv_len, dtype = "f32";
   std::string ir;  // read this IR file instead of tracing a model

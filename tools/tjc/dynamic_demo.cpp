@@ -27,6 +27,8 @@ using namespace tj;
 
 namespace {
 
+constexpr int64_t kMaxSteps = 100000, kMaxFirstKv = 65536;
+
 struct DemoArgs {
   bool json = false;
   int64_t steps = 512, first = 101;
@@ -208,7 +210,8 @@ double guard_check_ns(const models::LlamaConfig& c, const Bindings& w) {
 }
 
 void cmd_dynamic_demo(const DemoArgs& a) {
-  if (a.steps < 1 || a.first < 2) throw Error("dynamic-demo: --steps must be >= 1 and --first-kv >= 2");
+  if (a.steps < 1 || a.steps > kMaxSteps || a.first < 2 || a.first > kMaxFirstKv)
+    throw Error("dynamic-demo: --steps must be in 1..100000 and --first-kv in 2..65536");
   models::LlamaConfig c = models::llama_config("tiny");
   c.max_pos = std::max(c.max_pos, a.first + a.steps);  // RoPE rows for every position the demo reaches
   Bindings w = layer_weights(c);
@@ -277,7 +280,8 @@ void cmd_dynamic_demo(const DemoArgs& a) {
 // tjc explain: the demo's jitted functions, run briefly, and what each
 // compiled, under which guards, and why it recompiled or broke the graph.
 void cmd_explain(const DemoArgs& a) {
-  if (a.steps < 1 || a.first < 2) throw Error("explain: --steps must be >= 1 and --first-kv >= 2");
+  if (a.steps < 1 || a.steps > kMaxSteps || a.first < 2 || a.first > kMaxFirstKv)
+    throw Error("explain: --steps must be in 1..100000 and --first-kv in 2..65536");
   models::LlamaConfig c = models::llama_config("tiny");
   c.max_pos = std::max(c.max_pos, a.first + a.steps);
   Bindings w = layer_weights(c);

@@ -1,10 +1,16 @@
 // tjc trace, fmt and run: the IR in and out.
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 
 #include "ir/text.h"
 #include "ir/verifier.h"
+#include "runtime/executable.h"
 #include "runtime/interpreter.h"
+#include "runtime/npy.h"
 #include "runtime/random_inputs.h"
 #include "tensorjit/error.h"
 #include "tjc/common.h"
@@ -16,9 +22,11 @@ using namespace tj;
 namespace {
 
 struct RunArgs {
-  std::string file, dtype = "f32";
+  std::string file, dtype = "f32", output;
   uint64_t seed = 0;
-  std::vector<std::string> syms, sets;
+  std::vector<std::string> syms, sets, inputs;
+  bool compiled = false, check = false;
+  double tol = -1;  // < 0: by dtype
 };
 
 void print_outputs(const std::vector<NDArray>& outs) {
@@ -34,28 +42,206 @@ void print_outputs(const std::vector<NDArray>& outs) {
   }
 }
 
-void cmd_run(const RunArgs& a) {
-  Graph g = load_graph(a.file);
-  verify(g);
-  RandomInputOptions ro;
-  ro.seed = a.seed;
-  for (const auto& s : a.syms) {
-    auto [k, v] = split_eq(s, "--sym");
-    ro.sizes[k] = static_cast<int64_t>(parse_number(v, "--sym " + k));
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = s.find(',', start);
+    parts.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
   }
-  for (const auto& s : a.sets) {
-    auto [k, v] = split_eq(s, "--set");
-    if (g.find(k) < 0) throw Error("--set: the graph has no input named '" + k + "'");
-    ro.fixed[k] = parse_number(v, "--set " + k);
-  }
-  Bindings in = random_inputs(g, ro);
-  auto t0 = Clock::now();
-  auto outs = interpret(g, in, {dtype_arg(a.dtype)});
-  double dt = seconds_since(t0);
-  print_outputs(outs);
-  std::fprintf(stderr, "interpreted %zu nodes in %.3f ms (%s)\n", g.size(), dt * 1e3, a.dtype.c_str());
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "none" : s;
+}
+
+// Binds the plain-symbol dims of `type` from `shape` into `sizes`; constant
+// dims must match. Other dims are checked when the graph runs.
+void bind_from_shape(const std::string& name, const Type& type, const std::vector<int64_t>& shape, SymEnv& sizes) {
+  if (shape.size() != type.shape.size())
+    throw Error("--input " + name + ": rank " + std::to_string(shape.size()) + " given, the input is " + type.str());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const Dim& dim = type.shape[d];
+    if (shape[d] > kMaxSize) throw Error("--input " + name + ": dimension " + std::to_string(shape[d]) + " is too large");
+    if (auto c = dim.as_const()) {
+      if (*c != shape[d]) throw Error("--input " + name + ": shape " + shape_str({shape.begin(), shape.end()}) + " given, the input is " + type.str());
+      continue;
+    }
+    auto syms = dim.symbols();
+    if (syms.size() != 1 || dim != Dim::symbol(syms[0])) continue;
+    auto [it, fresh] = sizes.emplace(syms[0], shape[d]);
+    if (!fresh && it->second != shape[d])
+      throw Error("--input " + name + ": " + syms[0] + " = " + std::to_string(shape[d]) + " here, but " + std::to_string(it->second) +
+                  " elsewhere");
+  }
+}
+
+// The inputs of a run: seeded random values, --set and --input applied.
+Bindings make_inputs(const Graph& g, const RunArgs& a) {
+  RandomInputOptions ro;
+  ro.seed = a.seed;
+  std::vector<std::string> symbols = size_symbols(g);
+  for (const auto& s : a.syms) {
+    auto [k, v] = split_eq(s, "--sym");
+    if (std::find(symbols.begin(), symbols.end(), k) == symbols.end())
+      throw Error("--sym: the graph has no size symbol '" + k + "' (its symbols: " + joined(symbols) + ")");
+    ro.sizes[k] = size_arg(v, "--sym " + k);
+  }
+  // Given inputs: .npy arrays now; value lists once the sizes are known.
+  Bindings given;
+  std::vector<std::pair<std::string, std::vector<std::string>>> lists;
+  for (const auto& s : a.inputs) {
+    auto [k, v] = split_eq(s, "--input");
+    ValueId id = g.find(k);
+    if (id < 0) throw Error("--input: the graph has no input or param named '" + k + "'");
+    const Type& t = g.type(id);
+    if (given.count(k) || std::any_of(lists.begin(), lists.end(), [&](const auto& l) { return l.first == k; }))
+      throw Error("--input " + k + " given twice");
+    if (ends_with(v, ".npy")) {
+      NDArray arr = read_npy(v);
+      if (arr.dtype() != t.dtype) {
+        if (!(t.dtype == DType::bf16 && is_float(arr.dtype())))
+          throw Error("--input " + k + ": " + v + " holds " + std::string(dtype_name(arr.dtype())) + ", the input is " + t.str());
+        NDArray conv(t.dtype, arr.shape());
+        for (int64_t i = 0; i < arr.numel(); ++i) conv.set(i, arr.get(i));
+        arr = std::move(conv);
+      }
+      bind_from_shape(k, t, arr.shape(), ro.sizes);
+      given[k] = std::move(arr);
+    } else {
+      std::vector<std::string> values = split_commas(v);
+      if (t.shape.size() == 1) bind_from_shape(k, t, {static_cast<int64_t>(values.size())}, ro.sizes);
+      lists.emplace_back(k, std::move(values));
+    }
+  }
+  for (auto& [k, values] : lists) {
+    const Type& t = g.type(g.find(k));
+    std::vector<int64_t> shape;
+    try {
+      shape = eval_shape(t.shape, ro.sizes);
+    } catch (const Error& e) {
+      throw Error("--input " + k + ": the input is " + t.str() + ": give its sizes with --sym (" + e.what() + ")");
+    }
+    NDArray arr(t.dtype, shape);
+    if (static_cast<int64_t>(values.size()) != arr.numel())
+      throw Error("--input " + k + ": " + std::to_string(values.size()) + " values given, " + t.str() + " has " +
+                  std::to_string(arr.numel()) + (t.shape.empty() ? " (a scalar takes one value)" : ""));
+    for (int64_t i = 0; i < arr.numel(); ++i) set_element(arr, i, values[static_cast<size_t>(i)], "--input " + k);
+    given[k] = std::move(arr);
+  }
+  // --set fills an input with one value (kept in ro.fixed too, so that the
+  // random values of the others stay as they were).
+  Bindings sets;
+  for (const auto& s : a.sets) {
+    auto [k, v] = split_eq(s, "--set");
+    ValueId id = g.find(k);
+    if (id < 0) throw Error("--set: the graph has no input named '" + k + "'");
+    NDArray one(g.type(id).dtype, {});
+    set_element(one, 0, v, "--set " + k);
+    ro.fixed[k] = one.get(0);
+    sets[k] = std::move(one);
+  }
+  Bindings in = random_inputs(g, ro);
+  for (auto& [k, one] : sets) {
+    NDArray& arr = in.at(k);
+    size_t elem = static_cast<size_t>(dtype_size(arr.dtype()));
+    for (int64_t i = 0; i < arr.numel(); ++i)
+      std::memcpy(static_cast<char*>(arr.raw()) + static_cast<size_t>(i) * elem, one.raw(), elem);
+  }
+  for (auto& [k, arr] : given) in[k] = std::move(arr);
+  return in;
+}
+
+std::vector<NDArray> run_compiled(const Graph& g, Bindings in) {
+  Bindings params;
+  for (ValueId p : g.params()) {
+    auto it = in.find(g.node(p).name);
+    params[it->first] = std::move(it->second);
+    in.erase(it);
+  }
+  Executable exe = Executable::compile(g, params);
+  if (!exe.stats().compiled) throw Error("run --compiled: no C++ compiler found");
+  std::vector<NDArray> outs;
+  exe.run(in, outs);
+  return outs;
+}
+
+// Per output: the largest differences of the compiled run from the
+// interpreter. True when they agree (see docs/cli.md for the tolerance).
+bool check_outputs(const std::vector<NDArray>& want, const std::vector<NDArray>& got, double tol_arg) {
+  if (want.size() != got.size()) throw Error("run --check: the compiled code returned " + std::to_string(got.size()) + " outputs, not " +
+                                             std::to_string(want.size()));
+  bool ok = true;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const NDArray &w = want[i], &c = got[i];
+    if (w.shape() != c.shape()) throw Error("run --check: output " + std::to_string(i) + " is " + w.type_str() + " interpreted but " +
+                                            c.type_str() + " compiled");
+    bool exact = !is_float(c.dtype()) || !is_float(w.dtype());
+    double tol = tol_arg >= 0 ? tol_arg : c.dtype() == DType::f64 ? 1e-9 : c.dtype() == DType::f32 ? 1e-4 : 1e-2;
+    double max_abs = 0, scale = 0;
+    int64_t nan_mismatch = 0, differing = 0;
+    bool identical = true;
+    for (int64_t k = 0; k < w.numel(); ++k) {
+      double x = w.get(k), y = c.get(k);
+      if (std::isfinite(x)) scale = std::max(scale, std::fabs(x));
+      if (std::isnan(x) && std::isnan(y)) continue;
+      if (std::bit_cast<uint64_t>(x) != std::bit_cast<uint64_t>(y)) identical = false;
+      if (std::isnan(x) != std::isnan(y)) {
+        ++nan_mismatch, ++differing;
+        max_abs = INFINITY;
+      } else if (x != y) {
+        ++differing;
+        max_abs = std::max(max_abs, x == y ? 0.0 : std::isinf(x) || std::isinf(y) ? INFINITY : std::fabs(x - y));
+      }
+    }
+    double max_rel = max_abs == 0 ? 0 : max_abs / std::max(scale, 1e-300);
+    bool pass = nan_mismatch == 0 && (exact ? differing == 0 : max_abs <= tol * std::max(scale, 1.0));
+    ok = ok && pass;
+    std::printf("check output %zu: %s max_abs_diff=%.3g max_rel_diff=%.3g bit_identical=%s differing=%lld nan_mismatch=%lld %s\n", i,
+                c.type_str().c_str(), max_abs, max_rel, identical ? "yes" : "no", (long long)differing, (long long)nan_mismatch,
+                pass ? "ok" : exact ? "DIFFERENT (exact compare)" : "DIFFERENT (beyond tolerance)");
+  }
+  return ok;
+}
+
+void write_outputs(const std::string& dir, const std::vector<NDArray>& outs) {
+  make_folder(dir);
+  for (size_t i = 0; i < outs.size(); ++i)
+    write_npy((std::filesystem::path(dir) / ("output" + std::to_string(i) + ".npy")).string(), outs[i]);
+}
+
+void cmd_run(const RunArgs& a) {
+  if (a.compiled && a.check) throw Error("run: --check runs both; give --compiled or --check, not both");
+  Graph g = load_graph(a.file);
+  verify(g);
+  if (!a.output.empty()) make_folder(a.output);  // before the work, so that a bad folder fails fast
+  Bindings in = make_inputs(g, a);
+  // Compiled first, on its own copy: the interpreter must still see the
+  // caches as they were given, not as kv_write left them in place.
+  std::vector<NDArray> compiled;
+  if (a.check) compiled = run_compiled(g, in);
+  auto t0 = Clock::now();
+  std::vector<NDArray> outs;
+  if (!a.compiled) outs = interpret(g, in, {dtype_arg(a.dtype)});
+  double dt = seconds_since(t0);
+  if (a.compiled) {
+    outs = run_compiled(g, in);
+    dt = seconds_since(t0);
+  }
+  print_outputs(outs);
+  if (a.compiled) std::fprintf(stderr, "compiled and ran %zu nodes in %.3f s\n", g.size(), dt);
+  else std::fprintf(stderr, "interpreted %zu nodes in %.3f ms (%s)\n", g.size(), dt * 1e3, a.dtype.c_str());
+  if (!a.output.empty()) write_outputs(a.output, outs);
+  if (a.check && !check_outputs(outs, compiled, a.tol)) throw Error("outputs differ");
+}
 
 }  // namespace
 
@@ -85,12 +271,18 @@ void add_fmt_command(CLI::App& app) {
 
 void add_run_command(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  auto* c = app.add_subcommand("run", "interpret a graph on seeded random inputs");
+  auto* c = app.add_subcommand("run", "interpret (or compile and run) a graph on seeded random or given inputs");
   c->add_option("file", a->file, "IR file, or - for stdin")->required();
   c->add_option("--dtype", a->dtype, "compute dtype: f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
-  c->add_option("--seed", a->seed, "random seed");
+  c->add_option("--seed", a->seed, "random seed")->check(seed_check());
   c->add_option("--sym", a->syms, "size of a symbolic dim, NAME=N (repeatable)");
-  c->add_option("--set", a->sets, "value of a scalar input, NAME=V (repeatable)");
+  c->add_option("--set", a->sets, "value of a scalar input (every element of a larger one), NAME=V (repeatable)");
+  c->add_option("--input", a->inputs, "an input's values: NAME=FILE.npy or NAME=v1,v2,... (repeatable)");
+  c->add_flag("--compiled", a->compiled, "run the generated code instead of the interpreter");
+  c->add_flag("--check", a->check, "run the interpreter and the generated code on the same inputs and compare (exit 1 if they differ)");
+  c->add_option("--tol", a->tol, "--check: relative tolerance of float outputs (default: 1e-4 f32, 1e-9 f64, 1e-2 f16/bf16)")
+      ->check(finite_range(0, 1));
+  c->add_option("--output", a->output, "write the outputs as DIR/output0.npy, output1.npy, ... (creating DIR)");
   c->callback([a] { cmd_run(*a); });
 }
 

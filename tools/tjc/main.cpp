@@ -2,6 +2,8 @@
 // options and a callback) from its own file; errors become a message and a
 // non-zero exit, never a crash.
 #include <cstdio>
+#include <filesystem>
+#include <new>
 
 #include "tensorjit/error.h"
 #include "tjc/common.h"
@@ -20,9 +22,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 1;  // --help is 0; bad arguments are 1, as other errors
   } catch (const tj::Error& e) {
     std::fprintf(stderr, "tjc: error: %s\n", e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "tjc: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tjc: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tjc: internal error: %s\n", e.what());

@@ -161,7 +161,7 @@ void add_opt_commands(CLI::App& app) {
   opt->add_option("file", oa->file, "IR file, or - for stdin")->required();
   opt->add_option("--passes", oa->passes, "comma-separated passes to run in order (default: the default pipeline)");
   opt->add_flag("--freeze", oa->freeze, "params become constants (seeded random values: IR text has no weights)");
-  opt->add_option("--seed", oa->seed, "seed for frozen values");
+  opt->add_option("--seed", oa->seed, "seed for frozen values")->check(seed_check());
   opt->add_flag("--log", oa->log, "print the IR after each pass that changed it, and pass times (as TJ_LOG=passes)");
   opt->callback([oa] { cmd_opt(*oa); });
 
@@ -170,7 +170,7 @@ void add_opt_commands(CLI::App& app) {
   add_trace_options(passes, pa->trace);
   passes->add_flag("--json", pa->json, "JSON output");
   passes->add_flag("--freeze", pa->freeze, "freeze params (seeded random values) before the pipeline");
-  passes->add_option("--seed", pa->seed, "seed for inputs and weights");
+  passes->add_option("--seed", pa->seed, "seed for inputs and weights")->check(seed_check());
   passes->callback([pa] { cmd_passes(*pa); });
 }
 
