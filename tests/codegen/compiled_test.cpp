@@ -233,6 +233,9 @@ TEST_F(Compiled, BadInputsAreReported) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("kv_write position"), std::string::npos);
   }
+  wrong = inputs;
+  wrong["pos"] = NDArray();  // no data at all: an error, not a read of null
+  EXPECT_THROW(exe.run(wrong), Error);
   Bindings missing_param = params;
   missing_param.erase("wq");
   EXPECT_THROW(Executable::compile(g, missing_param), Error);

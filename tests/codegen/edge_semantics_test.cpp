@@ -205,5 +205,23 @@ TEST_F(EdgeSemantics, IntegerNarrowingWraps) {
   EXPECT_EQ(got[0].data<int32_t>()[2], -1);
 }
 
+// A gather whose table axis has length 1 reads row 0 for any valid index:
+// the compiled read drops the index, but not its bounds check
+// (fuzz/findings/gather-length-1.tj).
+TEST_F(EdgeSemantics, GatherChecksIndicesItsReadIgnores) {
+  Graph g("gather1");
+  ValueId table = g.add_input("t", {DType::f64, {1, 3}});
+  ValueId idx = g.add_input("i", {DType::i64, {2}});
+  g.set_outputs({g.add(Op::gather, {table, idx})});
+  Bindings ok{{"t", NDArray::from(DType::f64, {1, 3}, {1, 2, 3})}, {"i", NDArray::from(DType::i64, {2}, {0, -1})}};
+  auto got = agree(g, ok);
+  EXPECT_EQ(got[0].to_vector(), (std::vector<double>{1, 2, 3, 1, 2, 3}));
+  Bindings bad = ok;
+  bad["i"] = NDArray::from(DType::i64, {2}, {0, 5});
+  EXPECT_THROW(interpret(g, bad), Error);
+  Executable exe = Executable::compile(g, {});
+  EXPECT_THROW(exe.run(bad), Error);
+}
+
 }  // namespace
 }  // namespace tj

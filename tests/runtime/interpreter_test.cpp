@@ -1047,6 +1047,25 @@ TEST(InterpInputs, IntegerOutOfRangeForDeclaredDtype) {
   expect_error([&] { tj::interpret(g, b); }, {"'n'", "4294967296", "out of range for i32"});
 }
 
+// Sizes are checked before anything is allocated or indexed.
+TEST(InterpInputs, HugeAndEmptyArraysAreErrors) {
+  expect_error([] { NDArray(DType::f32, {int64_t{1} << 62}); }, {"array too large", "2^63 bytes"});
+  expect_error([] { NDArray(DType::f32, {99999999999, 99999999999}); }, {"array too large", "2^63 elements"});
+  expect_error([] { NDArray(DType::f32, {2, -1}); }, {"negative dimension"});
+  NDArray empty;
+  NDArray copy = empty;  // a default array copies as one, reading nothing
+  EXPECT_EQ(copy.raw(), nullptr);
+  tj::Tracer t;
+  Tensor n = t.input("n", DType::f32, {});
+  tj::Graph g = t.finish({n + t.scalar(1, DType::f32)});
+  expect_error([&] { tj::interpret(g, {{"n", NDArray()}}); }, {"'n'", "no data"});
+  tj::Tracer z;
+  Tensor e = z.input("e", DType::f32, {0, 3});
+  tj::Graph ge = z.finish({sum(e, {0})});
+  auto out = tj::interpret(ge, {{"e", NDArray(DType::f32, {0, 3})}});
+  EXPECT_EQ(out[0].to_vector(), (std::vector<double>{0, 0, 0}));
+}
+
 TEST(InterpInputs, ComputeDtypeMustBeF32OrF64) {
   tj::Graph g = two_input_graph();
   expect_error([&] { tj::interpret(g, {}, {DType::bf16}); }, {"compute", "bf16"});

@@ -185,7 +185,9 @@ bool check_outputs(const std::vector<NDArray>& want, const std::vector<NDArray>&
     if (w.shape() != c.shape()) throw Error("run --check: output " + std::to_string(i) + " is " + w.type_str() + " interpreted but " +
                                             c.type_str() + " compiled");
     bool exact = !is_float(c.dtype()) || !is_float(w.dtype());
-    double tol = tol_arg >= 0 ? tol_arg : c.dtype() == DType::f64 ? 1e-9 : c.dtype() == DType::f32 ? 1e-4 : 1e-2;
+    // By the coarser of the two: the interpreter's outputs are in its compute dtype.
+    auto coarse = [&](DType t) { return c.dtype() == t || w.dtype() == t; };
+    double tol = tol_arg >= 0 ? tol_arg : coarse(DType::f16) || coarse(DType::bf16) ? 1e-2 : coarse(DType::f32) ? 1e-4 : 1e-9;
     double max_abs = 0, scale = 0;
     int64_t nan_mismatch = 0, differing = 0;
     bool identical = true;

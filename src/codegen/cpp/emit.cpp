@@ -494,9 +494,14 @@ class Emitter {
     auto st = shape(table);
     Idx ii(idx.begin() + static_cast<long>(a), idx.begin() + static_cast<long>(a + ri));
     Idx ti(idx.begin(), idx.begin() + static_cast<long>(a));
-    ti.push_back("tj_index((int64_t)(" + load(ind, ii) + "), " + C(st[a]) + ")");
+    std::string checked = "tj_index((int64_t)(" + load(ind, ii) + "), " + C(st[a]) + ")";
+    ti.push_back(checked);
     ti.insert(ti.end(), idx.begin() + static_cast<long>(a + ri), idx.end());
-    return load(table, ti);
+    std::string e = load(table, ti);
+    // A table read that does not move along the axis (length 1, or
+    // broadcast) drops the index: it is still checked.
+    if (e.find(checked) == std::string::npos) e = "((void)" + checked + ", " + e + ")";
+    return e;
   }
 
   // concat and kv_write as copy loops.
