@@ -1,12 +1,19 @@
 // Build and load through the compile cache: misses, hits, corrupt and
-// truncated entries, compile errors, a missing compiler.
+// truncated entries, compile errors, a missing or broken compiler, a wrapper
+// script as the compiler, an unwritable cache folder.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "codegen/cpp/build.h"
+#include "models/llama.h"
+#include "runtime/executable.h"
+#include "runtime/random_inputs.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -17,16 +24,30 @@ namespace fs = std::filesystem;
 class BuildTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("tj_build_" + std::to_string(::getpid()));
+    // Inside the build tree's test cache when CTest runs us (never the user's).
+    const char* base = std::getenv("TJ_CACHE_DIR");
+    dir_ = fs::path(base && *base ? base : ::testing::TempDir()) / ("tj_build_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
+    fs::create_directories(dir_);
     setenv("TJ_CACHE_DIR", dir_.c_str(), 1);
+    // A private folder for an unwritable cache goes here too.
+    setenv("TMPDIR", dir_.c_str(), 1);
     auto c = find_compiler();
     ASSERT_TRUE(c) << "no C++ compiler";
     cxx_ = *c;
   }
   void TearDown() override {
     unsetenv("TJ_CACHE_DIR");
+    unsetenv("TMPDIR");
+    unsetenv("TJ_CXX");
     fs::remove_all(dir_);
+  }
+  // An executable shell script in dir_.
+  fs::path script(const std::string& name, const std::string& body) {
+    fs::path p = dir_ / name;
+    std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
+    fs::permissions(p, fs::perms::owner_all);
+    return p;
   }
   static int call(const BuildResult& r) { return reinterpret_cast<int (*)()>(r.library->symbol("tj_answer"))(); }
 
@@ -73,6 +94,12 @@ TEST_F(BuildTest, EntryWithoutSidecarIsRebuilt) {
 }
 
 TEST_F(BuildTest, CompileErrorsCarryDiagnostics) {
+  auto libraries = [&] {  // the probe's entry is there already
+    std::set<fs::path> r;
+    for (const auto& f : fs::directory_iterator(dir_ / "kernels")) r.insert(f.path());
+    return r;
+  };
+  std::set<fs::path> before = libraries();
   try {
     build_library("this is not C++\n", cxx_);
     FAIL() << "no error";
@@ -81,7 +108,8 @@ TEST_F(BuildTest, CompileErrorsCarryDiagnostics) {
     EXPECT_NE(std::string(e.what()).find("error"), std::string::npos);
   }
   // Nothing half-written is left to be mistaken for an entry.
-  for (const auto& f : fs::directory_iterator(dir_ / "kernels")) EXPECT_NE(f.path().extension(), ".so");
+  for (const auto& f : libraries())
+    if (!before.count(f)) EXPECT_NE(f.extension(), ".so") << f;
 }
 
 TEST_F(BuildTest, MissingCompilerIsReported) {
@@ -89,6 +117,131 @@ TEST_F(BuildTest, MissingCompilerIsReported) {
   EXPECT_FALSE(find_compiler());
   unsetenv("TJ_CXX");
   EXPECT_TRUE(find_compiler());
+}
+
+// A wrapper that adds a flag prints the same --version as the compiler it
+// runs; its library must not be mistaken for the plain compiler's.
+TEST_F(BuildTest, WrapperScriptIsAnotherCompiler) {
+  const std::string source =
+      "#ifdef TJ_WRAPPED\nextern \"C\" int tj_answer() { return 7; }\n"
+      "#else\nextern \"C\" int tj_answer() { return 42; }\n#endif\n";
+  BuildResult plain = build_library(source, cxx_);
+  EXPECT_EQ(call(plain), 42);
+  fs::path wrapper = script("wrapped-c++", "exec '" + cxx_.executable + "' -DTJ_WRAPPED \"$@\"");
+  setenv("TJ_CXX", wrapper.c_str(), 1);
+  auto w = find_compiler();
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->executable, fs::canonical(wrapper).string());
+  EXPECT_NE(w->identity, cxx_.identity);
+  BuildResult wrapped = build_library(source, *w);
+  EXPECT_NE(wrapped.key, plain.key);
+  EXPECT_FALSE(wrapped.cache_hit);
+  EXPECT_EQ(call(wrapped), 7);
+}
+
+TEST_F(BuildTest, IdentityIsTheWholeVersionAndTheExecutable) {
+  EXPECT_FALSE(cxx_.executable.empty());
+  EXPECT_TRUE(fs::path(cxx_.executable).is_absolute());
+  EXPECT_FALSE(fs::is_symlink(cxx_.executable));
+  EXPECT_NE(cxx_.identity.find('\n'), std::string::npos);  // more than the first line
+  EXPECT_NE(cxx_.identity.find("executable "), std::string::npos);
+}
+
+// /bin/true answers --version and exits 0 on anything: the probe, not a late
+// "cannot install" at the first real compile, must reject it.
+TEST_F(BuildTest, NonCompilerFailsTheProbe) {
+  setenv("TJ_CXX", "/bin/true", 1);
+  ::testing::internal::CaptureStderr();
+  auto c = find_compiler();
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(c);
+  EXPECT_NE(err.find("/bin/true ($TJ_CXX) is not used"), std::string::npos) << err;
+  EXPECT_NE(err.find("wrote no library"), std::string::npos) << err;
+  // Once per process: no second warning.
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(find_compiler());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST_F(BuildTest, NonCompilerRunsOnTheInterpreter) {
+  const auto& c = models::llama_config("tiny");
+  Graph g = models::trace_mlp(c, {1, 3, 3, DType::f32});
+  Bindings all = random_inputs(g, 2), params, inputs;
+  for (const auto& [k, v] : all) (g.node(g.find(k)).op == Op::param ? params : inputs)[k] = v;
+  setenv("TJ_CXX", "/bin/true", 1);
+  ::testing::internal::CaptureStderr();
+  Executable exe = Executable::compile(g, params);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(exe.stats().compiled);
+  EXPECT_EQ(exe.run(inputs).size(), g.outputs().size());
+}
+
+// A compiler that fails the probe's flags (here: it rejects -fopenmp).
+TEST_F(BuildTest, CompilerFailingTheRealFlagsIsNotUsed) {
+  fs::path picky = script("picky-c++", "for a; do [ \"$a\" = -fopenmp ] && { echo 'no OpenMP' >&2; exit 1; }; done\n"
+                                       "exec '" + cxx_.executable + "' \"$@\"");
+  setenv("TJ_CXX", picky.c_str(), 1);
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(find_compiler());
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("no OpenMP"), std::string::npos) << err;
+}
+
+// An unwritable cache folder is not an error: one warning, then a private
+// folder; an entry already in the folder is still used.
+TEST_F(BuildTest, UnwritableCacheStillCompiles) {
+  for (std::string bad : {std::string("/proc/tj-unwritable"), (dir_ / "a-file" / "cache").string()}) {
+    std::ofstream(dir_ / "a-file") << "not a folder\n";
+    setenv("TJ_CACHE_DIR", bad.c_str(), 1);
+    ::testing::internal::CaptureStderr();
+    BuildResult a = build_library(kSource, cxx_);
+    std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(a.cache_hit);
+    EXPECT_EQ(call(a), 42);
+    EXPECT_EQ(a.source_path.rfind(dir_.string() + "/tensorjit-", 0), 0u) << a.source_path;
+    EXPECT_NE(err.find("cannot be written"), std::string::npos) << err;
+    ::testing::internal::CaptureStderr();
+    BuildResult b = build_library(kSource, cxx_);
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");  // warned once
+    EXPECT_TRUE(b.cache_hit);
+    EXPECT_TRUE(find_compiler());  // the probe builds there too
+  }
+}
+
+TEST_F(BuildTest, PrivateFolderIsRemovedAtExit) {
+  fs::path report = dir_ / "child-source-path";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("TJ_CACHE_DIR", "/proc/tj-unwritable-child", 1);
+    int rc = 1;
+    try {
+      ::testing::internal::CaptureStderr();
+      BuildResult a = build_library(kSource, cxx_);
+      std::ofstream(report) << a.source_path;
+      rc = call(a) == 42 ? 0 : 1;
+    } catch (...) {
+    }
+    std::exit(rc);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::string src;
+  std::ifstream(report) >> src;
+  fs::path priv = fs::path(src).parent_path().parent_path();
+  EXPECT_EQ(priv.filename().string().rfind("tensorjit-", 0), 0u) << src;
+  EXPECT_FALSE(fs::exists(priv)) << priv;
+}
+
+TEST_F(BuildTest, GarbageEntryIsRebuilt) {
+  BuildResult a = build_library(kSource, cxx_);
+  a.library.reset();
+  fs::path lib = dir_ / "kernels" / (a.key + ".so");
+  { std::ofstream(lib, std::ios::binary | std::ios::trunc) << "garbage"; }
+  BuildResult b = build_library(kSource, cxx_);
+  EXPECT_FALSE(b.cache_hit);
+  EXPECT_EQ(call(b), 42);
 }
 
 }  // namespace

@@ -4,11 +4,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <xxhash.h>
 
@@ -93,6 +97,89 @@ const std::string& cpu_identity() {
   return id;
 }
 
+void warn(const std::string& message) { std::fprintf(stderr, "tensorjit: warning: %s\n", message.c_str()); }
+
+// `name` as the shell would run it: through PATH unless it holds a slash,
+// then through symlinks. Empty when there is no such executable.
+std::string resolve_executable(const std::string& name) {
+  std::vector<fs::path> tries;
+  if (name.find('/') != std::string::npos) {
+    tries.push_back(name);
+  } else if (const char* path = std::getenv("PATH")) {
+    std::stringstream ss(path);
+    for (std::string d; std::getline(ss, d, ':');) tries.push_back(fs::path(d.empty() ? "." : d) / name);
+  }
+  for (const auto& t : tries) {
+    std::error_code ec;
+    if (fs::is_regular_file(t, ec) && ::access(t.c_str(), X_OK) == 0) {
+      fs::path real = fs::canonical(t, ec);
+      return ec ? t.string() : real.string();
+    }
+  }
+  return "";
+}
+
+// Where new entries go. The cache folder if it can be written; otherwise,
+// after one warning, a private folder of this process in the system temp
+// folder, removed at exit. Throws tj::Error when neither can be had.
+class KernelDirs {
+ public:
+  ~KernelDirs() {
+    std::error_code ec;
+    for (const auto& [pid, d] : private_)
+      if (pid == ::getpid()) fs::remove_all(d, ec);  // a forked child leaves its parent's alone
+  }
+  fs::path writable(const fs::path& cache) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::error_code ec;
+    if (auto it = chosen_.find(cache); it != chosen_.end() && fs::is_directory(it->second, ec)) return it->second;
+    std::string why = try_writable(cache);
+    fs::path dir = cache;
+    if (!why.empty()) {
+      std::string tmpl = (fs::temp_directory_path(ec) / "tensorjit-XXXXXX").string();
+      if (ec || !::mkdtemp(tmpl.data())) {
+        throw Error("cache directory " + cache.string() + " cannot be written (" + why +
+                    ") and no private folder could be made in the temp folder");
+      }
+      private_.emplace_back(::getpid(), tmpl);
+      dir = fs::path(tmpl) / "kernels";
+      fs::create_directories(dir, ec);
+      warn("cache directory " + cache.string() + " cannot be written (" + why + "); compiling into " + tmpl +
+           " instead (removed at exit)");
+    }
+    chosen_[cache] = dir;
+    return dir;
+  }
+
+ private:
+  // Empty when `dir` can be made and a file created in it; else the reason.
+  static std::string try_writable(const fs::path& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return ec.message();
+    std::string probe = (dir / ".write-test-XXXXXX").string();
+    int fd = ::mkstemp(probe.data());
+    if (fd < 0) return std::strerror(errno);
+    ::close(fd);
+    ::unlink(probe.c_str());
+    return "";
+  }
+
+  std::mutex mu_;
+  std::map<fs::path, fs::path> chosen_;
+  std::vector<std::pair<pid_t, std::string>> private_;  // made by which process
+};
+
+KernelDirs& kernel_dirs() {
+  static KernelDirs dirs;  // destroyed at exit, taking the private folders with it
+  return dirs;
+}
+
+// The probe: exported, and returns a value no broken toolchain returns by
+// accident. Built with the real flags (OpenMP, BLAS, sanitizers).
+constexpr int kProbeAnswer = 0x7e5a;
+const char* const kProbeSource = "extern \"C\" int tj_probe() { return 0x7e5a; }\n";
+
 }  // namespace
 
 LoadedLibrary::~LoadedLibrary() {
@@ -105,18 +192,70 @@ void* LoadedLibrary::symbol(const char* name) const {
   return s;
 }
 
+std::optional<Compiler> probe_compiler(const std::string& name, std::string* why) {
+  Compiler c;
+  c.path = name;
+  c.executable = resolve_executable(name);
+  if (c.executable.empty()) {
+    *why = "not found";
+    return std::nullopt;
+  }
+  std::string version;
+  if (int st = run_command(quote(name) + " --version", &version); st != 0) {
+    *why = "`" + name + " --version` failed with status " + std::to_string(st);
+    return std::nullopt;
+  }
+  if (version.empty()) {
+    *why = "`" + name + " --version` printed nothing";
+    return std::nullopt;
+  }
+  bool ok;
+  std::string exe = read_file(c.executable, &ok);
+  if (!ok) {
+    *why = "cannot read " + c.executable;
+    return std::nullopt;
+  }
+  // The whole --version (a wrapper may print the same first line) and the
+  // executable's contents (a wrapper script that adds flags is not the
+  // compiler it runs; a reinstalled compiler is a new one).
+  c.identity = version + "executable " + hex128(XXH3_128bits(exe.data(), exe.size()));
+  try {
+    BuildResult r = build_library(kProbeSource, c);
+    int got = reinterpret_cast<int (*)()>(r.library->symbol("tj_probe"))();
+    if (got != kProbeAnswer) {
+      *why = "its probe library returned " + std::to_string(got) + ", not " + std::to_string(kProbeAnswer);
+      return std::nullopt;
+    }
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    *why = "it failed to build and load a probe library: " + msg.substr(0, 1000);
+    return std::nullopt;
+  }
+  return c;
+}
+
 std::optional<Compiler> find_compiler() {
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("TJ_CXX"); env && *env) candidates.push_back(env);
+  const char* env = std::getenv("TJ_CXX");
+  if (env && *env) candidates.push_back(env);  // named: used or not, never replaced by another
   else candidates = {"c++", "g++", "clang++"};
+  const char* path = std::getenv("PATH");
+  std::string memo_key = (env ? env : "") + std::string("\n") + (path ? path : "") + "\n" + cache_dir();
+
+  static std::mutex mu;
+  static std::map<std::string, std::optional<Compiler>> found;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = found.find(memo_key); it != found.end()) return it->second;
+  std::optional<Compiler> result;
   for (const auto& c : candidates) {
-    std::string out;
-    if (run_command(quote(c) + " --version", &out) != 0) continue;
-    std::string first = out.substr(0, out.find('\n'));
-    if (first.empty()) continue;
-    return Compiler{c, first};
+    std::string why;
+    result = probe_compiler(c, &why);
+    if (result) break;
+    if (why != "not found" || (env && *env))
+      warn("C++ compiler " + c + (env && *env ? " ($TJ_CXX)" : "") + " is not used: " + why);
   }
-  return std::nullopt;
+  found[memo_key] = result;
+  return result;
 }
 
 // -fno-math-errno and -fno-trapping-math change no result: the generated code
@@ -124,7 +263,15 @@ std::optional<Compiler> find_compiler() {
 // vectorize loops holding sqrt, exp's range selects and divisions, which it
 // otherwise keeps scalar.
 std::vector<std::string> default_flags() {
-  return {"-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC", "-std=c++20", "-lopenblas"};
+  std::vector<std::string> flags = {"-O3",     "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp",
+                                    "-shared", "-fPIC",         "-std=c++20",      "-lopenblas"};
+#ifdef TJ_SANITIZE_FLAGS
+  // This process is instrumented (CMake's TJ_SANITIZE): so is its generated
+  // code, or the sanitizer runtime would not see its memory accesses.
+  std::stringstream ss(TJ_SANITIZE_FLAGS);
+  for (std::string f; ss >> f;) flags.push_back(f);
+#endif
+  return flags;
 }
 
 BuildResult build_library(const std::string& source, const Compiler& cxx, const std::vector<std::string>& flags) {
@@ -133,17 +280,23 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
   for (const auto& f : flags) keyed += " " + f;
   r.key = hex128(XXH3_128bits(keyed.data(), keyed.size()));
 
+  // An entry in the cache folder is used even when the folder is read-only
+  // (a shared cache); new entries go where kernel_dirs() says.
   fs::path dir = fs::path(cache_dir()) / "kernels";
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error("cannot create cache directory " + dir.string() + ": " + ec.message());
-  fs::path lib = dir / (r.key + ".so"), sidecar = dir / (r.key + ".ok"), src = dir / (r.key + ".cpp");
-  r.source_path = src.string();
-
   auto t0 = Clock::now();
-  r.cache_hit = entry_is_valid(lib, sidecar);
+  fs::path lib, sidecar, src;
+  auto use = [&](const fs::path& d) {
+    lib = d / (r.key + ".so"), sidecar = d / (r.key + ".ok"), src = d / (r.key + ".cpp");
+    return entry_is_valid(lib, sidecar);
+  };
+  r.cache_hit = use(dir);
   if (!r.cache_hit) {
-    if (fs::exists(lib)) {
+    if (fs::path w = kernel_dirs().writable(dir); w != dir) r.cache_hit = use(w);
+  }
+  r.source_path = src.string();
+  if (!r.cache_hit) {
+    if (fs::exists(lib, ec)) {
       if (log_enabled("compile")) std::fprintf(stderr, "[compile] cache entry %s is incomplete or corrupt: rebuilding\n", r.key.c_str());
       fs::remove(sidecar, ec);
     }
@@ -159,6 +312,10 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
       fs::remove(tmp, ec);
       throw Error("compiling generated code failed (" + cxx.path + ", status " + std::to_string(status) + "):\n" + out.substr(0, 4000));
     }
+    if (!fs::exists(tmp, ec)) {
+      throw Error("compiling generated code failed (" + cxx.path + " exited with status 0 but wrote no library):\n" +
+                  out.substr(0, 4000));
+    }
     fs::rename(tmp, lib, ec);
     if (ec) throw Error("cannot install " + lib.string() + ": " + ec.message());
     bool ok;
@@ -166,7 +323,7 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     write_atomic(sidecar, hex128(XXH3_128bits(data.data(), data.size())) + " " + std::to_string(data.size()) + "\n");
     r.compile_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (log_enabled("compile"))
-      std::fprintf(stderr, "[compile] %s: %.3f s with %s\n", r.key.c_str(), r.compile_seconds, cxx.identity.c_str());
+      std::fprintf(stderr, "[compile] %s: %.3f s with %s\n", r.key.c_str(), r.compile_seconds, cxx.path.c_str());
   }
   auto t1 = Clock::now();
   void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -1,11 +1,19 @@
 // Build and load generated C++: compile a translation unit into a shared
 // library with the system compiler and dlopen it, through an on-disk cache.
 //
-// - The compiler is $TJ_CXX, else the first of c++, g++, clang++ on PATH.
+// - The compiler is $TJ_CXX, else the first of c++, g++, clang++ on PATH that
+//   passes a probe: it builds a tiny shared library with the real flags, which
+//   is loaded and called (once per process; the probe library is a cache
+//   entry like any other, so later processes only load it).
 // - Cache entries live in $TJ_CACHE_DIR (default $XDG_CACHE_HOME/tensorjit or
 //   ~/.cache/tensorjit), keyed by a 128-bit hash of the source, the
-//   compiler's identity (its --version), the CPU (model and feature flags:
-//   the code is built with -march=native) and the flags.
+//   compiler's identity (its whole --version output and a hash of the
+//   executable it resolves to, so a wrapper script differs from the compiler
+//   it wraps), the CPU (model and feature flags: the code is built with
+//   -march=native) and the flags.
+// - A cache folder that cannot be written still serves the entries it holds;
+//   new ones go to a private folder of this process (mkdtemp in the system
+//   temp folder, removed at exit), after one warning.
 // - Writes are atomic: the library is compiled to a temporary name and
 //   renamed, then a sidecar with the library's hash is written the same way.
 //   An entry whose sidecar is missing or does not match (a crash mid-write, a
@@ -21,12 +29,20 @@
 namespace tj {
 
 struct Compiler {
-  std::string path;      // the executable
-  std::string identity;  // first line of `path --version`
+  std::string path;        // as named: $TJ_CXX, or c++/g++/clang++ (run through PATH)
+  std::string executable;  // the file it resolves to through PATH and symlinks
+  std::string identity;    // `path --version` (all of it) and a hash of `executable`
 };
 
-// nullopt when no compiler works (callers fall back to the interpreter).
+// The first compiler that passes the probe; nullopt when none does (callers
+// fall back to the interpreter). A candidate that exists but fails gets one
+// warning on stderr saying why. Computed once per process for each value of
+// $TJ_CXX, $PATH and the cache folder.
 std::optional<Compiler> find_compiler();
+
+// What find_compiler() knows about one candidate, probe included: the
+// compiler, or nullopt and in `why` the reason it is not used.
+std::optional<Compiler> probe_compiler(const std::string& name, std::string* why);
 
 class LoadedLibrary {
  public:
@@ -51,7 +67,10 @@ struct BuildResult {
   std::string source_path;     // the generated source, kept beside the library
 };
 
-std::vector<std::string> default_flags();  // -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp -shared -fPIC -std=c++20 -lopenblas
+// -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp -shared -fPIC
+// -std=c++20 -lopenblas, then this build's sanitizer flags (TJ_SANITIZE in
+// CMake), so that generated code is instrumented like the process loading it.
+std::vector<std::string> default_flags();
 
 // Compiles (or finds in the cache) and loads `source`. Throws tj::Error with
 // the compiler's diagnostics when compilation fails.
