@@ -368,6 +368,9 @@ Array<E> gather(const Node& n, const Array<E>& table, const Array<I>& idx, const
   auto [outer, L, inner] = around(table.shape, axis);
   int64_t K = idx.numel();
   std::vector<E> r(static_cast<size_t>(count(out)));
+  // An index is checked where it is read: an empty result reads none (as
+  // compiled code, which has no element to compute).
+  if (r.empty()) return make(out, std::move(r));
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t k = 0; k < K; ++k) {
       int64_t i = idx.ptr()[k];

@@ -108,8 +108,11 @@ TEST_F(BuildTest, CompileErrorsCarryDiagnostics) {
     EXPECT_NE(std::string(e.what()).find("error"), std::string::npos);
   }
   // Nothing half-written is left to be mistaken for an entry.
-  for (const auto& f : libraries())
-    if (!before.count(f)) EXPECT_NE(f.extension(), ".so") << f;
+  for (const auto& f : libraries()) {
+    if (!before.count(f)) {
+      EXPECT_NE(f.extension(), ".so") << f;
+    }
+  }
 }
 
 TEST_F(BuildTest, MissingCompilerIsReported) {

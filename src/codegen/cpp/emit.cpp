@@ -236,7 +236,10 @@ class Emitter {
     }
     auto so = shape(o);
     switch (n.op) {
-      case Op::constant: return literal((*n.const_data())[0], n.type.dtype);
+      case Op::constant: {  // a splat (an empty constant has no value: it is never read)
+        const auto& d = *n.const_data();
+        return literal(d.empty() ? 0.0 : d[0], n.type.dtype);
+      }
       case Op::reshape:
       case Op::squeeze:
       case Op::unsqueeze: {
