@@ -221,6 +221,20 @@ TEST_F(EdgeSemantics, GatherChecksIndicesItsReadIgnores) {
   EXPECT_THROW(interpret(g, bad), Error);
   Executable exe = Executable::compile(g, {});
   EXPECT_THROW(exe.run(bad), Error);
+
+  // where() evaluates both branches: an index out of range in the branch
+  // not taken is an error too, compiled as interpreted.
+  Graph w("where_gather");
+  ValueId t2 = w.add_input("t", {DType::f64, {1, 3}});
+  ValueId i2 = w.add_input("i", {DType::i64, {2}});
+  ValueId c = w.add_input("c", {DType::boolean, {}});
+  ValueId gathered = w.add(Op::gather, {t2, i2});
+  w.set_outputs({w.add(Op::where, {c, gathered, w.add_const({DType::f64, {}}, std::vector<double>{0})})});
+  Bindings wb = bad;
+  wb["c"] = NDArray::scalar(DType::boolean, 0);
+  EXPECT_THROW(interpret(w, wb), Error);
+  Executable we = Executable::compile(w, {});
+  EXPECT_THROW(we.run(wb), Error);
 }
 
 // Empty values compile and run: a gather into an empty result reads no

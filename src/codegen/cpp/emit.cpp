@@ -169,6 +169,7 @@ class Emitter {
            "template <class T> static inline T tj_max(T a, T b) {\n"
            "  if (a != a || b != b) return a != a ? a : b;\n  if (a != b) return a > b ? a : b;\n  return std::signbit(a) ? b : a;\n}\n"
            "template <class T> static inline T tj_min(T a, T b) { return -tj_max(-a, -b); }\n"
+           "template <class T> static inline T tj_select(bool c, T a, T b) { return c ? a : b; }\n"
            "// Integers wrap (two's complement, through unsigned arithmetic: no UB); division\n"
            "// truncates, by zero is an error (tj_status 2), INT_MIN / -1 wraps to INT_MIN.\n"
            "template <class T> using tj_u = std::make_unsigned_t<T>;\n"
@@ -335,7 +336,9 @@ class Emitter {
       case Op::le: return "(uint8_t)(" + a[0] + "<=" + a[1] + ")";
       case Op::gt: return "(uint8_t)(" + a[0] + ">" + a[1] + ")";
       case Op::ge: return "(uint8_t)(" + a[0] + ">=" + a[1] + ")";
-      case Op::where: return "((" + a[0] + ") ? (" + a[1] + ") : (" + a[2] + "))";
+      // Both branches are evaluated, as in the interpreter (an index out of
+      // range in either is an error), and the select vectorizes as a blend.
+      case Op::where: return "tj_select<" + t + ">(" + a[0] + ", " + a[1] + ", " + a[2] + ")";
       default: throw Error(std::string("code generation: ") + n.def().name + " is not elementwise");
     }
   }
