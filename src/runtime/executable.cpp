@@ -304,10 +304,13 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   } else {
     for (auto* k : s.kernels) k(t);
   }
-  if (*s.status != 0)
-    throw Error(*s.status == 3 ? "run: kv_write position outside the cache"
-                : *s.status == 2 ? "run: integer division by zero"
-                                 : "run: gather index out of range");
+  auto check_status = [&] {
+    if (*s.status != 0)
+      throw Error(*s.status == 3 ? "run: kv_write position outside the cache"
+                  : *s.status == 2 ? "run: integer division by zero"
+                                   : "run: gather index out of range");
+  };
+  check_status();
   // Reuse the caller's arrays when they already have the right types.
   outputs.resize(g.outputs().size());
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -317,6 +320,7 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   }
   for (size_t i = 0; i < s.output_fns.size(); ++i)
     if (o.copy_donated_outputs || !s.donated_output[i]) s.output_fns[i](t, outputs[i].raw());
+  check_status();  // an output read through a view or a gather computes indices too
 }
 
 std::vector<NDArray> Executable::run(Bindings& inputs) {

@@ -909,7 +909,7 @@ class Emitter {
       // A per-row scalar ([..,1] or [..]).
       Idx own = sv.size() == sp.size() ? keep : oi;
       std::string var = "s" + std::to_string(v);
-      code += "    const " + ty + " " + var + " = " + elementwise(n, own) + ";\n";
+      code += "    const " + ty + " " + var + " = " + elementwise_or_gather(n, own) + ";\n";
       local_[v] = var;
       if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) code += "    " + ptr(v) + "[row] = " + var + ";\n";
     }
@@ -943,7 +943,7 @@ class Emitter {
     std::map<ValueId, std::string> saved = local_;
     for (ValueId in : n.inputs)
       if (auto it = local_row_.find(in); it != local_row_.end()) local_[in] = it->second + "[j]";
-    std::string e = elementwise(n, full);
+    std::string e = elementwise_or_gather(n, full);
     local_ = saved;
     return e;
   }
