@@ -153,11 +153,14 @@ class Partitioner {
       if (b < 0) continue;
       int k = kernel(b);
       if (k < 0) continue;
+      // A gather reads its table at the indices it loads, not at its own
+      // index: like a read through a view, the table must be complete first.
+      bool plain = o == b && !(n.op == Op::gather && i == 0);
       if (k > latest) {
         latest = k;
-        *direct = (o == b);
+        *direct = plain;
       } else if (k == latest) {
-        *direct = *direct && (o == b);
+        *direct = *direct && plain;
       }
     }
     return latest;
@@ -252,7 +255,7 @@ class Partitioner {
         ValueId b = base(n.inputs[i]);
         if (b < 0 || kernel(b) < 0 || kernel(b) == k) continue;
         d.insert(kernel(b));
-        if (b != n.inputs[i]) via_view->insert(kernel(b));
+        if (b != n.inputs[i] || (n.op == Op::gather && i == 0)) via_view->insert(kernel(b));  // random access
       }
     }
     return d;

@@ -251,6 +251,20 @@ TEST_F(EdgeSemantics, IndexErrorsInOutputCopies) {
   EXPECT_THROW(exe.run(in), Error);
 }
 
+// A gather of a value computed in the same loop nest read the value at its
+// own index, not the gathered one (a silently wrong answer, fuzz_compiled):
+// a gather's table is now complete before the gather runs.
+TEST_F(EdgeSemantics, GatherOfAValueComputedBeside) {
+  Graph g("gather_fused");
+  ValueId x = g.add_input("x", {DType::f32, {4, 3, 3}});
+  ValueId idx = g.add_input("i", {DType::i32, {3}});
+  ValueId ge = g.add(Op::ge, {x, g.add_const({DType::f32, {}}, std::vector<double>{0})});
+  g.set_outputs({g.add(Op::gather, {ge, idx}, {{"axis", int64_t{1}}}), g.add(Op::gather, {g.add(Op::neg, {x}), idx}, {{"axis", int64_t{2}}})});
+  std::vector<double> xs(36);
+  for (size_t k = 0; k < xs.size(); ++k) xs[k] = static_cast<double>(k % 7) - 3;
+  agree(g, {{"x", NDArray::from(DType::f32, {4, 3, 3}, xs)}, {"i", NDArray::from(DType::i32, {3}, {2, 1, 1})}});
+}
+
 // A gather whose indices are a gather, reduced in a rowwise kernel
 // (fuzz_compiled finding: "gather is not elementwise").
 TEST_F(EdgeSemantics, GatherOfGatherInAReduction) {
