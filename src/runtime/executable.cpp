@@ -53,6 +53,7 @@ struct Executable::State {
   std::shared_ptr<LoadedLibrary> library;
   std::vector<void (*)(void**)> kernels;
   void (*team_run)(void**) = nullptr;  // the whole call as one team, when the program has one
+  void (*check_indices)(void**) = nullptr;  // the free gathers' indices, before the kernels
   std::shared_ptr<HostProgram> host;   // a graph with control flow
   std::vector<void (*)(void**, void*)> output_fns;
   int* status = nullptr;
@@ -126,6 +127,8 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   for (const auto& name : prog.output_symbols)
     s->output_fns.push_back(reinterpret_cast<void (*)(void**, void*)>(built.library->symbol(name.c_str())));
   if (!prog.run_symbol.empty()) s->team_run = reinterpret_cast<void (*)(void**)>(built.library->symbol(prog.run_symbol.c_str()));
+  if (!prog.check_symbol.empty())
+    s->check_indices = reinterpret_cast<void (*)(void**)>(built.library->symbol(prog.check_symbol.c_str()));
   s->status = static_cast<int*>(built.library->symbol("tj_status"));
 
   // The table: every value in memory gets its address; activations when the
@@ -299,6 +302,7 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   for (const auto& [kv, cache] : s.aliases) s.table[static_cast<size_t>(kv)] = s.table[static_cast<size_t>(cache)];
   *s.status = 0;
   void** t = s.table.data();
+  if (s.check_indices) s.check_indices(t);
   if (s.team_run) {
     s.team_run(t);
   } else {

@@ -265,6 +265,20 @@ TEST_F(EdgeSemantics, GatherOfAValueComputedBeside) {
   agree(g, {{"x", NDArray::from(DType::f32, {4, 3, 3}, xs)}, {"i", NDArray::from(DType::i32, {3}, {2, 1, 1})}});
 }
 
+// Every index of a gather is checked, also where no output reads the
+// elements it selects (an empty slice of a free gather): as interpreted.
+TEST_F(EdgeSemantics, IndicesNoOutputReadsAreChecked) {
+  Graph g("gather_unread");
+  ValueId x = g.add_input("x", {DType::f32, {0, 1}});
+  ValueId idx = g.add_const({DType::i64, {2}}, std::vector<double>{0, 0});
+  ValueId sq = g.add(Op::squeeze, {g.add(Op::gather, {x, idx})}, {{"axes", std::vector<int64_t>{1}}});
+  g.set_outputs({g.add(Op::slice, {sq}, {{"axis", int64_t{0}}, {"start", Dim(0)}, {"end", Dim(0)}})});
+  Bindings in{{"x", NDArray(DType::f32, {0, 1})}};
+  EXPECT_THROW(interpret(g, in), Error);
+  Executable exe = Executable::compile(g, {});
+  EXPECT_THROW(exe.run(in), Error);
+}
+
 // A gather whose indices are a gather, reduced in a rowwise kernel
 // (fuzz_compiled finding: "gather is not elementwise").
 TEST_F(EdgeSemantics, GatherOfGatherInAReduction) {

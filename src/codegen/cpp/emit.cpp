@@ -130,6 +130,7 @@ class Emitter {
     for (size_t k = 0; k < s_.kernels.size(); ++k) emit_kernel(static_cast<int>(k));
     if (!opens_parallel_ && team_work_total_ >= kTeamElements) team_program();
     for (size_t o = 0; o < g_.outputs().size(); ++o) emit_output(o);
+    emit_index_checks();
     out_.source += "}  // extern \"C\"\n";
     return std::move(out_);
   }
@@ -1064,6 +1065,29 @@ class Emitter {
     std::string body = loops(so, iv, "  ((" + T(o) + "*)dst)[" + flat(iv, so) + "] = " + load(o, iv) + ";\n");
     out_.source += "void " + name + "(void** t, void* dst) {\n" + pointers() + body + "}\n\n";
     out_.output_symbols.push_back(name);
+  }
+
+  // A free gather (indices computed from inputs alone) is read only where a
+  // consumer reads it, and a consumer may read none of it (an empty slice
+  // of it): every index is checked once per call, before the kernels, as the
+  // interpreter checks it (unless the gather has no element at all).
+  void emit_index_checks() {
+    std::string body;
+    local_.clear();
+    used_.clear();
+    for (size_t v = 0; v < g_.size(); ++v) {
+      const Node& n = g_.nodes()[v];
+      if (n.op != Op::gather || s_.kernel_of[v] >= 0) continue;
+      ValueId ind = n.inputs[1];
+      auto si = shape(ind);
+      Idx iv = loop_vars(si.size(), "q");
+      Dim len = shape(n.inputs[0])[static_cast<size_t>(n.attr_int("axis"))];
+      std::string check = "  (void)tj_index((int64_t)(" + load(ind, iv) + "), " + C(len) + ");\n";
+      body += "if (" + C(count(shape(static_cast<ValueId>(v)))) + " > 0) " + loops(si, iv, check, false, false);
+    }
+    if (body.empty()) return;
+    out_.source += "void tj_check_indices(void** t) {\n" + pointers() + body + "}\n\n";
+    out_.check_symbol = "tj_check_indices";
   }
 
   const Graph& g_;

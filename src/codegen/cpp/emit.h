@@ -45,6 +45,7 @@ struct EmittedProgram {
   std::vector<Dim> scratch_sizes;           // bytes per thread some kernel needs
   std::vector<std::string> symbols;         // the graph's size symbols, in the order of t[n+2]
   std::string run_symbol;                   // "tj_run" when the program runs as one team, else empty
+  std::string check_symbol;                 // "tj_check_indices": free gathers' indices, run first; or empty
 };
 
 // The temporary region at some sizes: each kernel's temporaries stacked from
