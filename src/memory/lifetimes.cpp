@@ -32,6 +32,7 @@ bool in_place_safe(const Graph& g, const Kernel& K, ValueId b) {
     if (n.op == Op::concat || n.op == Op::kv_write || n.type.shape != K.space) return false;
     for (ValueId o : n.inputs) {
       if (base_buffer(g, o) != b) continue;
+      if (n.op == Op::gather) return false;  // reads at the indices it loads, not where it writes
       if (g.type(o).shape != K.space) return false;
       for (ValueId x = o; x != b; x = g.node(x).inputs[0]) {
         Op op = g.node(x).op;
