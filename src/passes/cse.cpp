@@ -25,7 +25,7 @@ struct Key {
     if (op != Op::constant) return node->attrs == o.node->attrs;
     const auto& a = *node->const_data();
     const auto& b = *o.node->const_data();
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);  // empty: no pointers to compare
   }
 };
 
