@@ -310,7 +310,10 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     int status = run_command(cmd, &out);
     if (status != 0) {
       fs::remove(tmp, ec);
-      throw Error("compiling generated code failed (" + cxx.path + ", status " + std::to_string(status) + "):\n" + out.substr(0, 4000));
+      // The command line too: a failure without output (seen twice under
+      // heavy load, status 2, not reproduced) says nothing by itself.
+      throw Error("compiling generated code failed (" + cxx.path + ", status " + std::to_string(status) + "):\n" +
+                  (out.empty() ? "(the compiler printed nothing; command: " + cmd.substr(0, 1000) + ")" : out.substr(0, 4000)));
     }
     if (!fs::exists(tmp, ec)) {
       throw Error("compiling generated code failed (" + cxx.path + " exited with status 0 but wrote no library):\n" +
