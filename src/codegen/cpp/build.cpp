@@ -28,15 +28,25 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Runs a shell command, returning its exit status and combined output.
+// Runs a shell command and collects its combined output. The result is the
+// exit status, or 128 + the signal that killed it (as a shell reports it).
+// The read retries when a signal interrupts it: this process may take signals
+// without SA_RESTART (libFuzzer's timer, a profiler), and stopping early
+// would close the pipe under the compiler, which then dies of SIGPIPE at its
+// first warning (g++: status 2, nothing printed).
 int run_command(const std::string& cmd, std::string* output) {
   FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return -1;
   char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) output->append(buf, n);
-  int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  for (;;) {
+    ssize_t n = ::read(fileno(p), buf, sizeof buf);
+    if (n > 0) output->append(buf, static_cast<size_t>(n));
+    else if (n == 0 || errno != EINTR) break;
+  }
+  int status = pclose(p);  // waits for the command to the end
+  if (status == -1) return -1;
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
 }
 
 std::string quote(const std::string& s) {
@@ -310,8 +320,7 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     int status = run_command(cmd, &out);
     if (status != 0) {
       fs::remove(tmp, ec);
-      // The command line too: a failure without output (seen twice under
-      // heavy load, status 2, not reproduced) says nothing by itself.
+      // The command line too: a failure without output says nothing by itself.
       throw Error("compiling generated code failed (" + cxx.path + ", status " + std::to_string(status) + "):\n" +
                   (out.empty() ? "(the compiler printed nothing; command: " + cmd.substr(0, 1000) + ")" : out.substr(0, 4000)));
     }
@@ -325,8 +334,11 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     std::string data = read_file(lib, &ok);
     write_atomic(sidecar, hex128(XXH3_128bits(data.data(), data.size())) + " " + std::to_string(data.size()) + "\n");
     r.compile_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (log_enabled("compile"))
+    if (log_enabled("compile")) {
       std::fprintf(stderr, "[compile] %s: %.3f s with %s\n", r.key.c_str(), r.compile_seconds, cxx.path.c_str());
+      // Generated code should compile silently: a warning is worth a look.
+      if (!out.empty()) std::fprintf(stderr, "[compile] %s: the compiler said:\n%s\n", r.key.c_str(), out.substr(0, 4000).c_str());
+    }
   }
   auto t1 = Clock::now();
   void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);

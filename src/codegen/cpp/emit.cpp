@@ -84,6 +84,20 @@ std::string C(const Dim& d) {
   return "(" + d.c_expr(sym_name) + ")";
 }
 
+// The index of flat position `f` in an array of `shape`: the inverse of
+// flat(). An array with a zero extent has no element to index (the loop over
+// it never runs), so it gets zeros rather than a division by zero that the
+// compiler would warn about.
+Idx unflat(const std::string& f, const Sizes& shape) {
+  Idx r(shape.size(), "0");
+  for (const Dim& d : shape)
+    if (d == Dim(0)) return r;
+  auto cs = contiguous_strides(shape);
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != Dim(1)) r[d] = "((" + f + ")/" + C(cs[d]) + "%" + C(shape[d]) + ")";
+  return r;
+}
+
 std::string flat(const Idx& idx, const Sizes& shape) {
   auto st = contiguous_strides(shape);
   std::string e;
@@ -247,12 +261,7 @@ class Emitter {
       case Op::unsqueeze: {
         ValueId x = n.inputs[0];
         auto sx = shape(x);
-        std::string f = flat(idx, so);
-        auto cs = contiguous_strides(sx);
-        Idx xi(sx.size());
-        for (size_t d = 0; d < sx.size(); ++d)
-          xi[d] = sx[d] == Dim(1) ? "0" : "((" + f + ")/" + C(cs[d]) + "%" + C(sx[d]) + ")";
-        return load(x, xi);
+        return load(x, unflat(flat(idx, so), sx));
       }
       case Op::permute: {
         const auto& p = n.attr_ints("perm");
@@ -851,9 +860,8 @@ class Emitter {
     code += "    char* mine = (char*)t[" + std::to_string(g_.size()) + "] + (int64_t)omp_get_thread_num() * scratch;\n    (void)mine;\n";
     // Row index -> outer index.
     Idx oi = loop_vars(outer.size(), "r");
-    auto cs = contiguous_strides(outer);
-    for (size_t d = 0; d < outer.size(); ++d)
-      code += "    const int64_t " + oi[d] + " = (row / " + C(cs[d]) + ") % " + C(outer[d]) + ";\n";
+    Idx row_index = unflat("row", outer);
+    for (size_t d = 0; d < outer.size(); ++d) code += "    const int64_t " + oi[d] + " = " + row_index[d] + ";\n";
     Idx full = oi;
     full.push_back("j");
     Idx keep = oi;
