@@ -1,7 +1,6 @@
 #include "cost/calibrate.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "runtime/thread_pool.h"
 #include "support/paths.h"
 #include "tensorjit/error.h"
 
@@ -21,6 +21,13 @@ namespace tj {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// f(part, parts, thread) over the process's pool, as generated code runs.
+template <class F>
+void parallel(int64_t parts, const F& f) {
+  ThreadPool::global().run(
+      parts, [](void* c, int64_t p, int64_t n, int th) { (*static_cast<const F*>(c))(p, n, th); }, const_cast<F*>(&f));
+}
 
 template <class F>
 double best_seconds(int reps, F f) {
@@ -33,10 +40,18 @@ double best_seconds(int reps, F f) {
   return best;
 }
 
+// Single-threaded OpenBLAS on column blocks over the pool: how generated
+// code runs a large matmul.
 double measure_sgemm() {
   const int n = 1024;
   std::vector<float> a(static_cast<size_t>(n) * n, 1.0f), b(a.size(), 0.5f), c(a.size());
-  auto run = [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); };
+  auto run = [&] {
+    parallel(ThreadPool::global().threads(), [&](int64_t p, int64_t parts, int) {
+      const int n0 = static_cast<int>(n * p / parts / 16 * 16), n1 = p + 1 == parts ? n : static_cast<int>(n * (p + 1) / parts / 16 * 16);
+      if (n1 > n0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n1 - n0, n, 1.0f, a.data(), n, b.data() + n0, n, 0.0f, c.data() + n0, n);
+    });
+  };
   run();  // warm up threads and pages
   return 2.0 * n * n * n / best_seconds(7, run);
 }
@@ -46,8 +61,9 @@ double measure_stream() {
   std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
   const float s = 3.0f;
   auto triad = [&] {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+    parallel(ThreadPool::global().threads(), [&](int64_t p, int64_t parts, int) {
+      for (size_t i = n * p / parts; i < n * (p + 1) / parts; ++i) a[i] = b[i] + s * c[i];
+    });
   };
   triad();
   return 3.0 * static_cast<double>(n) * sizeof(float) / best_seconds(7, triad);
@@ -55,25 +71,25 @@ double measure_stream() {
 
 double measure_vector() {
   const int n = 4096, iters = 2000;
-  std::vector<float> x(static_cast<size_t>(n) * omp_get_max_threads(), 1.0f);
+  const int threads = ThreadPool::global().threads();
+  std::vector<float> x(static_cast<size_t>(n) * threads, 1.0f);
   auto run = [&] {
-#pragma omp parallel
-    {
-      float* p = x.data() + static_cast<size_t>(omp_get_thread_num()) * n;
+    parallel(threads, [&](int64_t part, int64_t, int) {
+      float* p = x.data() + static_cast<size_t>(part) * n;
       for (int it = 0; it < iters; ++it)
 #pragma omp simd
         for (int i = 0; i < n; ++i) p[i] = p[i] * 0.999f + 0.001f;
-    }
+    });
   };
   run();
-  return 2.0 * n * iters * omp_get_max_threads() / best_seconds(5, run);
+  return 2.0 * n * iters * threads / best_seconds(5, run);
 }
 
 }  // namespace
 
 Calibration measure_machine() {
   Calibration c;
-  c.threads = omp_get_max_threads();
+  c.threads = ThreadPool::global().threads();
   c.sgemm_flops = measure_sgemm();
   c.stream_bandwidth = measure_stream();
   c.vector_flops = measure_vector();

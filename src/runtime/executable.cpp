@@ -1,7 +1,5 @@
 #include "runtime/executable.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +14,8 @@
 #include "passes/pipeline.h"
 #include "jit/specialize.h"
 #include "runtime/host_program.h"
+#include "runtime/thread_pool.h"
+#include "support/log.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -52,7 +52,6 @@ struct Executable::State {
   std::string source;
   std::shared_ptr<LoadedLibrary> library;
   std::vector<void (*)(void**)> kernels;
-  void (*team_run)(void**) = nullptr;  // the whole call as one team, when the program has one
   void (*check_indices)(void**) = nullptr;  // the free gathers' indices, before the kernels
   std::shared_ptr<HostProgram> host;   // a graph with control flow
   std::vector<void (*)(void**, void*)> output_fns;
@@ -71,7 +70,7 @@ struct Executable::State {
   Block arena, temps, scratch;
   int64_t arena_cap = 0, temps_cap = 0, scratch_cap = 0;
   std::vector<int64_t> sym_values;
-  int threads = 1;  // the most threads generated code runs (what scratch is sized for)
+  int threads = 1;  // the pool's threads (what scratch is sized for)
   void bind(const SymEnv& env);
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
   std::vector<bool> donated_output;                  // per output: it is an input cache, updated in place
@@ -82,12 +81,20 @@ struct Executable::State {
 
 Executable Executable::compile(const Graph& graph, const Bindings& params, const CompileOptions& o) {
   auto s = std::make_shared<State>();
+  std::vector<std::pair<std::string, double>> stages;
+  auto t_stage = std::chrono::steady_clock::now();
+  auto stage = [&](const char* name) {
+    auto now = std::chrono::steady_clock::now();
+    stages.emplace_back(name, std::chrono::duration<double>(now - t_stage).count());
+    t_stage = now;
+  };
   for (ValueId p : graph.params())
     if (!params.count(graph.node(p).name)) throw Error("compile: no value for param '" + graph.node(p).name + "'");
   s->graph = graph;
   PipelineOptions po;
   po.pass.freeze_values = &params;
   run_pipeline(s->graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
+  stage("passes");
   const Graph& g = s->graph;
   s->inputs = g.inputs();
   s->symbolic = !size_symbols(g).empty();
@@ -116,17 +123,22 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   FusionOptions fo = o.fusion;
   fo.size_hint = hint;
   s->schedule = fuse(g, fo);
+  stage("fusion");
   // Reordering weighs buffer sizes: at the hint (the same graph, sizes bound).
   if (o.reorder) s->schedule = reorder_schedule(s->symbolic ? specialize(g, hint) : g, s->schedule);
+  stage("reorder");
   s->prog = emit_cpp(g, s->schedule, hint);
   const EmittedProgram& prog = s->prog;
   s->source = prog.source;
+  stage("emit");
   BuildResult built = build_library(prog.source, *cxx);
+  stages.emplace_back(built.cache_hit ? "build (cache hit)" : "build", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_stage).count() - built.load_seconds);
+  stages.emplace_back("load", built.load_seconds);
+  t_stage = std::chrono::steady_clock::now();
   s->library = built.library;
   for (const auto& name : prog.kernel_symbols) s->kernels.push_back(reinterpret_cast<void (*)(void**)>(built.library->symbol(name.c_str())));
   for (const auto& name : prog.output_symbols)
     s->output_fns.push_back(reinterpret_cast<void (*)(void**, void*)>(built.library->symbol(name.c_str())));
-  if (!prog.run_symbol.empty()) s->team_run = reinterpret_cast<void (*)(void**)>(built.library->symbol(prog.run_symbol.c_str()));
   if (!prog.check_symbol.empty())
     s->check_indices = reinterpret_cast<void (*)(void**)>(built.library->symbol(prog.check_symbol.c_str()));
   s->status = static_cast<int*>(built.library->symbol("tj_status"));
@@ -134,10 +146,9 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   // The table: every value in memory gets its address; activations when the
   // sizes are bound (now, for a graph without size symbols).
   s->table.assign(g.size() + 3, nullptr);
-  Block barrier = allocate(64);  // the team's barrier state, then the thread count scratch is sized for
-  s->threads = omp_get_max_threads();
-  static_cast<int*>(barrier.get())[2] = s->threads;
-  s->table[g.size() + 1] = barrier.get();
+  const ThreadPool& pool = o.pool ? *o.pool : ThreadPool::global();  // the threads generated code splits its work over
+  s->threads = pool.threads();
+  s->table[g.size() + 1] = const_cast<tj_parallel_api*>(pool.api());
   int64_t const_bytes = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
@@ -167,9 +178,20 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     s->donated_input.push_back(name);
   }
   s->stats = {true, built.cache_hit, built.compile_seconds, built.load_seconds, s->schedule.kernels.size(), 0, 0, 0, const_bytes,
-              built.source_path};
-  s->owned.push_back(std::move(barrier));
+              built.source_path, {}};
   if (!s->symbolic) s->bind({});
+  stage("layout");
+  s->stats.stage_seconds = stages;
+  if (log_enabled("compile")) {
+    double total = 0;
+    std::string line;
+    for (const auto& [name, sec] : stages) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ", %s %.1f ms", name.c_str(), sec * 1e3);
+      total += sec, line += buf;
+    }
+    std::fprintf(stderr, "[compile] %zu kernels in %.3f s: %s\n", s->schedule.kernels.size(), total, line.substr(2).c_str());
+  }
   Executable e;
   e.s_ = s;
   return e;
@@ -303,11 +325,7 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   *s.status = 0;
   void** t = s.table.data();
   if (s.check_indices) s.check_indices(t);
-  if (s.team_run) {
-    s.team_run(t);
-  } else {
-    for (auto* k : s.kernels) k(t);
-  }
+  for (auto* k : s.kernels) k(t);
   auto check_status = [&] {
     if (*s.status != 0)
       throw Error(*s.status == 3 ? "run: kv_write position outside the cache"

@@ -24,6 +24,8 @@
 
 namespace tj {
 
+class ThreadPool;
+
 struct CompileOptions {
   FusionOptions fusion;
   bool reorder = true;               // reorder kernels to lower peak memory
@@ -31,6 +33,8 @@ struct CompileOptions {
   // Typical values of the graph's size symbols (for choices such as running
   // a kernel in parallel); a symbol not given counts as 64.
   SymEnv size_hint;
+  // The threads the generated code runs on; null: ThreadPool::global().
+  ThreadPool* pool = nullptr;
 };
 
 struct RunOptions {
@@ -44,6 +48,10 @@ struct CompileStats {
   size_t kernels = 0;
   int64_t arena_bytes = 0, temporary_bytes = 0, scratch_bytes = 0, constant_bytes = 0;
   std::string source_path;
+  // Seconds per stage of compile(), in order: passes, fusion, reorder,
+  // emit, build (compiler, or the cache lookup), load, layout (weights and
+  // activations placed). TJ_LOG=compile prints them.
+  std::vector<std::pair<std::string, double>> stage_seconds;
 };
 
 class Executable {

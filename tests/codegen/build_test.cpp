@@ -213,9 +213,9 @@ TEST_F(BuildTest, NonCompilerRunsOnTheInterpreter) {
   EXPECT_EQ(exe.run(inputs).size(), g.outputs().size());
 }
 
-// A compiler that fails the probe's flags (here: it rejects -fopenmp).
+// A compiler that fails the probe's flags (here: it rejects -fopenmp-simd).
 TEST_F(BuildTest, CompilerFailingTheRealFlagsIsNotUsed) {
-  fs::path picky = script("picky-c++", "for a; do [ \"$a\" = -fopenmp ] && { echo 'no OpenMP' >&2; exit 1; }; done\n"
+  fs::path picky = script("picky-c++", "for a; do [ \"$a\" = -fopenmp-simd ] && { echo 'no OpenMP' >&2; exit 1; }; done\n"
                                        "exec '" + cxx_.executable + "' \"$@\"");
   setenv("TJ_CXX", picky.c_str(), 1);
   ::testing::internal::CaptureStderr();

@@ -18,6 +18,7 @@
 
 #include "support/log.h"
 #include "support/paths.h"
+#include "support/process.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -27,33 +28,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Runs a shell command and collects its combined output. The result is the
-// exit status, or 128 + the signal that killed it (as a shell reports it).
-// The read retries when a signal interrupts it: this process may take signals
-// without SA_RESTART (libFuzzer's timer, a profiler), and stopping early
-// would close the pipe under the compiler, which then dies of SIGPIPE at its
-// first warning (g++: status 2, nothing printed).
-int run_command(const std::string& cmd, std::string* output) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fileno(p), buf, sizeof buf);
-    if (n > 0) output->append(buf, static_cast<size_t>(n));
-    else if (n == 0 || errno != EINTR) break;
-  }
-  int status = pclose(p);  // waits for the command to the end
-  if (status == -1) return -1;
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
-std::string quote(const std::string& s) {
-  std::string r = "'";
-  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return r + "'";
-}
 
 std::string hex128(XXH128_hash_t h) {
   char buf[33];
@@ -211,7 +185,7 @@ std::optional<Compiler> probe_compiler(const std::string& name, std::string* why
     return std::nullopt;
   }
   std::string version;
-  if (int st = run_command(quote(name) + " --version", &version); st != 0) {
+  if (int st = run_command(shell_quote(name) + " --version", &version); st != 0) {
     *why = "`" + name + " --version` failed with status " + std::to_string(st);
     return std::nullopt;
   }
@@ -273,7 +247,7 @@ std::optional<Compiler> find_compiler() {
 // vectorize loops holding sqrt, exp's range selects and divisions, which it
 // otherwise keeps scalar.
 std::vector<std::string> default_flags() {
-  std::vector<std::string> flags = {"-O3",     "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp",
+  std::vector<std::string> flags = {"-O3",     "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd",
                                     "-shared", "-fPIC",         "-std=c++20",      "-lopenblas"};
 #ifdef TJ_SANITIZE_FLAGS
   // This process is instrumented (CMake's TJ_SANITIZE): so is its generated
@@ -314,8 +288,8 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     fs::path tmp = lib;
     tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(Clock::now().time_since_epoch().count());
     // Flags after the source, so that libraries (-l) link.
-    std::string cmd = quote(cxx.path) + " " + quote(src.string()) + " -o " + quote(tmp.string());
-    for (const auto& f : flags) cmd += " " + quote(f);
+    std::string cmd = shell_quote(cxx.path) + " " + shell_quote(src.string()) + " -o " + shell_quote(tmp.string());
+    for (const auto& f : flags) cmd += " " + shell_quote(f);
     std::string out;
     int status = run_command(cmd, &out);
     if (status != 0) {

@@ -67,7 +67,7 @@ struct BuildResult {
   std::string source_path;     // the generated source, kept beside the library
 };
 
-// -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp -shared -fPIC
+// -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC
 // -std=c++20 -lopenblas, then this build's sanitizer flags (TJ_SANITIZE in
 // CMake), so that generated code is instrumented like the process loading it.
 std::vector<std::string> default_flags();

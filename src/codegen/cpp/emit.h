@@ -4,9 +4,10 @@
 // Generated functions take the buffer table `void** t`: t[v] is the address
 // of value v's data for every value held in memory (inputs, params,
 // constants, planned kernel outputs and kernel-local temporaries); t[n] is
-// per-thread scratch; t[n+2] the size symbols' values; t[n+1] holds 64 bytes: the team
-// barrier's state (ints 0 and 1, zeroed) and the most threads any parallel
-// region may use (int 2: what the scratch was sized for). Reads through views, generators and
+// per-thread scratch; t[n+2] the size symbols' values; t[n+1] the process's
+// thread pool (a tj_parallel_api, src/runtime/thread_pool.h: parallel loops
+// run as parts on it, and its thread count is what the scratch was sized
+// for). Reads through views, generators and
 // free gathers are index arithmetic (strided where the view chain allows, div
 // and mod otherwise), never copies.
 //
@@ -44,7 +45,6 @@ struct EmittedProgram {
   std::vector<Dim> temporary_sizes;         // bytes of each
   std::vector<Dim> scratch_sizes;           // bytes per thread some kernel needs
   std::vector<std::string> symbols;         // the graph's size symbols, in the order of t[n+2]
-  std::string run_symbol;                   // "tj_run" when the program runs as one team, else empty
   std::string check_symbol;                 // "tj_check_indices": free gathers' indices, run first; or empty
 };
 

@@ -1,0 +1,67 @@
+// The threads that generated code runs on: one pool per process, sized to
+// the CPUs this process may use, shared by every executable (and instead of
+// OpenBLAS's own threads, which are set to one).
+//
+// Built to degrade gracefully on a busy machine. A parallel loop is split
+// into parts; each thread first takes the parts of its own range (the same
+// ones every call, so each core keeps its share of the weights in its cache)
+// and then takes whatever other ranges still have. The calling thread works
+// too, so a worker that the OS has descheduled costs only the part it holds,
+// never a whole time slice per barrier: when no worker turns up, the caller
+// does everything alone. Idle workers spin for a bounded time and then sleep
+// in the kernel (futex), so they do not steal the cores they would wait for.
+//
+//   ThreadPool::global().run(parts, body, ctx);   // body(ctx, part, parts, thread)
+#pragma once
+
+#include <cstdint>
+
+extern "C" {
+// What generated code sees of the pool (its prelude declares the same
+// struct): t[n+1] points to one of these.
+struct tj_parallel_api {
+  void (*run)(void* pool, int64_t parts, void (*body)(void*, int64_t, int64_t, int), void* ctx);
+  void* pool;
+  int64_t threads;
+};
+}
+
+namespace tj {
+
+// The CPUs this process may run on: its affinity mask, capped by a cgroup
+// CPU quota (cgroup v2 cpu.max, or v1 cfs_quota_us / cfs_period_us).
+int usable_cpus();
+// $TJ_NUM_THREADS (1 to 1024; anything else is an error), else usable_cpus().
+int default_threads();
+
+class ThreadPool {
+ public:
+  using Body = void (*)(void* ctx, int64_t part, int64_t parts, int thread);
+
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // The process's pool, of default_threads() threads. Created on first use.
+  static ThreadPool& global();
+
+  int threads() const { return threads_; }
+  // Runs body(ctx, p, parts, thread) for every p in [0, parts), each once,
+  // and returns when all are done. `thread` is in [0, threads()): the caller
+  // is 0, and no two parts run at once on the same `thread`. A call from
+  // inside a body, or while another thread is using the pool, runs every
+  // part on the calling thread (as thread 0 of its own).
+  void run(int64_t parts, Body body, void* ctx);
+  // For generated code (tj_parallel_api).
+  const tj_parallel_api* api() const { return &api_; }
+
+  struct State;
+
+ private:
+  int threads_;
+  State* s_;
+  tj_parallel_api api_;
+};
+
+}  // namespace tj
