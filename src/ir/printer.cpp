@@ -2,7 +2,10 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <set>
+
+#include <xxhash.h>
 
 #include "ir/text.h"
 
@@ -22,9 +25,15 @@ std::string value_str(double v, DType t) {
   return s;
 }
 
-std::string data_str(const Node& n) {
+std::string data_str(const Node& n, const PrintOptions& o) {
   const auto& d = *n.const_data();
   if (d.size() == 1) return value_str(d[0], n.type.dtype);
+  if (d.size() > o.summarize_constants_over) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "<%zu values, xxh3 %016llx>", d.size(),
+                  static_cast<unsigned long long>(XXH3_64bits(d.data(), d.size() * sizeof(double))));
+    return buf;
+  }
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + value_str(d[i], n.type.dtype);
   return s + "]";
@@ -61,21 +70,21 @@ void collect_regions(const Graph& g, std::vector<const Graph*>* out) {
   }
 }
 
-std::string print_one(const Graph& g);
+std::string print_one(const Graph& g, const PrintOptions& o);
 
 }  // namespace
 
-std::string print_graph(const Graph& g) {
+std::string print_graph(const Graph& g, const PrintOptions& o) {
   std::vector<const Graph*> regions;
   collect_regions(g, &regions);
   std::string out;
-  for (const Graph* r : regions) out += print_one(*r) + "\n";
-  return out + print_one(g);
+  for (const Graph* r : regions) out += print_one(*r, o) + "\n";
+  return out + print_one(g, o);
 }
 
 namespace {
 
-std::string print_one(const Graph& g) {
+std::string print_one(const Graph& g, const PrintOptions& o) {
   std::vector<std::string> names(g.size());
   std::string out = "graph " + g.name() + "\n";
   for (size_t i = 0; i < g.size(); ++i) {
@@ -100,7 +109,7 @@ std::string print_one(const Graph& g) {
     const auto& specs = n.def().attrs;
     for (size_t j = 0; j < specs.size(); ++j) {
       if (specs[j].default_value && *specs[j].default_value == n.attrs[j]) continue;
-      std::string v = n.op == Op::constant ? data_str(n) : attr_str(specs[j].kind, n.attrs[j]);
+      std::string v = n.op == Op::constant ? data_str(n, o) : attr_str(specs[j].kind, n.attrs[j]);
       attrs += (attrs.empty() ? "" : ", ") + std::string(specs[j].name) + "=" + v;
     }
     if (!attrs.empty()) out += " {" + attrs + "}";

@@ -12,6 +12,7 @@
 // tj::ParseError with line:column and the offending token.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,7 +20,16 @@
 
 namespace tj {
 
-std::string print_graph(const Graph& g);
+struct PrintOptions {
+  // Constants with more elements than this print as a summary (count and
+  // content hash: `{value=<4096 values, xxh3 1f0c...>}`), which does not
+  // parse back: for logs, where frozen weights would be megabytes of text.
+  size_t summarize_constants_over = SIZE_MAX;
+};
+// What TJ_LOG dumps use: constants over 16 elements summarized.
+inline PrintOptions log_print_options() { return PrintOptions{16}; }
+
+std::string print_graph(const Graph& g, const PrintOptions& o = {});
 Graph parse_graph(std::string_view text);
 
 }  // namespace tj

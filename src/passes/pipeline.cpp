@@ -134,7 +134,7 @@ std::vector<PassRecord> run_pipeline(Graph& g, const std::vector<std::string>& p
     if (log) {
       std::fprintf(stderr, "// pass %-18s %8.3f ms  %s\n", name.c_str(), r.seconds * 1e3, r.changed ? "changed" : "(unchanged)");
       if (r.changed) {
-        std::string text = print_graph(g);
+        std::string text = print_graph(g, log_print_options());  // frozen weights summarized, never dumped
         std::fwrite(text.data(), 1, text.size(), stderr);
       }
     }

@@ -66,6 +66,26 @@ TEST(TextRoundTrip, ConstantsKeepEveryBit) {
   EXPECT_EQ((*g.node(g.outputs()[3]).const_data())[0], 1e-300);
 }
 
+// Log dumps summarize large constants (frozen weights): count and hash,
+// never the data; small ones print in full; the default prints everything.
+TEST(TextPrint, LogDumpsSummarizeLargeConstants) {
+  std::string big = "[";
+  for (int i = 0; i < 40; ++i) big += (i ? ", " : "") + std::to_string(i) + ".5";
+  big += "]";
+  Graph g = parse_graph("graph g\ninput %x : f32[40]\n%0 = const {value=" + big + "} : f32[40]\n"
+                        "%1 = const {value=[1.0, 2.0]} : f32[2]\n%2 = add(%x, %0) : f32[40]\nreturn %2, %1\n");
+  std::string log = print_graph(g, log_print_options());
+  EXPECT_NE(log.find("{value=<40 values, xxh3 "), std::string::npos) << log;
+  EXPECT_EQ(log.find("39.5"), std::string::npos) << log;
+  EXPECT_NE(log.find("{value=[1.0, 2.0]}"), std::string::npos) << log;
+  EXPECT_NE(print_graph(g).find("39.5"), std::string::npos);
+  // Another value, another hash.
+  Graph h = parse_graph("graph g\ninput %x : f32[40]\n%0 = const {value=" + big.replace(1, 3, "7.5") + "} : f32[40]\n"
+                        "%1 = const {value=[1.0, 2.0]} : f32[2]\n%2 = add(%x, %0) : f32[40]\nreturn %2, %1\n");
+  EXPECT_NE(print_graph(h, log_print_options()), log);
+  EXPECT_THROW(parse_graph(log), ParseError);  // a summary is not IR
+}
+
 TEST(TextParse, AcceptsCommentsBlankLinesAndDefaultAttrs) {
   Graph g = parse_graph(
       "# a comment\n\n"

@@ -50,6 +50,24 @@ std::vector<PassRecord> run(Graph& g, const std::vector<std::string>& passes, co
   return run_pipeline(g, passes, o);
 }
 
+// The pass log (TJ_LOG=passes, tjc opt --log) over frozen weights: each
+// weight a one-line summary, never its data.
+TEST(ModelPasses, LogSummarizesFrozenWeights) {
+  const auto& c = models::llama_config("tiny");
+  Graph g = models::trace_llama_layer(c, {1, 4, 4, DType::f32});
+  Bindings in = inputs_for(g, 0);
+  PipelineOptions o;
+  o.log = true;
+  o.pass.freeze_values = &in;
+  ::testing::internal::CaptureStderr();
+  run_pipeline(g, default_pipeline(true), o);
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find(" values, xxh3 "), std::string::npos);
+  int64_t weight_bytes = 0;
+  for (const auto& [k, v] : in) weight_bytes += static_cast<int64_t>(v.nbytes());
+  EXPECT_LT(static_cast<int64_t>(log.size()), weight_bytes / 10) << "the log holds the weights";
+}
+
 TEST(ModelPasses, EachPassAloneKeepsTheSemantics) {
   const std::set<std::string> bit_exact = {"freeze", "cse", "simplify", "constant_fold", "dce", "decompose"};
   for (auto& m : models_that_fit()) {
