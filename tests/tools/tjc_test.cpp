@@ -412,13 +412,22 @@ TEST(Tjc, AnalyzeOnThisCpuCalibratesOnceIntoTheCache) {
 }
 
 TEST(Tjc, BenchAndCodegen) {
-  Result r = tjc("bench --model llama-layer --config tiny --mode decode --kv-len 32 --seconds 0.2 --json", "", true);
+  Result r = tjc("bench --model llama-layer --config tiny --mode decode --kv-len 32 --seconds 0.2 --json --busy 1 --repeat 1", "", true);
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
-  for (const char* k : {"interpreter_us", "compiled_us", "speedup", "gflops", "gbps", "limit_fraction", "cold_compile_s", "warm_load_s"})
+  for (const char* k : {"interpreter_us", "compiled_us", "compiled_p90_us", "speedup", "gflops", "gbps", "limit_fraction"})
     EXPECT_GT(j[k].get<double>(), 0) << k;
   EXPECT_LT(j["max_rel_diff"].get<double>(), 1e-5);
-  EXPECT_TRUE(j["warm_cache_hit"].get<bool>());
+  // The first call in fresh processes: cold, then warm (no compiler run).
+  EXPECT_FALSE(j["first_call_cold"]["cache_hit"].get<bool>());
+  EXPECT_TRUE(j["first_call_warm"]["cache_hit"].get<bool>());
+  EXPECT_GT(j["first_call_cold"]["first_call_s"].get<double>(), j["first_call_warm"]["first_call_s"].get<double>());
+  EXPECT_EQ(j["first_call_cold"]["stages"][0]["stage"], "trace");
+  // One quiet and one busy fresh process, each with its per-call figures.
+  ASSERT_EQ(j["fresh_processes"]["quiet"].size(), 1u);
+  ASSERT_EQ(j["fresh_processes"]["busy"].size(), 1u);
+  EXPECT_GT(j["fresh_processes"]["busy"][0]["p90_us"].get<double>(), 0);
+  EXPECT_GE(j["fresh_processes"]["busy"][0]["calls"].get<int>(), 10);
   std::string dir = ::testing::TempDir() + "tj_codegen_out";
   Result c = tjc("codegen --model llama-layer --mode prefill -o " + dir, "", true);
   ASSERT_EQ(c.code, 0) << c.out;

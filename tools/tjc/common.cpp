@@ -99,6 +99,18 @@ void add_trace_options(CLI::App* c, TraceArgs& a) {
   c->add_option("--ir", a.ir, "read the graph from this IR file (or -) instead of tracing a model");
 }
 
+std::vector<std::string> trace_argv(const TraceArgs& a) {
+  if (a.ir == "-") throw Error("a fresh process cannot read the IR from standard input: give --ir a file");
+  std::vector<std::string> r = {"--model", a.model, "--config", a.config, "--mode", a.mode, "--dtype", a.dtype,
+                                "--batch", std::to_string(a.batch)};
+  if (!a.tokens.empty()) r.insert(r.end(), {"--tokens", a.tokens});
+  if (!a.kv_len.empty()) r.insert(r.end(), {"--kv-len", a.kv_len});
+  if (a.layers > 0) r.insert(r.end(), {"--layers", std::to_string(a.layers)});
+  if (a.flash) r.push_back("--flash");
+  if (!a.ir.empty()) r.insert(r.end(), {"--ir", a.ir});
+  return r;
+}
+
 std::pair<std::string, std::string> split_eq(const std::string& s, const char* what) {
   auto eq = s.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) throw Error(std::string(what) + " expects NAME=VALUE, got '" + s + "'");

@@ -50,6 +50,8 @@ struct TraceArgs {
   bool flash = false;
 };
 void add_trace_options(CLI::App* c, TraceArgs& a);
+// The options that give `a` again, for a fresh tjc process.
+std::vector<std::string> trace_argv(const TraceArgs& a);
 tj::Graph trace_model(const TraceArgs& a);
 
 // Subcommands.
