@@ -7,6 +7,8 @@
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <optional>
+#include <unordered_map>
 
 #include "codegen/cpp/build.h"
 #include "codegen/cpp/emit.h"
@@ -14,6 +16,7 @@
 #include "passes/pipeline.h"
 #include "jit/specialize.h"
 #include "runtime/host_program.h"
+#include "runtime/program_cache.h"
 #include "runtime/thread_pool.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
@@ -58,6 +61,7 @@ struct Executable::State {
   int* status = nullptr;
   std::vector<void*> table;
   std::vector<Block> owned;  // arena, temporaries, scratch, constants
+  std::shared_ptr<const void> prepared;  // the program cache's constants (tj.const.N params), read in place
   std::vector<ValueId> inputs;
   std::vector<std::vector<int64_t>> input_shapes, output_shapes;  // at the bound sizes
   // Sizes: a graph with size symbols is planned again whenever a call binds
@@ -88,18 +92,45 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     stages.emplace_back(name, std::chrono::duration<double>(now - t_stage).count());
     t_stage = now;
   };
-  for (ValueId p : graph.params())
-    if (!params.count(graph.node(p).name)) throw Error("compile: no value for param '" + graph.node(p).name + "'");
-  s->graph = graph;
-  PipelineOptions po;
-  po.pass.freeze_values = &params;
-  run_pipeline(s->graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
-  stage("passes");
+  for (ValueId p : graph.params()) {
+    const Node& n = graph.node(p);
+    auto it = params.find(n.name);
+    if (it == params.end()) throw Error("compile: no value for param '" + n.name + "'");
+    const NDArray& a = it->second;
+    bool fits = a.dtype() == n.type.dtype && a.shape().size() == n.type.shape.size();
+    for (size_t d = 0; fits && d < a.shape().size(); ++d) fits = !n.type.shape[d].is_const() || n.type.shape[d].value() == a.shape()[d];
+    if (!fits) throw Error("compile: param '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
+  }
+  auto cxx = find_compiler();
+  // A graph compiled before, with the same weights and options: its
+  // optimized form and prepared constants come from the program cache, and
+  // the passes do not run.
+  bool cacheable = cxx && o.program_cache && !has_control_flow(graph);
+  std::string key = cacheable ? program_key(graph, params, o) : "";
+  std::optional<PreparedProgram> prepared = cacheable ? load_program(key) : std::nullopt;
+  s->stats.program_cache_hit = prepared.has_value();
+  if (cacheable) stage(prepared ? "program cache hit" : "program cache lookup");
+  if (!prepared) {
+    s->graph = graph;
+    PipelineOptions po;
+    po.pass.freeze_values = &params;
+    run_pipeline(s->graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
+    stage("passes");
+    if (cacheable) {
+      prepared = store_program(key, s->graph);
+      stage("program cache store");
+    }
+  }
+  std::unordered_map<std::string, const void*> prepared_constants;
+  if (prepared) {
+    s->graph = std::move(prepared->graph);
+    s->prepared = std::move(prepared->storage);
+    prepared_constants = std::move(prepared->constants);
+  }
   const Graph& g = s->graph;
   s->inputs = g.inputs();
   s->symbolic = !size_symbols(g).empty();
 
-  auto cxx = find_compiler();
   if (cxx && has_control_flow(g)) {  // the host runs the control flow, compiled graphs the rest
     s->host = std::make_shared<HostProgram>(s->graph, o);
     s->stats.compiled = true;
@@ -150,17 +181,32 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   s->threads = pool.threads();
   s->table[g.size() + 1] = const_cast<tj_parallel_api*>(pool.api());
   int64_t const_bytes = 0;
+  // Params that freezing left without users are not copied.
+  std::vector<bool> used(g.size(), false);
+  for (const Node& n : g.nodes())
+    for (ValueId v : n.inputs) used[static_cast<size_t>(v)] = true;
+  for (ValueId v : g.outputs()) used[static_cast<size_t>(v)] = true;
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
-    NDArray data;
+    if (!used[i]) continue;
+    if (n.op == Op::param) {
+      if (auto it = prepared_constants.find(n.name); it != prepared_constants.end()) {  // read in place
+        s->table[i] = const_cast<void*>(it->second);
+        const_bytes += numel(n.type.shape).value() * static_cast<int64_t>(dtype_size(n.type.dtype));
+        continue;
+      }
+    }
+    NDArray converted;
+    const NDArray* src = nullptr;
     if (n.op == Op::constant && n.const_data()->size() > 1) {
-      data = NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
+      converted = NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
+      src = &converted;
     } else if (n.op == Op::param) {
-      data = params.at(n.name);
-      if (data.dtype() != n.type.dtype) throw Error("compile: param '" + n.name + "' is " + data.type_str() + ", expected " + n.type.str());
+      src = &params.at(n.name);
     } else {
       continue;
     }
+    const NDArray& data = *src;
     Block b = allocate(static_cast<int64_t>(data.nbytes()));
     std::memcpy(b.get(), data.raw(), data.nbytes());
     s->table[i] = b.get();
@@ -177,8 +223,16 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     s->donated_output.push_back(!name.empty());
     s->donated_input.push_back(name);
   }
-  s->stats = {true, built.cache_hit, built.compile_seconds, built.load_seconds, s->schedule.kernels.size(), 0, 0, 0, const_bytes,
-              built.source_path, {}};
+  bool program_hit = s->stats.program_cache_hit;
+  s->stats = CompileStats{};
+  s->stats.compiled = true;
+  s->stats.cache_hit = built.cache_hit;
+  s->stats.program_cache_hit = program_hit;
+  s->stats.compile_seconds = built.compile_seconds;
+  s->stats.load_seconds = built.load_seconds;
+  s->stats.kernels = s->schedule.kernels.size();
+  s->stats.constant_bytes = const_bytes;
+  s->stats.source_path = built.source_path;
   if (!s->symbolic) s->bind({});
   stage("layout");
   s->stats.stage_seconds = stages;

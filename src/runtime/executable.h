@@ -33,6 +33,9 @@ struct CompileOptions {
   // Typical values of the graph's size symbols (for choices such as running
   // a kernel in parallel); a symbol not given counts as 64.
   SymEnv size_hint;
+  // Look the optimized program up in the program cache, and store it there
+  // (runtime/program_cache.h): a warm start skips the passes.
+  bool program_cache = true;
   // The threads the generated code runs on; null: ThreadPool::global().
   ThreadPool* pool = nullptr;
 };
@@ -43,7 +46,8 @@ struct RunOptions {
 
 struct CompileStats {
   bool compiled = false;     // false: interpreter fallback
-  bool cache_hit = false;
+  bool cache_hit = false;          // the kernel library came from the cache
+  bool program_cache_hit = false;  // the optimized program and its constants did
   double compile_seconds = 0, load_seconds = 0;
   size_t kernels = 0;
   int64_t arena_bytes = 0, temporary_bytes = 0, scratch_bytes = 0, constant_bytes = 0;

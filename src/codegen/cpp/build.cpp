@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "support/log.h"
+#include "support/files.h"
 #include "support/paths.h"
 #include "support/process.h"
 #include "tensorjit/error.h"
@@ -29,33 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string hex128(XXH128_hash_t h) {
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return buf;
-}
-
-std::string read_file(const fs::path& p, bool* ok) {
-  std::ifstream f(p, std::ios::binary);
-  *ok = static_cast<bool>(f);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Writes `data` to `path` atomically: a unique temporary name, then rename.
-void write_atomic(const fs::path& path, const std::string& data) {
-  fs::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(Clock::now().time_since_epoch().count());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f || !(f << data)) throw Error("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw Error("cannot write " + path.string() + ": " + ec.message());
-}
 
 // The library at `lib` is complete and is the one its sidecar describes.
 bool entry_is_valid(const fs::path& lib, const fs::path& sidecar) {

@@ -1,0 +1,216 @@
+#include "runtime/program_cache.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <xxhash.h>
+
+#include "ir/text.h"
+#include "support/files.h"
+#include "support/log.h"
+#include "support/paths.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFormat = "tensorjit program cache 1";
+constexpr const char* kPrefix = "tj.const.";
+
+
+int64_t align64(int64_t n) { return (n + 63) / 64 * 64; }
+
+fs::path entry_dir() { return fs::path(cache_dir()) / "programs"; }
+
+void note(const std::string& what) {
+  if (log_enabled("compile")) std::fprintf(stderr, "[compile] program cache: %s\n", what.c_str());
+}
+
+// The bytes of each tj.const.N param, in the order of g.params(), at 64-byte
+// aligned offsets: the entry's data file.
+struct Layout {
+  std::vector<std::pair<std::string, int64_t>> offsets;  // name -> offset
+  int64_t bytes = 0;
+};
+Layout layout_of(const Graph& g) {
+  Layout l;
+  for (ValueId p : g.params()) {
+    const Node& n = g.node(p);
+    if (n.name.rfind(kPrefix, 0) != 0) continue;
+    auto count = numel_const(n.type.shape);
+    if (!count) throw Error("program cache: constant " + n.name + " has no static shape");
+    l.offsets.emplace_back(n.name, l.bytes);
+    l.bytes += align64(*count * static_cast<int64_t>(dtype_size(n.type.dtype)));
+  }
+  return l;
+}
+
+PreparedProgram with_storage(Graph g, std::shared_ptr<const void> storage) {
+  PreparedProgram p{std::move(g), std::move(storage), {}};
+  for (const auto& [name, off] : layout_of(p.graph).offsets) p.constants[name] = static_cast<const char*>(p.storage.get()) + off;
+  return p;
+}
+
+// The sidecar: the format, the text's hash and size, the data's hash and
+// size. The data file is named by its hash: programs whose prepared
+// constants are the same (one model at several shapes) share it.
+std::string sidecar_text(const std::string& text, const std::string& data_hash, int64_t bytes) {
+  return std::string(kFormat) + "\n" + hex128(XXH3_128bits(text.data(), text.size())) + " " + std::to_string(text.size()) + "\n" +
+         data_hash + " " + std::to_string(bytes) + "\n";
+}
+std::string data_hash(const void* data, int64_t bytes) { return hex128(XXH3_128bits(data, static_cast<size_t>(bytes))); }
+
+}  // namespace
+
+std::string program_key(const Graph& traced, const Bindings& params, const CompileOptions& o) {
+  XXH3_state_t* st = XXH3_createState();
+  if (!st) throw Error("out of memory");
+  XXH3_128bits_reset(st);
+  auto add = [&](const std::string& s) { XXH3_128bits_update(st, s.data(), s.size() + 1); };  // with its NUL: unambiguous
+  add(kFormat);
+  add(print_graph(traced));
+  std::string opts = "passes";
+  for (const auto& p : o.passes) opts += " " + p;
+  opts += o.passes.empty() ? " (default)" : "";
+  opts += "\nfusion " + std::to_string(o.fusion.epilogue) + std::to_string(o.fusion.pointwise) + std::to_string(o.fusion.rowwise) +
+          std::to_string(o.fusion.horizontal) + "\nreorder " + std::to_string(o.reorder) + "\nhint";
+  for (const auto& [k, v] : o.size_hint) opts += " " + k + "=" + std::to_string(v);
+  for (const auto& [k, v] : o.fusion.size_hint) opts += " f" + k + "=" + std::to_string(v);
+  add(opts);
+  for (ValueId p : traced.params()) {
+    const std::string& name = traced.node(p).name;
+    auto it = params.find(name);
+    if (it == params.end()) continue;  // compile() reports it
+    const NDArray& a = it->second;
+    add(name + " " + a.type_str());
+    if (a.nbytes() > 0) XXH3_128bits_update(st, a.raw(), a.nbytes());
+  }
+  std::string key = hex128(XXH3_128bits_digest(st));
+  XXH3_freeState(st);
+  return key;
+}
+
+std::optional<PreparedProgram> load_program(const std::string& key) {
+  fs::path dir = entry_dir();
+  bool ok_text, ok_side;
+  std::string side = read_file(dir / (key + ".ok"), &ok_side);
+  if (!ok_side) return std::nullopt;
+  std::string text = read_file(dir / (key + ".tj"), &ok_text);
+  if (!ok_text) return std::nullopt;
+  std::istringstream lines(side);
+  std::string format, line2, named;
+  std::getline(lines, format);
+  std::getline(lines, line2);
+  lines >> named;  // the data file's hash: its name
+  if (format != kFormat || named.size() != 32 || named.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    note(key + " has a malformed sidecar: rebuilding it");
+    return std::nullopt;
+  }
+  int fd = ::open((dir / (named + ".bin")).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  int64_t bytes = sb.st_size;
+  std::shared_ptr<const void> storage;
+  if (bytes > 0) {
+    void* m = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) return std::nullopt;
+    storage = std::shared_ptr<const void>(m, [bytes](const void* p) { ::munmap(const_cast<void*>(p), static_cast<size_t>(bytes)); });
+  } else {
+    ::close(fd);
+    storage = std::shared_ptr<const void>(std::malloc(1), [](const void* p) { std::free(const_cast<void*>(p)); });
+  }
+  if (side != sidecar_text(text, data_hash(storage.get(), bytes), bytes)) {
+    note(key + " is incomplete or corrupt: rebuilding it");
+    // A data file whose bytes are not its name's hash is corrupt for every
+    // program that uses it.
+    std::error_code ec;
+    if (data_hash(storage.get(), bytes) != named) fs::remove(dir / (named + ".bin"), ec);
+    return std::nullopt;
+  }
+  try {
+    Graph g = parse_graph(text);
+    if (layout_of(g).bytes != bytes) throw Error("its data file does not fit its graph");
+    return with_storage(std::move(g), std::move(storage));
+  } catch (const Error& e) {
+    note(key + " cannot be read (" + std::string(e.what()).substr(0, 200) + "): rebuilding it");
+    return std::nullopt;
+  }
+}
+
+PreparedProgram store_program(const std::string& key, const Graph& optimized) {
+  // Large constants become params: the graph's text stays small.
+  Graph ext(optimized.name());
+  std::vector<ValueId> map(optimized.size());
+  std::unordered_map<std::string, ValueId> constant_of;
+  int next = 0;
+  std::vector<bool> used(optimized.size(), false);  // params that freezing left unused are dropped
+  for (const Node& n : optimized.nodes())
+    for (ValueId v : n.inputs) used[static_cast<size_t>(v)] = true;
+  for (ValueId v : optimized.outputs()) used[static_cast<size_t>(v)] = true;
+  for (size_t i = 0; i < optimized.size(); ++i) {
+    const Node& n = optimized.nodes()[i];
+    if (n.op == Op::param && !used[i]) continue;
+    std::vector<ValueId> in;
+    for (ValueId v : n.inputs) in.push_back(map[static_cast<size_t>(v)]);
+    if (n.op == Op::input) map[i] = ext.add_input(n.name, n.type);
+    else if (n.op == Op::param) map[i] = ext.add_param(n.name, n.type);
+    else if (n.op == Op::constant && n.const_data()->size() > 1) {
+      std::string name;
+      do name = kPrefix + std::to_string(next++);
+      while (optimized.find(name) >= 0);
+      map[i] = ext.add_param(name, n.type);
+      constant_of[name] = static_cast<ValueId>(i);
+    } else if (n.op == Op::constant) {
+      map[i] = ext.add_const(n.type, n.const_data());
+    } else {
+      map[i] = ext.add_raw(n.op, in, n.attrs);
+    }
+  }
+  std::vector<ValueId> outs;
+  for (ValueId v : optimized.outputs()) outs.push_back(map[static_cast<size_t>(v)]);
+  ext.set_outputs(outs);
+  // Read back from its text, as a warm start will.
+  std::string text = print_graph(ext);
+  Graph g = parse_graph(text);
+  Layout l = layout_of(g);
+  void* block = std::aligned_alloc(64, static_cast<size_t>(std::max<int64_t>(l.bytes, 64)));
+  if (!block) throw Error("out of memory preparing " + std::to_string(l.bytes) + " bytes of constants");
+  std::shared_ptr<const void> storage(block, [](const void* p) { std::free(const_cast<void*>(p)); });
+  std::memset(block, 0, static_cast<size_t>(l.bytes));
+  for (const auto& [name, off] : l.offsets) {
+    const Node& n = optimized.node(constant_of.at(name));
+    NDArray a = NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
+    std::memcpy(static_cast<char*>(block) + off, a.raw(), a.nbytes());
+  }
+  try {
+    fs::path dir = entry_dir();
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::string h = data_hash(block, l.bytes);
+    write_atomic(dir / (key + ".tj"), text);
+    fs::path bin = dir / (h + ".bin");
+    if (fs::file_size(bin, ec) != static_cast<uintmax_t>(l.bytes)) write_atomic(bin, block, static_cast<size_t>(l.bytes));
+    write_atomic(dir / (key + ".ok"), sidecar_text(text, h, l.bytes));
+    note("stored " + key + " (" + std::to_string(l.offsets.size()) + " constants, " + std::to_string(l.bytes) + " bytes)");
+  } catch (const Error& e) {
+    note(std::string("not stored: ") + e.what());
+  }
+  return with_storage(std::move(g), std::move(storage));
+}
+
+}  // namespace tj
