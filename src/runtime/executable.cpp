@@ -102,6 +102,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     if (!fits) throw Error("compile: param '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
   }
   auto cxx = find_compiler();
+  stage("compiler probe");
   // A graph compiled before, with the same weights and options: its
   // optimized form and prepared constants come from the program cache, and
   // the passes do not run.

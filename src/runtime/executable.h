@@ -52,9 +52,11 @@ struct CompileStats {
   size_t kernels = 0;
   int64_t arena_bytes = 0, temporary_bytes = 0, scratch_bytes = 0, constant_bytes = 0;
   std::string source_path;
-  // Seconds per stage of compile(), in order: passes, fusion, reorder,
-  // emit, build (compiler, or the cache lookup), load, layout (weights and
-  // activations placed). TJ_LOG=compile prints them.
+  // Seconds per stage of compile(), in order: compiler probe (once per
+  // process), program cache lookup or hit, passes and program cache store
+  // (on a miss), fusion, reorder, emit, build (compiler, or the kernel cache
+  // lookup), load, layout (weights and activations placed). TJ_LOG=compile
+  // prints them.
   std::vector<std::pair<std::string, double>> stage_seconds;
 };
 
