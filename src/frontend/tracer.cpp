@@ -87,7 +87,7 @@ ValueId Tracer::operand(const Tensor& t, const char* op) {
     if (k == key) return v;
   const Node& n = t.tracer()->graph().node(t.id());
   if (n.op == Op::constant) {  // copied in, not an input
-    ValueId c = g_.add_const(n.type, n.const_data());
+    ValueId c = g_.copy_const(n);
     captured_.push_back({key, c});
     return c;
   }

@@ -50,16 +50,22 @@ ValueId Graph::add_const(Type type, std::vector<double> data) {
   return add_const(std::move(type), std::make_shared<const std::vector<double>>(std::move(data)));
 }
 
-ValueId Graph::add_const(Type type, ConstData data) {
+ValueId Graph::add_const(Type type, ConstData data, bool already_rounded) {
   auto n = numel_const(type.shape);
   if (!n) throw Error("constant " + type.str() + " must have a concrete shape");
   if (!data || (data->size() != 1 && static_cast<int64_t>(data->size()) != *n))
     throw Error("constant " + type.str() + " has " + std::to_string(data ? data->size() : 0) + " values, expected 1 or " +
                 std::to_string(*n));
-  for (double v : *data)
-    if (round_to_dtype(v, type.dtype) != v && !std::isnan(v))
-      return add_const(type, std::vector<double>(data->begin(), data->end()));  // round a copy
+  if (!already_rounded)
+    for (double v : *data)
+      if (round_to_dtype(v, type.dtype) != v && !std::isnan(v))
+        return add_const(type, std::vector<double>(data->begin(), data->end()));  // round a copy
   return push(Node{Op::constant, {}, {std::move(data)}, std::move(type), {}});
+}
+
+ValueId Graph::copy_const(const Node& n) {
+  if (n.op != Op::constant) throw Error("copy_const: not a constant");
+  return push(Node{Op::constant, {}, n.attrs, n.type, {}});
 }
 
 ValueId Graph::add(Op op, std::vector<ValueId> inputs, const NamedAttrs& named) {

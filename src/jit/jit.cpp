@@ -309,7 +309,7 @@ struct Segments {
       const Node& n = G.node(v);
       if (n.op == Op::input) return s.add_input(n.name, n.type);
       if (n.op == Op::param) return s.add_param(n.name, n.type);
-      if (n.op == Op::constant) return s.add_const(n.type, n.const_data());
+      if (n.op == Op::constant) return s.copy_const(n);
       if (static_cast<size_t>(v) >= start) throw Error("jit: internal: value %" + std::to_string(v) + " used before it is defined");
       carried->push_back(v);  // named by order, so each iteration of a loop prints the same
       return s.add_input("m" + std::to_string(carried->size() - 1), n.type);

@@ -35,7 +35,8 @@ bool freeze(Graph& g, const PassOptions& o) {
     for (ValueId in : g.node(v).inputs) {
       const NDArray* a = value[static_cast<size_t>(in)];
       if (!a || made[static_cast<size_t>(in)]) continue;
-      rw.set(in, rw.out().add_const(g.type(in), a->to_vector()));
+      // A float array's values are exact in its own dtype: no rounding pass.
+      rw.set(in, rw.out().add_const(g.type(in), std::make_shared<const std::vector<double>>(a->to_vector()), is_float(a->dtype())));
       made[static_cast<size_t>(in)] = true;
     }
     return Rewriter::kCopy;

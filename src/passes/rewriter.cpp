@@ -16,7 +16,7 @@ ValueId Rewriter::copy(ValueId v) {
   switch (n.op) {
     case Op::input: return out_.add_input(n.name, n.type);
     case Op::param: return out_.add_param(n.name, n.type);
-    case Op::constant: return out_.add_const(n.type, n.const_data());
+    case Op::constant: return out_.copy_const(n);
     default: return out_.add_raw(n.op, map_all(n.inputs), n.attrs);
   }
 }

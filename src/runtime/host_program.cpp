@@ -32,7 +32,7 @@ namespace {
 Graph run_graph(const Graph& g, size_t begin, size_t end, const std::vector<ValueId>& outs, std::vector<std::pair<std::string, ValueId>>* feeds) {
   return extract_range(g, begin, end, outs, g.name() + ".part" + std::to_string(begin), [&](Graph& s, ValueId v) {
     const Node& n = g.node(v);
-    if (n.op == Op::constant) return s.add_const(n.type, n.const_data());
+    if (n.op == Op::constant) return s.copy_const(n);
     std::string name = n.op == Op::input || n.op == Op::param ? n.name : "m" + std::to_string(feeds->size());
     feeds->push_back({name, v});
     return s.add_input(name, n.type);

@@ -176,7 +176,7 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
       map[i] = ext.add_param(name, n.type);
       constant_of[name] = static_cast<ValueId>(i);
     } else if (n.op == Op::constant) {
-      map[i] = ext.add_const(n.type, n.const_data());
+      map[i] = ext.copy_const(n);
     } else {
       map[i] = ext.add_raw(n.op, in, n.attrs);
     }
