@@ -118,7 +118,11 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     run_pipeline(s->graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
     stage("passes");
     if (cacheable) {
-      prepared = store_program(key, s->graph);
+      try {
+        prepared = store_program(key, s->graph);
+      } catch (const Error& e) {  // a graph whose text does not read back: compiled as it is, not cached
+        if (log_enabled("compile")) std::fprintf(stderr, "[compile] program cache: not used: %s\n", e.what());
+      }
       stage("program cache store");
     }
   }
