@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <xxhash.h>
@@ -15,6 +16,7 @@
 #include "ir/text.h"
 #include "support/files.h"
 #include "support/log.h"
+#include "runtime/thread_pool.h"
 #include "support/paths.h"
 #include "tensorjit/error.h"
 
@@ -24,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kFormat = "tensorjit program cache 1";
+constexpr const char* kFormat = "tensorjit program cache 2";
 constexpr const char* kPrefix = "tj.const.";
 
 
@@ -68,7 +70,30 @@ std::string sidecar_text(const std::string& text, const std::string& data_hash, 
   return std::string(kFormat) + "\n" + hex128(XXH3_128bits(text.data(), text.size())) + " " + std::to_string(text.size()) + "\n" +
          data_hash + " " + std::to_string(bytes) + "\n";
 }
-std::string data_hash(const void* data, int64_t bytes) { return hex128(XXH3_128bits(data, static_cast<size_t>(bytes))); }
+// XXH3-128 of the XXH3-128s of its 4 MiB chunks, the chunks hashed in
+// parallel on the pool: weights are hundreds of MB, and a warm start
+// hashes them twice (the key, the check of the data file).
+constexpr size_t kChunk = size_t{4} << 20;
+XXH128_hash_t content_hash(const void* data, size_t bytes) {
+  size_t chunks = (bytes + kChunk - 1) / kChunk;
+  if (chunks <= 1) return XXH3_128bits(data, bytes);
+  std::vector<XXH128_hash_t> h(chunks);
+  struct Ctx {
+    const char* p;
+    size_t bytes;
+    XXH128_hash_t* h;
+  } ctx{static_cast<const char*>(data), bytes, h.data()};
+  ThreadPool::global().run(
+      static_cast<int64_t>(chunks),
+      [](void* c, int64_t i, int64_t, int) {
+        auto* x = static_cast<Ctx*>(c);
+        size_t off = static_cast<size_t>(i) * kChunk;
+        x->h[i] = XXH3_128bits(x->p + off, std::min(kChunk, x->bytes - off));
+      },
+      &ctx);
+  return XXH3_128bits(h.data(), h.size() * sizeof(XXH128_hash_t));
+}
+std::string data_hash(const void* data, int64_t bytes) { return hex128(content_hash(data, static_cast<size_t>(bytes))); }
 
 }  // namespace
 
@@ -93,7 +118,8 @@ std::string program_key(const Graph& traced, const Bindings& params, const Compi
     if (it == params.end()) continue;  // compile() reports it
     const NDArray& a = it->second;
     add(name + " " + a.type_str());
-    if (a.nbytes() > 0) XXH3_128bits_update(st, a.raw(), a.nbytes());
+    XXH128_hash_t h = content_hash(a.raw(), a.nbytes());
+    XXH3_128bits_update(st, &h, sizeof h);
   }
   std::string key = hex128(XXH3_128bits_digest(st));
   XXH3_freeState(st);
