@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""The Llama layer in numpy (and PyTorch, when it is installed) against
+"""The Llama layer in numpy, jax.jit and PyTorch (those installed) against
 tensorjit's compiled code, on the same inputs and weights, in one run.
 
     bench/compare_numpy.py --config tiny --mode decode --kv-len 64
-    bench/compare_numpy.py --config tinyllama --mode prefill --tokens 128
+    bench/compare_numpy.py --config tinyllama --mode prefill --tokens 128 --busy 4
 
 `tjc bench --dump DIR` writes the inputs, the weights and the compiled
 outputs; this script runs the same layer written with numpy (float32, one
-BLAS call per matmul) and, if `import torch` works, with PyTorch eager ops
-(float32, inference mode, its default threads), checks that the outputs
-agree, and prints the median times side by side with tjc's own figures. Run
-it through bench/run-compare, which makes a venv with numpy first
-(`bench/setup --torch` adds PyTorch: a large download).
+BLAS call per matmul), with jax.jit (caches donated) if `import jax` works,
+and with PyTorch eager ops (inference mode) if `import torch` works, checks
+that every output agrees with tensorjit's, and prints the median times side
+by side. `--busy N` then times everything again (tensorjit in a fresh `tjc
+bench`) while N background jobs compile a C++ file over and over, and adds
+the busy figures and factors. Run it through bench/run-compare, which makes
+a venv with numpy first (`bench/setup --jax`, `--torch` add those: the
+latter a large download).
 """
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,6 +79,44 @@ def layer(xp, w, x, pos, kc, vc, cfg):
     return h1 + m, kc, vc
 
 
+def layer_jax(jax, w, x, pos, kc, vc, cfg):
+    """The same layer for jax.jit: functional cache updates (the caches are donated)."""
+    jnp, lax = jax.numpy, jax.lax
+    d, hq, hkv, hd, ffn, eps = cfg
+    B, T, _ = x.shape
+    S = kc.shape[2]
+    group = hq // hkv
+
+    def rms(v, g):
+        return v / jnp.sqrt((v * v).mean(axis=-1, keepdims=True) + eps) * g
+
+    def heads(v, n):
+        return v.reshape(B, T, n, hd).transpose(0, 2, 1, 3)
+
+    def rope(v, c, s):
+        half = hd // 2
+        v1, v2 = v[..., :half], v[..., half:]
+        return jnp.concatenate([v1 * c - v2 * s, v2 * c + v1 * s], axis=-1)
+
+    h = rms(x, w["attn_norm"])
+    q, k, v = heads(h @ w["wq"], hq), heads(h @ w["wk"], hkv), heads(h @ w["wv"], hkv)
+    positions = pos + jnp.arange(T)
+    c, s = w["rope_cos"][positions], w["rope_sin"][positions]
+    q, k = rope(q, c, s), rope(k, c, s)
+    kc = lax.dynamic_update_slice(kc, k, (0, 0, pos, 0))
+    vc = lax.dynamic_update_slice(vc, v, (0, 0, pos, 0))
+    kx = jnp.repeat(kc, group, axis=1) if group > 1 else kc
+    vx = jnp.repeat(vc, group, axis=1) if group > 1 else vc
+    scores = (q @ kx.transpose(0, 1, 3, 2)) * (1.0 / np.sqrt(hd))
+    mask = jnp.where(jnp.arange(S)[None, :] <= pos + jnp.arange(T)[:, None], 0.0, -jnp.inf).astype(x.dtype)
+    p = jax.nn.softmax(scores + mask, axis=-1)
+    attn = (p @ vx).transpose(0, 2, 1, 3).reshape(B, T, hq * hd)
+    h1 = x + attn @ w["wo"]
+    h2 = rms(h1, w["mlp_norm"])
+    gate = h2 @ w["w_gate"]
+    return h1 + (gate * jax.nn.sigmoid(gate) * (h2 @ w["w_up"])) @ w["w_down"], kc, vc
+
+
 def layer_torch(torch, w, x, pos, kc, vc, cfg):
     """The same layer with PyTorch eager ops (w, x, kc, vc are torch tensors)."""
     d, hq, hkv, hd, ffn, eps = cfg
@@ -127,6 +169,43 @@ def median_seconds(f, budget=2.0, min_runs=3):
     return sorted(times)[len(times) // 2]
 
 
+def tjc_bench(args, dump=None):
+    cmd = [args.tjc, "bench", "--model", "llama-layer", "--config", args.config, "--mode", args.mode, "--json",
+           "--seconds", str(args.seconds)]
+    if dump:
+        cmd += ["--dump", dump]
+    if args.mode == "prefill":
+        cmd += ["--tokens", args.tokens]
+    if args.kv_len:
+        cmd += ["--kv-len", args.kv_len]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+class BusyLoad:
+    """N jobs compiling a C++ file over and over (like a parallel build), each in a
+    session of its own, killed on exit and bounded in time."""
+
+    def __init__(self, jobs, seconds, folder):
+        self.procs = []
+        for i in range(jobs):
+            obj = os.path.join(folder, f"busy{i}.o")
+            loop = (f"end=$(( $(date +%s) + {int(seconds)} )); while [ $(date +%s) -lt $end ]; do "
+                    f"c++ -O2 -std=c++20 -I'{ROOT}/include' -I'{ROOT}/src' -c '{ROOT}/src/ir/ops.cpp' -o '{obj}' >/dev/null 2>&1; done")
+            self.procs.append(subprocess.Popen(["sh", "-c", loop], start_new_session=True))
+        time.sleep(1)  # the jobs under way
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="tiny", choices=sorted(CONFIGS))
@@ -134,48 +213,93 @@ def main():
     ap.add_argument("--tokens", default="16")
     ap.add_argument("--kv-len", default="")
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--busy", type=int, default=0, help="time everything again beside N compile jobs (0 to 64)")
     ap.add_argument("--tjc", default=os.path.join(ROOT, "build", "tjc"))
     args = ap.parse_args()
+    if not 0 <= args.busy <= 64:
+        sys.exit("--busy must be in 0..64")
     cfg = CONFIGS[args.config]
 
     with tempfile.TemporaryDirectory() as dump:
-        cmd = [args.tjc, "bench", "--model", "llama-layer", "--config", args.config, "--mode", args.mode, "--json",
-               "--dump", dump, "--seconds", str(args.seconds)]
-        if args.mode == "prefill":
-            cmd += ["--tokens", args.tokens]
-        if args.kv_len:
-            cmd += ["--kv-len", args.kv_len]
-        tj = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        tj = tjc_bench(args, dump)
         arrays = {f[:-4]: np.load(os.path.join(dump, f)) for f in os.listdir(dump) if f.endswith(".npy")}
 
     x, pos = arrays["x"], int(arrays["pos"])
     fresh = lambda: (arrays["k_cache"].copy(), arrays["v_cache"].copy())
-    y, kc, vc = layer(np, arrays, x, pos, *fresh(), cfg)
     got = [arrays["output0"], arrays["output1"], arrays["output2"]]
-    rel = max_rel(got, [y, kc, vc])
-    caches = fresh()
-    t_np = median_seconds(lambda: layer(np, arrays, x, pos, caches[0], caches[1], cfg), args.seconds)
+    systems = []  # (name, one call, max rel diff against tensorjit's outputs, note)
 
-    print(f"llama-layer {args.config} {args.mode} (f32): tensorjit compiled vs numpy max rel diff {rel:.2e}")
-    print(f"  tensorjit interpreter {tj['interpreter_us']:12.1f} us")
-    print(f"  tensorjit compiled    {tj['compiled_us']:12.1f} us")
-    print(f"  numpy {np.__version__:<15} {t_np * 1e6:12.1f} us   compiled is {t_np * 1e6 / tj['compiled_us']:.2f}x faster")
-    worst = rel
+    y, kc, vc = layer(np, arrays, x, pos, *fresh(), cfg)
+    caches = fresh()
+    systems.append((f"numpy {np.__version__}", lambda: layer(np, arrays, x, pos, caches[0], caches[1], cfg),
+                    max_rel(got, [y, kc, vc]), ""))
+    missing = []
     try:
         import torch
     except ImportError:
-        print("  PyTorch: not installed (bench/setup --torch installs it)")
+        missing.append("PyTorch: not installed (bench/setup --torch installs it)")
     else:
         tw = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
         tfresh = lambda: (tw["k_cache"].clone(), tw["v_cache"].clone())
         with torch.inference_mode():
             ty, tkc, tvc = layer_torch(torch, tw, tw["x"], pos, *tfresh(), cfg)
-            trel = max_rel(got, [ty.numpy(), tkc.numpy(), tvc.numpy()])
-            tcaches = tfresh()
-            t_pt = median_seconds(lambda: layer_torch(torch, tw, tw["x"], pos, tcaches[0], tcaches[1], cfg), args.seconds)
-        print(f"  torch {torch.__version__:<15} {t_pt * 1e6:12.1f} us   compiled is {t_pt * 1e6 / tj['compiled_us']:.2f}x faster"
-              f"   (max rel diff {trel:.2e}, {torch.get_num_threads()} threads)")
-        worst = max(worst, trel)
+        tcaches = tfresh()
+
+        def torch_step():
+            with torch.inference_mode():
+                layer_torch(torch, tw, tw["x"], pos, tcaches[0], tcaches[1], cfg)
+
+        systems.append((f"torch {torch.__version__}", torch_step, max_rel(got, [ty.numpy(), tkc.numpy(), tvc.numpy()]),
+                        f"{torch.get_num_threads()} threads"))
+    try:
+        import jax
+    except ImportError:
+        missing.append("jax: not installed (bench/setup --jax installs it)")
+    else:
+        cpu = jax.devices("cpu")[0]
+        jw = {k: jax.device_put(np.ascontiguousarray(v), cpu) for k, v in arrays.items() if k not in ("x", "pos", "k_cache", "v_cache")}
+        f = jax.jit(lambda w, x, pos, kc, vc: layer_jax(jax, w, x, pos, kc, vc, cfg), donate_argnums=(3, 4))
+        jx, jpos = jax.device_put(x, cpu), jax.device_put(np.int32(pos), cpu)
+        state = fresh()
+        jy, jkc, jvc = f(jw, jx, jpos, jax.device_put(state[0], cpu), jax.device_put(state[1], cpu))
+        jrel = max_rel(got, [np.asarray(jy), np.asarray(jkc), np.asarray(jvc)])
+        jcaches = [jkc, jvc]
+
+        def jax_step():
+            out = f(jw, jx, jpos, jcaches[0], jcaches[1])
+            out[0].block_until_ready()
+            jcaches[0], jcaches[1] = out[1], out[2]
+
+        systems.append((f"jax.jit {jax.__version__}", jax_step, jrel, "caches donated"))
+
+    quiet = {name: median_seconds(fn, args.seconds) for name, fn, _, _ in systems}
+    busy, tj_busy = {}, None
+    if args.busy:
+        with tempfile.TemporaryDirectory() as folder, BusyLoad(args.busy, 60 + 10 * args.seconds * (len(systems) + 3), folder):
+            tj_busy = tjc_bench(args)["compiled_us"]
+            busy = {name: median_seconds(fn, args.seconds) for name, fn, _, _ in systems}
+
+    print(f"llama-layer {args.config} {args.mode} (f32), median per call; outputs checked against tensorjit's")
+    head = f"  {'':<24} {'quiet us':>12} {'vs tensorjit':>13}"
+    if args.busy:
+        head += f" {'busy (' + str(args.busy) + ') us':>14} {'vs tensorjit':>13} {'busy/quiet':>11}"
+    print(head)
+    tq = tj["compiled_us"]
+
+    def row(name, q, b, note=""):
+        line = f"  {name:<24} {q:12.1f} {q / tq:12.2f}x"
+        if args.busy:
+            line += f" {b:14.1f} {b / tj_busy:12.2f}x {b / q:10.2f}x"
+        print(line + (f"   {note}" if note else ""))
+
+    row("tensorjit interpreter", tj["interpreter_us"], tj["interpreter_us"], "(busy: the quiet figure)")
+    row("tensorjit compiled", tq, tj_busy or tq)
+    worst = 0.0
+    for name, _, rel, note in systems:
+        row(name, quiet[name] * 1e6, busy.get(name, quiet[name]) * 1e6, f"max rel diff {rel:.2e}" + (f", {note}" if note else ""))
+        worst = max(worst, rel)
+    for m in missing:
+        print(f"  {m}")
     if worst > 1e-4:
         sys.exit(f"outputs disagree: max relative difference {worst:.2e}")
 
