@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Llama layer in numpy, jax.jit and PyTorch (those installed) against
+"""The Llama layer in numpy, jax.jit, ONNX Runtime and PyTorch (those installed) against
 tensorjit's compiled code, on the same inputs and weights, in one run.
 
     bench/compare_numpy.py --config tiny --mode decode --kv-len 64
@@ -8,13 +8,14 @@ tensorjit's compiled code, on the same inputs and weights, in one run.
 `tjc bench --dump DIR` writes the inputs, the weights and the compiled
 outputs; this script runs the same layer written with numpy (float32, one
 BLAS call per matmul), with jax.jit (caches donated) if `import jax` works,
-and with PyTorch eager ops (inference mode) if `import torch` works, checks
+as an ONNX model built op by op for ONNX Runtime if `import onnxruntime`
+works, and with PyTorch eager ops (inference mode) if `import torch` works, checks
 that every output agrees with tensorjit's, and prints the median times side
 by side. `--busy N` then times everything again (tensorjit in a fresh `tjc
 bench`) while N background jobs compile a C++ file over and over, and adds
 the busy figures and factors. Run it through bench/run-compare, which makes
-a venv with numpy first (`bench/setup --jax`, `--torch` add those: the
-latter a large download).
+a venv with numpy first (`bench/setup --jax`, `--ort`, `--torch` add those:
+the last a large download).
 """
 import argparse
 import json
@@ -115,6 +116,92 @@ def layer_jax(jax, w, x, pos, kc, vc, cfg):
     h2 = rms(h1, w["mlp_norm"])
     gate = h2 @ w["w_gate"]
     return h1 + (gate * jax.nn.sigmoid(gate) * (h2 @ w["w_up"])) @ w["w_down"], kc, vc
+
+
+def layer_onnx(onnx, w, x_shape, S, cfg):
+    """The same layer as an ONNX model (opset 18) for ONNX Runtime, built op by
+    op with onnx.helper; the weights are initializers; the updated caches are
+    outputs (ONNX has no in-place update)."""
+    from onnx import TensorProto, helper, numpy_helper
+    d, hq, hkv, hd, ffn, eps = cfg
+    B, T, _ = x_shape
+    group, half = hq // hkv, hd // 2
+    nodes, inits, count = [], [], [0]
+
+    def const(name, value):
+        if name not in {t.name for t in inits}:
+            inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(kind, inputs, **attrs):
+        count[0] += 1
+        out = f"v{count[0]}"
+        nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    for k in ("attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down", "rope_cos", "rope_sin"):
+        const(k, np.ascontiguousarray(w[k]).astype(np.float32))
+    const("eps", np.float32(eps)), const("last", i64(-1)), const("zero_f", np.float32(0)), const("ninf", np.float32(-np.inf))
+    const("scale", np.float32(1.0 / np.sqrt(hd))), const("one_i", np.int64(1)), const("zero_i", np.int64(0))
+
+    def rms(v, g):
+        ms = op("ReduceMean", [op("Mul", [v, v]), "last"], keepdims=1)
+        return op("Mul", [op("Div", [v, op("Sqrt", [op("Add", [ms, "eps"])])]), g])
+
+    def heads(v, n):
+        return op("Transpose", [op("Reshape", [v, const(f"shape_heads{n}", i64(B, T, n, hd))])], perm=[0, 2, 1, 3])
+
+    positions = op("Add", ["pos", op("Range", ["zero_i", const("T", np.int64(T)), "one_i"])])
+    c, sn = op("Gather", ["rope_cos", positions]), op("Gather", ["rope_sin", positions])
+    const("axis3", i64(3)), const("h0", i64(0)), const("h1", i64(half)), const("h2", i64(hd))
+
+    def rope(v):
+        v1, v2 = op("Slice", [v, "h0", "h1", "axis3"]), op("Slice", [v, "h1", "h2", "axis3"])
+        return op("Concat", [op("Sub", [op("Mul", [v1, c]), op("Mul", [v2, sn])]), op("Add", [op("Mul", [v2, c]), op("Mul", [v1, sn])])],
+                  axis=-1)
+
+    h = rms("x", "attn_norm")
+    q, k, v = rope(heads(op("MatMul", [h, "wq"]), hq)), rope(heads(op("MatMul", [h, "wk"]), hkv)), heads(op("MatMul", [h, "wv"]), hkv)
+    const("axis2", i64(2)), const("start0", i64(0)), const("endS", i64(S))
+    pos1 = op("Unsqueeze", ["pos", const("ax0", i64(0))])
+    posT = op("Add", [pos1, const("T1", i64(T))])
+
+    def update(cache, rows, out):
+        before, after = op("Slice", [cache, "start0", pos1, "axis2"]), op("Slice", [cache, posT, "endS", "axis2"])
+        nodes.append(helper.make_node("Concat", [before, rows, after], [out], axis=2))
+        return out
+
+    kc, vc = update("k_cache", k, "k_out"), update("v_cache", v, "v_out")
+
+    def repeat(cache):
+        if group == 1:
+            return cache
+        e = op("Expand", [op("Unsqueeze", [cache, const("ax2", i64(2))]), const("rep_shape", i64(B, hkv, group, S, hd))])
+        return op("Reshape", [e, const("kv_shape", i64(B, hq, S, hd))])
+
+    kx, vx = repeat(kc), repeat(vc)
+    scores = op("Mul", [op("MatMul", [q, op("Transpose", [kx], perm=[0, 1, 3, 2])]), "scale"])
+    cols = op("Range", ["zero_i", const("S", np.int64(S)), "one_i"])
+    rows = op("Unsqueeze", [positions, const("ax1", i64(1))])
+    mask = op("Where", [op("LessOrEqual", [cols, rows]), "zero_f", "ninf"])
+    p = op("Softmax", [op("Add", [scores, mask])], axis=-1)
+    attn = op("Reshape", [op("Transpose", [op("MatMul", [p, vx])], perm=[0, 2, 1, 3]), const("attn_shape", i64(B, T, hq * hd))])
+    h1 = op("Add", ["x", op("MatMul", [attn, "wo"])])
+    h2 = rms(h1, "mlp_norm")
+    gate = op("MatMul", [h2, "w_gate"])
+    m = op("MatMul", [op("Mul", [op("Mul", [gate, op("Sigmoid", [gate])]), op("MatMul", [h2, "w_up"])]), "w_down"])
+    nodes.append(helper.make_node("Add", [h1, m], ["y"]))
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, "llama_layer",
+        [helper.make_tensor_value_info("x", f32, [B, T, d]), helper.make_tensor_value_info("pos", TensorProto.INT64, []),
+         helper.make_tensor_value_info("k_cache", f32, [B, hkv, S, hd]), helper.make_tensor_value_info("v_cache", f32, [B, hkv, S, hd])],
+        [helper.make_tensor_value_info("y", f32, [B, T, d]), helper.make_tensor_value_info("k_out", f32, [B, hkv, S, hd]),
+         helper.make_tensor_value_info("v_out", f32, [B, hkv, S, hd])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model)
+    return model
 
 
 def layer_torch(torch, w, x, pos, kc, vc, cfg):
@@ -271,6 +358,25 @@ def main():
             jcaches[0], jcaches[1] = out[1], out[2]
 
         systems.append((f"jax.jit {jax.__version__}", jax_step, jrel, "caches donated"))
+
+    try:
+        import onnx
+        import onnxruntime as ort
+    except ImportError:
+        missing.append("ONNX Runtime: not installed (bench/setup --ort installs it)")
+    else:
+        model = layer_onnx(onnx, arrays, x.shape, arrays["k_cache"].shape[2], cfg)
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        state = fresh()
+        feeds = {"x": x, "pos": np.array(pos, dtype=np.int64), "k_cache": state[0], "v_cache": state[1]}
+        oy, okc, ovc = sess.run(None, feeds)
+        orel = max_rel(got, [oy, okc, ovc])
+
+        def ort_step():
+            out = sess.run(None, feeds)
+            feeds["k_cache"], feeds["v_cache"] = out[1], out[2]
+
+        systems.append((f"onnxruntime {ort.__version__}", ort_step, orel, "caches returned as new arrays"))
 
     quiet = {name: median_seconds(fn, args.seconds) for name, fn, _, _ in systems}
     busy, tj_busy = {}, None
