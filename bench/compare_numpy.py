@@ -36,8 +36,14 @@ CONFIGS = {  # d, heads, kv heads, head dim, ffn, eps (must match src/models/lla
 }
 
 
-def layer(xp, w, x, pos, kc, vc, cfg):
-    """One decoder layer, as the tensorjit model defines it (x @ W with W [in, out])."""
+def write_in_place(cache, rows, pos):
+    cache[:, :, pos:pos + rows.shape[2]] = rows  # like tensorjit's donated cache
+    return cache
+
+
+def layer(xp, w, x, pos, kc, vc, cfg, write=write_in_place):
+    """One decoder layer, as the tensorjit model defines it (x @ W with W [in, out]),
+    for numpy or jax.numpy (`write` puts the new K/V rows into a cache)."""
     d, hq, hkv, hd, ffn, eps = cfg
     B, T, _ = x.shape
     S = kc.shape[2]
@@ -59,15 +65,14 @@ def layer(xp, w, x, pos, kc, vc, cfg):
 
     h = rms(x, w["attn_norm"])
     q, k, v = heads(mm(h, w["wq"]), hq), heads(mm(h, w["wk"]), hkv), heads(mm(h, w["wv"]), hkv)
-    positions = pos + np.arange(T)
+    positions = pos + xp.arange(T)
     c, s = w["rope_cos"][positions], w["rope_sin"][positions]
     q, k = rope(q, c, s), rope(k, c, s)
-    kc[:, :, pos:pos + T] = k  # in place, like tensorjit's donated cache
-    vc[:, :, pos:pos + T] = v
+    kc, vc = write(kc, k, pos), write(vc, v, pos)
     kx = xp.repeat(kc, group, axis=1) if group > 1 else kc
     vx = xp.repeat(vc, group, axis=1) if group > 1 else vc
     scores = (q @ kx.transpose(0, 1, 3, 2)) * (1.0 / np.sqrt(hd))
-    mask = np.where(np.arange(S)[None, :] <= pos + np.arange(T)[:, None], 0.0, -np.inf).astype(x.dtype)
+    mask = xp.where(xp.arange(S)[None, :] <= pos + xp.arange(T)[:, None], 0.0, -np.inf).astype(x.dtype)
     scores = scores + mask
     scores = scores - scores.max(axis=-1, keepdims=True)
     p = xp.exp(scores)
@@ -78,44 +83,6 @@ def layer(xp, w, x, pos, kc, vc, cfg):
     gate = mm(h2, w["w_gate"])
     m = mm(gate / (1 + xp.exp(-gate)) * mm(h2, w["w_up"]), w["w_down"])
     return h1 + m, kc, vc
-
-
-def layer_jax(jax, w, x, pos, kc, vc, cfg):
-    """The same layer for jax.jit: functional cache updates (the caches are donated)."""
-    jnp, lax = jax.numpy, jax.lax
-    d, hq, hkv, hd, ffn, eps = cfg
-    B, T, _ = x.shape
-    S = kc.shape[2]
-    group = hq // hkv
-
-    def rms(v, g):
-        return v / jnp.sqrt((v * v).mean(axis=-1, keepdims=True) + eps) * g
-
-    def heads(v, n):
-        return v.reshape(B, T, n, hd).transpose(0, 2, 1, 3)
-
-    def rope(v, c, s):
-        half = hd // 2
-        v1, v2 = v[..., :half], v[..., half:]
-        return jnp.concatenate([v1 * c - v2 * s, v2 * c + v1 * s], axis=-1)
-
-    h = rms(x, w["attn_norm"])
-    q, k, v = heads(h @ w["wq"], hq), heads(h @ w["wk"], hkv), heads(h @ w["wv"], hkv)
-    positions = pos + jnp.arange(T)
-    c, s = w["rope_cos"][positions], w["rope_sin"][positions]
-    q, k = rope(q, c, s), rope(k, c, s)
-    kc = lax.dynamic_update_slice(kc, k, (0, 0, pos, 0))
-    vc = lax.dynamic_update_slice(vc, v, (0, 0, pos, 0))
-    kx = jnp.repeat(kc, group, axis=1) if group > 1 else kc
-    vx = jnp.repeat(vc, group, axis=1) if group > 1 else vc
-    scores = (q @ kx.transpose(0, 1, 3, 2)) * (1.0 / np.sqrt(hd))
-    mask = jnp.where(jnp.arange(S)[None, :] <= pos + jnp.arange(T)[:, None], 0.0, -jnp.inf).astype(x.dtype)
-    p = jax.nn.softmax(scores + mask, axis=-1)
-    attn = (p @ vx).transpose(0, 2, 1, 3).reshape(B, T, hq * hd)
-    h1 = x + attn @ w["wo"]
-    h2 = rms(h1, w["mlp_norm"])
-    gate = h2 @ w["w_gate"]
-    return h1 + (gate * jax.nn.sigmoid(gate) * (h2 @ w["w_up"])) @ w["w_down"], kc, vc
 
 
 def layer_onnx(onnx, w, x_shape, S, cfg):
@@ -345,7 +312,8 @@ def main():
     else:
         cpu = jax.devices("cpu")[0]
         jw = {k: jax.device_put(np.ascontiguousarray(v), cpu) for k, v in arrays.items() if k not in ("x", "pos", "k_cache", "v_cache")}
-        f = jax.jit(lambda w, x, pos, kc, vc: layer_jax(jax, w, x, pos, kc, vc, cfg), donate_argnums=(3, 4))
+        update = lambda cache, rows, pos: jax.lax.dynamic_update_slice(cache, rows, (0, 0, pos, 0))
+        f = jax.jit(lambda w, x, pos, kc, vc: layer(jax.numpy, w, x, pos, kc, vc, cfg, update), donate_argnums=(3, 4))
         jx, jpos = jax.device_put(x, cpu), jax.device_put(np.int32(pos), cpu)
         state = fresh()
         jy, jkc, jvc = f(jw, jx, jpos, jax.device_put(state[0], cpu), jax.device_put(state[1], cpu))

@@ -22,13 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// f(part, parts, thread) over the process's pool, as generated code runs.
-template <class F>
-void parallel(int64_t parts, const F& f) {
-  ThreadPool::global().run(
-      parts, [](void* c, int64_t p, int64_t n, int th) { (*static_cast<const F*>(c))(p, n, th); }, const_cast<F*>(&f));
-}
-
 template <class F>
 double best_seconds(int reps, F f) {
   double best = 1e30;
@@ -46,7 +39,7 @@ double measure_sgemm() {
   const int n = 1024;
   std::vector<float> a(static_cast<size_t>(n) * n, 1.0f), b(a.size(), 0.5f), c(a.size());
   auto run = [&] {
-    parallel(ThreadPool::global().threads(), [&](int64_t p, int64_t parts, int) {
+    ThreadPool::global().run_parts(ThreadPool::global().threads(), [&](int64_t p, int64_t parts, int) {
       const int n0 = static_cast<int>(n * p / parts / 16 * 16), n1 = p + 1 == parts ? n : static_cast<int>(n * (p + 1) / parts / 16 * 16);
       if (n1 > n0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n1 - n0, n, 1.0f, a.data(), n, b.data() + n0, n, 0.0f, c.data() + n0, n);
@@ -61,7 +54,7 @@ double measure_stream() {
   std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
   const float s = 3.0f;
   auto triad = [&] {
-    parallel(ThreadPool::global().threads(), [&](int64_t p, int64_t parts, int) {
+    ThreadPool::global().run_parts(ThreadPool::global().threads(), [&](int64_t p, int64_t parts, int) {
       for (size_t i = n * p / parts; i < n * (p + 1) / parts; ++i) a[i] = b[i] + s * c[i];
     });
   };
@@ -74,7 +67,7 @@ double measure_vector() {
   const int threads = ThreadPool::global().threads();
   std::vector<float> x(static_cast<size_t>(n) * threads, 1.0f);
   auto run = [&] {
-    parallel(threads, [&](int64_t part, int64_t, int) {
+    ThreadPool::global().run_parts(threads, [&](int64_t part, int64_t, int) {
       float* p = x.data() + static_cast<size_t>(part) * n;
       for (int it = 0; it < iters; ++it)
 #pragma omp simd

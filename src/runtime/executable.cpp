@@ -14,6 +14,7 @@
 #include "codegen/cpp/emit.h"
 #include "memory/lifetimes.h"
 #include "passes/pipeline.h"
+#include "passes/rewriter.h"
 #include "jit/specialize.h"
 #include "runtime/host_program.h"
 #include "runtime/program_cache.h"
@@ -186,14 +187,10 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   s->threads = pool.threads();
   s->table[g.size() + 1] = const_cast<tj_parallel_api*>(pool.api());
   int64_t const_bytes = 0;
-  // Params that freezing left without users are not copied.
-  std::vector<bool> used(g.size(), false);
-  for (const Node& n : g.nodes())
-    for (ValueId v : n.inputs) used[static_cast<size_t>(v)] = true;
-  for (ValueId v : g.outputs()) used[static_cast<size_t>(v)] = true;
+  auto users = users_of(g);  // params that freezing left without users are not copied
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
-    if (!used[i]) continue;
+    if (users[i].empty()) continue;
     if (n.op == Op::param) {
       if (auto it = prepared_constants.find(n.name); it != prepared_constants.end()) {  // read in place
         s->table[i] = const_cast<void*>(it->second);
@@ -228,11 +225,8 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     s->donated_output.push_back(!name.empty());
     s->donated_input.push_back(name);
   }
-  bool program_hit = s->stats.program_cache_hit;
-  s->stats = CompileStats{};
   s->stats.compiled = true;
   s->stats.cache_hit = built.cache_hit;
-  s->stats.program_cache_hit = program_hit;
   s->stats.compile_seconds = built.compile_seconds;
   s->stats.load_seconds = built.load_seconds;
   s->stats.kernels = s->schedule.kernels.size();

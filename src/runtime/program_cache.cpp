@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "ir/text.h"
+#include "passes/rewriter.h"
 #include "support/files.h"
 #include "support/log.h"
 #include "runtime/thread_pool.h"
@@ -78,19 +79,11 @@ XXH128_hash_t content_hash(const void* data, size_t bytes) {
   size_t chunks = (bytes + kChunk - 1) / kChunk;
   if (chunks <= 1) return XXH3_128bits(data, bytes);
   std::vector<XXH128_hash_t> h(chunks);
-  struct Ctx {
-    const char* p;
-    size_t bytes;
-    XXH128_hash_t* h;
-  } ctx{static_cast<const char*>(data), bytes, h.data()};
-  ThreadPool::global().run(
-      static_cast<int64_t>(chunks),
-      [](void* c, int64_t i, int64_t, int) {
-        auto* x = static_cast<Ctx*>(c);
-        size_t off = static_cast<size_t>(i) * kChunk;
-        x->h[i] = XXH3_128bits(x->p + off, std::min(kChunk, x->bytes - off));
-      },
-      &ctx);
+  const char* p = static_cast<const char*>(data);
+  ThreadPool::global().run_parts(static_cast<int64_t>(chunks), [&](int64_t i, int64_t, int) {
+    size_t off = static_cast<size_t>(i) * kChunk;
+    h[static_cast<size_t>(i)] = XXH3_128bits(p + off, std::min(kChunk, bytes - off));
+  });
   return XXH3_128bits(h.data(), h.size() * sizeof(XXH128_hash_t));
 }
 std::string data_hash(const void* data, int64_t bytes) { return hex128(content_hash(data, static_cast<size_t>(bytes))); }
@@ -160,12 +153,13 @@ std::optional<PreparedProgram> load_program(const std::string& key) {
     ::close(fd);
     storage = std::shared_ptr<const void>(std::malloc(1), [](const void* p) { std::free(const_cast<void*>(p)); });
   }
-  if (side != sidecar_text(text, data_hash(storage.get(), bytes), bytes)) {
+  std::string got = data_hash(storage.get(), bytes);
+  if (side != sidecar_text(text, got, bytes)) {
     note(key + " is incomplete or corrupt: rebuilding it");
     // A data file whose bytes are not its name's hash is corrupt for every
     // program that uses it.
     std::error_code ec;
-    if (data_hash(storage.get(), bytes) != named) fs::remove(dir / (named + ".bin"), ec);
+    if (got != named) fs::remove(dir / (named + ".bin"), ec);
     return std::nullopt;
   }
   try {
@@ -184,15 +178,10 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
   std::vector<ValueId> map(optimized.size());
   std::unordered_map<std::string, ValueId> constant_of;
   int next = 0;
-  std::vector<bool> used(optimized.size(), false);  // params that freezing left unused are dropped
-  for (const Node& n : optimized.nodes())
-    for (ValueId v : n.inputs) used[static_cast<size_t>(v)] = true;
-  for (ValueId v : optimized.outputs()) used[static_cast<size_t>(v)] = true;
+  auto users = users_of(optimized);  // params that freezing left unused are dropped
   for (size_t i = 0; i < optimized.size(); ++i) {
     const Node& n = optimized.nodes()[i];
-    if (n.op == Op::param && !used[i]) continue;
-    std::vector<ValueId> in;
-    for (ValueId v : n.inputs) in.push_back(map[static_cast<size_t>(v)]);
+    if (n.op == Op::param && users[i].empty()) continue;
     if (n.op == Op::input) map[i] = ext.add_input(n.name, n.type);
     else if (n.op == Op::param) map[i] = ext.add_param(n.name, n.type);
     else if (n.op == Op::constant && n.const_data()->size() > 1) {
@@ -204,7 +193,9 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
     } else if (n.op == Op::constant) {
       map[i] = ext.copy_const(n);
     } else {
-      map[i] = ext.add_raw(n.op, in, n.attrs);
+      std::vector<ValueId> in;
+      for (ValueId v : n.inputs) in.push_back(map[static_cast<size_t>(v)]);
+      map[i] = ext.add_raw(n.op, std::move(in), n.attrs);
     }
   }
   std::vector<ValueId> outs;
@@ -217,11 +208,12 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
   void* block = std::aligned_alloc(64, static_cast<size_t>(std::max<int64_t>(l.bytes, 64)));
   if (!block) throw Error("out of memory preparing " + std::to_string(l.bytes) + " bytes of constants");
   std::shared_ptr<const void> storage(block, [](const void* p) { std::free(const_cast<void*>(p)); });
-  std::memset(block, 0, static_cast<size_t>(l.bytes));
   for (const auto& [name, off] : l.offsets) {
     const Node& n = optimized.node(constant_of.at(name));
     NDArray a = NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
-    std::memcpy(static_cast<char*>(block) + off, a.raw(), a.nbytes());
+    char* slot = static_cast<char*>(block) + off;
+    std::memcpy(slot, a.raw(), a.nbytes());
+    std::memset(slot + a.nbytes(), 0, static_cast<size_t>(align64(static_cast<int64_t>(a.nbytes()))) - a.nbytes());  // padding
   }
   try {
     fs::path dir = entry_dir();

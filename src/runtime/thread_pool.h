@@ -53,6 +53,11 @@ class ThreadPool {
   // inside a body, or while another thread is using the pool, runs every
   // part on the calling thread (as thread 0 of its own).
   void run(int64_t parts, Body body, void* ctx);
+  // The same with a callable f(part, parts, thread).
+  template <class F>
+  void run_parts(int64_t parts, const F& f) {
+    run(parts, [](void* c, int64_t p, int64_t n, int th) { (*static_cast<const F*>(c))(p, n, th); }, const_cast<F*>(&f));
+  }
   // For generated code (tj_parallel_api).
   const tj_parallel_api* api() const { return &api_; }
 
