@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Llama layer in numpy, jax.jit, ONNX Runtime and PyTorch (those installed) against
+"""The Llama layer in numpy, jax.jit, ONNX Runtime, PyTorch and torch.compile (those installed) against
 tensorjit's compiled code, on the same inputs and weights, in one run.
 
     bench/compare_numpy.py --config tiny --mode decode --kv-len 64
@@ -9,7 +9,8 @@ tensorjit's compiled code, on the same inputs and weights, in one run.
 outputs; this script runs the same layer written with numpy (float32, one
 BLAS call per matmul), with jax.jit (caches donated) if `import jax` works,
 as an ONNX model built op by op for ONNX Runtime if `import onnxruntime`
-works, and with PyTorch eager ops (inference mode) if `import torch` works, checks
+works, and with PyTorch eager ops (inference mode) and through torch.compile
+(Inductor) if `import torch` works, checks
 that every output agrees with tensorjit's, and prints the median times side
 by side. `--busy N` then times everything again (tensorjit in a fresh `tjc
 bench`) while N background jobs compile a C++ file over and over, and adds
@@ -304,7 +305,22 @@ def main():
                 layer_torch(torch, tw, tw["x"], pos, tcaches[0], tcaches[1], cfg)
 
         systems.append((f"torch {torch.__version__}", torch_step, max_rel(got, [ty.numpy(), tkc.numpy(), tvc.numpy()]),
-                        f"{torch.get_num_threads()} threads"))
+                        f"eager, {torch.get_num_threads()} threads"))
+        # torch.compile (Inductor, its C++ CPU backend): the same function; the
+        # cache writes become in-place copies into the arguments.
+        compiled = torch.compile(lambda w, x, kc, vc: layer_torch(torch, w, x, pos, kc, vc, cfg), dynamic=False)
+        with torch.inference_mode():
+            ccaches = tfresh()
+            t0 = time.perf_counter()
+            cy, ckc, cvc = compiled(tw, tw["x"], *ccaches)
+            compile_s = time.perf_counter() - t0
+
+        def compiled_step():
+            with torch.inference_mode():
+                compiled(tw, tw["x"], ccaches[0], ccaches[1])
+
+        systems.append((f"torch.compile {torch.__version__}", compiled_step,
+                        max_rel(got, [cy.numpy(), ckc.numpy(), cvc.numpy()]), f"inductor, first call {compile_s:.1f} s"))
     try:
         import jax
     except ImportError:
@@ -354,14 +370,14 @@ def main():
             busy = {name: median_seconds(fn, args.seconds) for name, fn, _, _ in systems}
 
     print(f"llama-layer {args.config} {args.mode} (f32), median per call; outputs checked against tensorjit's")
-    head = f"  {'':<24} {'quiet us':>12} {'vs tensorjit':>13}"
+    head = f"  {'':<30} {'quiet us':>12} {'vs tensorjit':>13}"
     if args.busy:
         head += f" {'busy (' + str(args.busy) + ') us':>14} {'vs tensorjit':>13} {'busy/quiet':>11}"
     print(head)
     tq = tj["compiled_us"]
 
     def row(name, q, b, note=""):
-        line = f"  {name:<24} {q:12.1f} {q / tq:12.2f}x"
+        line = f"  {name:<30} {q:12.1f} {q / tq:12.2f}x"
         if args.busy:
             line += f" {b:14.1f} {b / tj_busy:12.2f}x {b / q:10.2f}x"
         print(line + (f"   {note}" if note else ""))

@@ -46,6 +46,8 @@ class NDArray {
   struct Free {
     void operator()(void* p) const;
   };
+  struct Uninitialized {};
+  NDArray(DType dtype, std::vector<int64_t> shape, Uninitialized);  // only the padding zeroed
   void check_type(size_t elem) const;
   DType dtype_ = DType::f32;
   std::vector<int64_t> shape_;

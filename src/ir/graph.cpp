@@ -45,21 +45,18 @@ ValueId Graph::add_param(std::string name, Type type) {
   return push(Node{Op::param, {}, {}, std::move(type), std::move(name)});
 }
 
-ValueId Graph::add_const(Type type, std::vector<double> data) {
-  for (double& v : data) v = round_to_dtype(v, type.dtype);
-  return add_const(std::move(type), std::make_shared<const std::vector<double>>(std::move(data)));
+ValueId Graph::add_const(Type type, const std::vector<double>& data) {
+  DType t = type.dtype;
+  return add_const(std::move(type), ConstValues::of(t, data));
 }
 
-ValueId Graph::add_const(Type type, ConstData data, bool already_rounded) {
+ValueId Graph::add_const(Type type, ConstData data) {
   auto n = numel_const(type.shape);
   if (!n) throw Error("constant " + type.str() + " must have a concrete shape");
   if (!data || (data->size() != 1 && static_cast<int64_t>(data->size()) != *n))
     throw Error("constant " + type.str() + " has " + std::to_string(data ? data->size() : 0) + " values, expected 1 or " +
                 std::to_string(*n));
-  if (!already_rounded)
-    for (double v : *data)
-      if (round_to_dtype(v, type.dtype) != v && !std::isnan(v))
-        return add_const(type, std::vector<double>(data->begin(), data->end()));  // round a copy
+  data = in_dtype(data, type.dtype);
   return push(Node{Op::constant, {}, {std::move(data)}, std::move(type), {}});
 }
 
@@ -212,7 +209,9 @@ std::string attr_str(AttrKind kind, const AttrValue& v) {
     case AttrKind::Data: {
       const auto& d = *std::get<ConstData>(v);
       if (d.size() == 1) return float_str(d[0]);
-      return list_str(d, float_str);
+      std::vector<double> values(d.size());
+      for (size_t i = 0; i < d.size(); ++i) values[i] = d[i];
+      return list_str(values, float_str);
     }
   }
   return "?";

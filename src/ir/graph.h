@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/constant.h"
 #include "ir/op.h"
 
 namespace tj {
@@ -51,13 +52,12 @@ class Graph {
 
   ValueId add_input(std::string name, Type type);
   ValueId add_param(std::string name, Type type);
-  ValueId add_const(Type type, std::vector<double> data);  // size 1 (splat) or numel
-  // `already_rounded`: the caller knows every value is exact in the dtype
-  // (a float array of that dtype, frozen): the per-element check is skipped.
-  ValueId add_const(Type type, ConstData data, bool already_rounded = false);
-  // A constant node copied from another graph (or rewritten) with the same
-  // type: its data is already rounded to the dtype, so it is not checked
-  // again (that check reads every element: seconds over frozen weights).
+  // Values rounded to the type's dtype; size 1 (splat) or numel.
+  ValueId add_const(Type type, const std::vector<double>& data);
+  // Data in another dtype than the type's is converted (rounded); data in
+  // the type's dtype is shared as it is.
+  ValueId add_const(Type type, ConstData data);
+  // A constant node copied from another graph, sharing its data.
   ValueId copy_const(const Node& n);
   // Adds a computed node; runs inference, throws ShapeError naming the op and
   // the operand types when they do not fit.

@@ -50,9 +50,10 @@ std::string_view category_name(OpCategory c);
 
 enum class AttrKind : uint8_t { Int, Float, Bool, Ints, DimK, Dims, DTypeK, Data, RegionK };
 
-// A constant's contents: the values, exactly representable in its dtype.
-// One value for a tensor of many elements means a splat.
-using ConstData = std::shared_ptr<const std::vector<double>>;
+// A constant's contents, in its dtype (ir/constant.h). One value for a
+// tensor of many elements means a splat.
+class ConstValues;
+using ConstData = std::shared_ptr<const ConstValues>;
 
 // A subgraph of a control-flow op: closed (everything it reads is an input,
 // fed from the op's operands), printed before the graph that uses it and

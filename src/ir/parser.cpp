@@ -328,7 +328,7 @@ class Parser {
         } else {
           v.push_back(read_float());
         }
-        return std::make_shared<const std::vector<double>>(std::move(v));
+        return ConstValues::of(DType::f64, v);  // exact; converted to the declared dtype once it is read
       }
     }
     fail_here("bad attribute kind");
@@ -336,8 +336,9 @@ class Parser {
 
   // Constant values must be exactly representable in their dtype (floats may
   // round, but not overflow to infinity).
-  void check_const_values(const std::vector<double>& values, DType t, size_t at, const std::string& token) const {
-    for (double v : values) {
+  void check_const_values(const ConstValues& values, DType t, size_t at, const std::string& token) const {
+    for (size_t i = 0; i < values.size(); ++i) {
+      double v = values[i];
       std::string bad;
       if (t == DType::boolean) {
         if (v != 0 && v != 1) bad = "a bool constant must be 0 or 1";

@@ -31,7 +31,7 @@ std::string data_str(const Node& n, const PrintOptions& o) {
   if (d.size() > o.summarize_constants_over) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "<%zu values, xxh3 %016llx>", d.size(),
-                  static_cast<unsigned long long>(XXH3_64bits(d.data(), d.size() * sizeof(double))));
+                  static_cast<unsigned long long>(XXH3_64bits(d.raw(), d.nbytes())));
     return buf;
   }
   std::string s = "[";

@@ -375,7 +375,7 @@ struct Segments {
     if (auto size = real_size(n.name); n.op == Op::input && size) return NDArray::scalar(DType::i64, static_cast<double>(*size));
     if (n.op == Op::input) return tensors[static_cast<size_t>(std::stol(n.name.substr(1)))];
     if (n.op == Op::param) return st.params.at(n.name);
-    if (n.op == Op::constant) return NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
+    if (n.op == Op::constant) return n.const_data()->to_array(eval_shape(n.type.shape, {}));
     if (auto it = values.find(v); it != values.end()) return it->second;
     // Cut here: everything live in this segment is kept.
     std::vector<ValueId> outs{v};

@@ -5,8 +5,8 @@
 // its own dtypes gives bit-identical results. Elementwise ops on splats fold
 // to a splat. A fold that would grow the data (iota, causal_mask, expand,
 // outer products) is left to run time: it would only add memory traffic.
+#include <cstring>
 #include <numeric>
-#include <optional>
 
 #include "passes/passes.h"
 #include "passes/rewriter.h"
@@ -21,21 +21,29 @@ int64_t stored(const Node& n) { return static_cast<int64_t>(n.const_data()->size
 
 bool is_splat_const(const Node& n) { return n.op == Op::constant && n.const_data()->size() == 1; }
 
-// The node evaluated on its constant operands; nullopt when an integer
-// result is not exact as a double (constant data holds doubles).
+// The dtype whose values T holds exactly as stored (f32 for float).
 template <class T>
-std::optional<std::vector<double>> evaluate(const Graph& g, const Node& n, bool as_splat) {
+constexpr DType native = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+
+// The node evaluated on its constant operands; nullptr when an integer
+// result is not exact as a double (the reference kernels' integers pass
+// through doubles here). Operands and results in T's own dtype are copied
+// as bytes: folding the norm weights into 176 MB of matmul weights must not
+// go through 8-byte doubles per value.
+template <class T>
+ConstData evaluate(const Graph& g, const Node& n, bool as_splat) {
   std::vector<Value<T>> values;
   for (ValueId v : n.inputs) {
     const Node& c = g.node(v);
-    const auto& d = *c.const_data();
+    const ConstValues& d = *c.const_data();
     std::vector<int64_t> shape;
     if (!as_splat) shape = eval_shape(c.type.shape, {});
     size_t count = static_cast<size_t>(as_splat ? 1 : *numel_const(c.type.shape));
     auto at = [&](size_t i) { return d.size() == 1 ? d[0] : d[i]; };
     if (is_float(c.type.dtype)) {
       std::vector<T> data(count);
-      for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(at(i));
+      if (d.dtype() == native<T> && d.size() == count) std::memcpy(data.data(), d.raw(), count * sizeof(T));
+      else for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(at(i));
       values.push_back({Array<T>{std::move(shape), std::make_shared<const std::vector<T>>(std::move(data))}});
     } else {
       std::vector<int64_t> data(count);
@@ -48,20 +56,20 @@ std::optional<std::vector<double>> evaluate(const Graph& g, const Node& n, bool 
   Node scalar_node = n;
   if (as_splat) scalar_node.type.shape.clear();
   Value<T> r = eval_node<T>(scalar_node, ptrs, {});
-  std::vector<double> out;
+  values.clear();
   if (r.is_int()) {
+    std::vector<double> out;
     for (int64_t x : *r.template as<int64_t>().data) {
-      if (static_cast<long double>(static_cast<double>(x)) != static_cast<long double>(x)) return std::nullopt;
+      if (static_cast<long double>(static_cast<double>(x)) != static_cast<long double>(x)) return nullptr;
       out.push_back(static_cast<double>(x));
     }
-    return out;
+    return ConstValues::of(n.type.dtype, out);
   }
   const auto& f = *r.template as<T>().data;
-  out.assign(f.begin(), f.end());
-  // Round to the node's dtype, as storing it would.
-  if (n.type.dtype == DType::f32)
-    for (double& x : out) x = static_cast<float>(x);
-  return out;
+  NDArray a(n.type.dtype, {static_cast<int64_t>(f.size())});
+  if (n.type.dtype == native<T>) std::memcpy(a.raw(), f.data(), f.size() * sizeof(T));
+  else for (size_t i = 0; i < f.size(); ++i) a.set(static_cast<int64_t>(i), static_cast<double>(f[i]));  // rounded, as storing it would
+  return ConstValues::adopt(std::move(a));
 }
 
 bool wants_double(const Graph& g, const Node& n) {
@@ -96,7 +104,7 @@ bool constant_fold(Graph& g, const PassOptions& o) {
     // Evaluate on the new graph's constants (operands may themselves be folded).
     Node mapped = n;
     mapped.inputs = rw.map_all(n.inputs);
-    std::optional<std::vector<double>> data;
+    ConstData data;
     try {
       data = wants_double(g, n) ? evaluate<double>(rw.out(), mapped, as_splat) : evaluate<float>(rw.out(), mapped, as_splat);
     } catch (const Error&) {  // e.g. an integer division by zero: an error when (and if) it runs
@@ -104,7 +112,7 @@ bool constant_fold(Graph& g, const PassOptions& o) {
     }
     if (!data) return Rewriter::kCopy;  // an integer a double cannot hold: computed at run time
     changed = true;
-    return rw.out().add_const(n.type, std::move(*data));
+    return rw.out().add_const(n.type, std::move(data));
   });
   return changed;
 }

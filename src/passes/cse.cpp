@@ -8,6 +8,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include <xxhash.h>
+
 #include "passes/passes.h"
 #include "passes/rewriter.h"
 
@@ -25,7 +27,7 @@ struct Key {
     if (op != Op::constant) return node->attrs == o.node->attrs;
     const auto& a = *node->const_data();
     const auto& b = *o.node->const_data();
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);  // empty: no pointers to compare
+    return a.dtype() == b.dtype() && a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
   }
 };
 
@@ -48,9 +50,7 @@ size_t hash_attr(const AttrValue& a) {
         } else if constexpr (std::is_same_v<V, Region>) {  // by identity: equal regions are the same graph
           return std::hash<const void*>()(v.get());
         } else {  // ConstData
-          size_t h = v->size();
-          for (double x : *v) h = h * 1000003u ^ std::hash<uint64_t>()(std::bit_cast<uint64_t>(x));
-          return h;
+          return static_cast<size_t>(XXH3_64bits(v->raw(), v->nbytes()));
         }
       },
       a);

@@ -35,8 +35,9 @@ bool freeze(Graph& g, const PassOptions& o) {
     for (ValueId in : g.node(v).inputs) {
       const NDArray* a = value[static_cast<size_t>(in)];
       if (!a || made[static_cast<size_t>(in)]) continue;
-      // A float array's values are exact in its own dtype: no rounding pass.
-      rw.set(in, rw.out().add_const(g.type(in), std::make_shared<const std::vector<double>>(a->to_vector()), is_float(a->dtype())));
+      // The values in their dtype, one copy (a float param's array is in its
+      // type's dtype, checked above; an integer one is converted).
+      rw.set(in, rw.out().add_const(g.type(in), ConstValues::adopt(*a)));
       made[static_cast<size_t>(in)] = true;
     }
     return Rewriter::kCopy;

@@ -46,8 +46,9 @@ bool is_constant(const Graph& g, ValueId v) { return g.node(v).op == Op::constan
 bool is_splat(const Graph& g, ValueId v, double x) {
   const Node& n = g.node(v);
   if (n.op != Op::constant) return false;
-  for (double d : *n.const_data())
-    if (d != x || std::signbit(d) != std::signbit(x)) return false;
+  const ConstValues& c = *n.const_data();
+  for (size_t i = 0; i < c.size(); ++i)
+    if (double d = c[i]; d != x || std::signbit(d) != std::signbit(x)) return false;
   return true;
 }
 

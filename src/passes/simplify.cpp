@@ -32,8 +32,8 @@ class NegZero {
     if (!is_float(n.type.dtype)) return false;
     switch (n.op) {
       case Op::constant:
-        for (double d : *n.const_data())
-          if (d == 0 && std::signbit(d)) return true;
+        for (size_t i = 0, size = n.const_data()->size(); i < size; ++i)
+          if (double d = (*n.const_data())[i]; d == 0 && std::signbit(d)) return true;
         return false;
       // Accumulating from +0.0 in the node's own precision never yields -0.0:
       // matmul accumulates in f32/f64; sum accumulates in double, so only an

@@ -198,17 +198,13 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
         continue;
       }
     }
-    NDArray converted;
-    const NDArray* src = nullptr;
-    if (n.op == Op::constant && n.const_data()->size() > 1) {
-      converted = NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
-      src = &converted;
-    } else if (n.op == Op::param) {
-      src = &params.at(n.name);
-    } else {
+    if (n.op == Op::constant && n.const_data()->size() > 1) {  // read in place: the graph holds it, in its dtype
+      s->table[i] = const_cast<void*>(n.const_data()->raw());
+      const_bytes += static_cast<int64_t>(n.const_data()->nbytes());
       continue;
     }
-    const NDArray& data = *src;
+    if (n.op != Op::param) continue;
+    const NDArray& data = params.at(n.name);
     Block b = allocate(static_cast<int64_t>(data.nbytes()));
     std::memcpy(b.get(), data.raw(), data.nbytes());
     s->table[i] = b.get();

@@ -110,7 +110,7 @@ std::vector<NDArray> HostProgram::run(Bindings& inputs) {
     const Node& n = g.node(v);
     if (n.op == Op::input || n.op == Op::param) return inputs.at(n.name);
     if (n.op == Op::result) return results.at(n.inputs[0]).at(static_cast<size_t>(n.attr_int("index")));
-    if (n.op == Op::constant && !vals.count(v)) vals[v] = NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
+    if (n.op == Op::constant && !vals.count(v)) vals[v] = n.const_data()->to_array(eval_shape(n.type.shape, {}));
     return vals.at(v);
   };
   // A region's inputs (s0.., c0..) bound in order to the op's operands.

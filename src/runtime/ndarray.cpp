@@ -69,18 +69,22 @@ int64_t checked_numel(const std::vector<int64_t>& shape, DType t) {
   return n;
 }
 
-NDArray::NDArray(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+NDArray::NDArray(DType dtype, std::vector<int64_t> shape) : NDArray(dtype, std::move(shape), Uninitialized{}) {
+  std::memset(data_.get(), 0, nbytes());
+}
+
+NDArray::NDArray(DType dtype, std::vector<int64_t> shape, Uninitialized) : dtype_(dtype), shape_(std::move(shape)) {
   numel_ = checked_numel(shape_, dtype_);
   size_t bytes = (nbytes() + 63) / 64 * 64;
   if (bytes == 0) bytes = 64;
   data_.reset(std::aligned_alloc(64, bytes));
   if (!data_) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes for " + type_str());
-  std::memset(data_.get(), 0, bytes);
+  std::memset(static_cast<char*>(data_.get()) + nbytes(), 0, bytes - nbytes());
 }
 
 NDArray::NDArray(const NDArray& o) : dtype_(o.dtype_), shape_(o.shape_), numel_(o.numel_) {
   if (!o.data_) return;  // a default-constructed array copies as one
-  *this = NDArray(o.dtype_, o.shape_);
+  *this = NDArray(o.dtype_, o.shape_, Uninitialized{});
   if (nbytes()) std::memcpy(raw(), o.raw(), nbytes());
 }
 

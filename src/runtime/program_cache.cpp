@@ -210,7 +210,7 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
   std::shared_ptr<const void> storage(block, [](const void* p) { std::free(const_cast<void*>(p)); });
   for (const auto& [name, off] : l.offsets) {
     const Node& n = optimized.node(constant_of.at(name));
-    NDArray a = NDArray::from(n.type.dtype, eval_shape(n.type.shape, {}), *n.const_data());
+    NDArray a = n.const_data()->to_array(eval_shape(n.type.shape, {}));
     char* slot = static_cast<char*>(block) + off;
     std::memcpy(slot, a.raw(), a.nbytes());
     std::memset(slot + a.nbytes(), 0, static_cast<size_t>(align64(static_cast<int64_t>(a.nbytes()))) - a.nbytes());  // padding

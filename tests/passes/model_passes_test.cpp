@@ -68,6 +68,30 @@ TEST(ModelPasses, LogSummarizesFrozenWeights) {
   EXPECT_LT(static_cast<int64_t>(log.size()), weight_bytes / 10) << "the log holds the weights";
 }
 
+// Frozen weights are held in their own dtype through every pass: an f32
+// weight takes 4 bytes per value, a bf16 one 2, never an 8-byte double.
+TEST(ModelPasses, FrozenWeightsKeepTheirDtype) {
+  for (DType t : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g = models::trace_llama_layer(tiny(), {1, 4, 4, t});
+    Bindings in = inputs_for(g, 0);
+    PipelineOptions o;
+    o.pass.freeze_values = &in;
+    run_pipeline(g, default_pipeline(true), o);
+    int64_t constant_bytes = 0, weight_bytes = 0;
+    for (const Node& n : g.nodes()) {
+      if (n.op != Op::constant) continue;
+      const ConstValues& d = *n.const_data();
+      EXPECT_EQ(d.dtype(), n.type.dtype);
+      EXPECT_EQ(d.nbytes(), d.size() * static_cast<size_t>(dtype_size(n.type.dtype)));
+      if (d.size() > 1) constant_bytes += static_cast<int64_t>(d.nbytes());
+    }
+    for (ValueId p : g.params()) weight_bytes += static_cast<int64_t>(in.at(g.node(p).name).nbytes());
+    EXPECT_GT(constant_bytes, weight_bytes / 2);  // the weights are there (folded ones included)...
+    EXPECT_LE(constant_bytes, weight_bytes);      // ...and no larger than as given
+  }
+}
+
 TEST(ModelPasses, EachPassAloneKeepsTheSemantics) {
   const std::set<std::string> bit_exact = {"freeze", "cse", "simplify", "constant_fold", "dce", "decompose"};
   for (auto& m : models_that_fit()) {

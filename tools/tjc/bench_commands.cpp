@@ -11,6 +11,8 @@
 #include <memory>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include "cost/calibrate.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
@@ -113,8 +115,14 @@ void bench_child(const BenchArgs& a) {
   nlohmann::json stages = nlohmann::json::array();
   stages.push_back({{"stage", "trace"}, {"seconds", trace_s}});
   for (const auto& [name, sec] : exe.stats().stage_seconds) stages.push_back({{"stage", name}, {"seconds", sec}});
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  int64_t weight_bytes = 0;
+  for (const auto& [name, w] : m.params) weight_bytes += static_cast<int64_t>(w.nbytes());
   nlohmann::json j = {{"first_call_s", first_call_s},
                       {"weights_s", weights_s},
+                      {"weight_mb", static_cast<double>(weight_bytes) / 1e6},
+                      {"peak_rss_mb", static_cast<double>(ru.ru_maxrss) * 1024 / 1e6},  // the whole process, its weights included
                       {"cache_hit", exe.stats().cache_hit},
                       {"program_cache_hit", exe.stats().program_cache_hit},
                       {"stages", stages},
@@ -315,6 +323,8 @@ void cmd_bench(const BenchArgs& a) {
   std::printf("first call in a fresh process, end to end: cold cache %.2f s (%s); warm cache %.1f ms (%s)\n",
               cold.at("first_call_s").get<double>(), stage_line(cold).c_str(), warm.at("first_call_s").get<double>() * 1e3,
               stage_line(warm).c_str());
+  std::printf("peak memory of that process: cold cache %.0f MB, warm cache %.0f MB, of which the weights as loaded %.0f MB\n",
+              cold.at("peak_rss_mb").get<double>(), warm.at("peak_rss_mb").get<double>(), cold.at("weight_mb").get<double>());
   if (k > 0) print_fresh_processes(quiet_runs, busy_runs, a.busy);
   if (a.profile) {
     auto times = exe.profile(run_inputs, 50);
