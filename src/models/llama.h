@@ -25,7 +25,7 @@ struct LlamaConfig {
   double rope_base, eps;
 };
 
-// "tiny", "tinyllama", "llama3-8b"; throws tj::Error naming the known ones.
+// "tiny", "tinyllama", "llama3-8b", "minilm-size"; throws tj::Error naming the known ones.
 const LlamaConfig& llama_config(std::string_view name);
 std::vector<std::string> llama_config_names();
 

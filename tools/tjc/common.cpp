@@ -88,7 +88,7 @@ Graph trace_model(const TraceArgs& a) {
 void add_trace_options(CLI::App* c, TraceArgs& a) {
   c->add_option("--model", a.model, "mlp, llama-layer, llama, or branches (the memory-reordering example)")
       ->check(CLI::IsMember({"mlp", "llama-layer", "llama", "branches"}));
-  c->add_option("--config", a.config, "tiny, tinyllama or llama3-8b")->check(CLI::IsMember(models::llama_config_names()));
+  c->add_option("--config", a.config, "tiny, tinyllama, llama3-8b or minilm-size")->check(CLI::IsMember(models::llama_config_names()));
   c->add_option("--mode", a.mode, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
   c->add_option("--tokens", a.tokens, "prefill length: a number or a size symbol such as T");
   c->add_option("--kv-len", a.kv_len, "KV cache length: a number or a symbol (prefill default: tokens; decode: 64)");

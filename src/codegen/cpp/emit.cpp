@@ -20,8 +20,10 @@ constexpr int64_t kGemvParallelElements = int64_t{1} << 18;  // a GEMV reading f
 constexpr int64_t kTeamSplitElements = int64_t{1} << 12;  // a small GEMV or attention splits from here...
 constexpr int64_t kTeamElements = int64_t{1} << 16;       // ...when the program's small splits add up to this
 constexpr int kGemvPartials = 8;    // a large GEMV over [K, N] weights sums this many partial results
-constexpr int64_t kMatmulColumns = 256;  // a large matmul splits into blocks of at least this many columns...
-constexpr int64_t kMatmulBlocks = 16;    // ...and at most this many blocks
+// A matmul of at least kSplitMatmul multiply-adds splits over output columns
+// into blocks whose count depends on N alone (see tj_matmul_blocks in the
+// preamble): results do not depend on the thread count.
+constexpr int64_t kSplitMatmul = int64_t{1} << 17;
 constexpr int kPartsPerThread = 4;  // parts per pool thread of a split loop: late threads leave less undone
 
 std::string ctype(DType t) {
@@ -192,7 +194,10 @@ class Emitter {
            "  const tj_parallel_api* a = (const tj_parallel_api*)api;\n"
            "  if (a->threads <= 1) { for (int64_t p = 0; p < parts; ++p) f(p, parts, 0); return; }\n"
            "  a->run(a->pool, parts, [](void* c, int64_t p, int64_t n, int th) { (*(const F*)c)(p, n, th); }, (void*)&f);\n}\n"
-           "static inline int64_t tj_threads(void* api) { return ((const tj_parallel_api*)api)->threads; }\n\n"
+           "static inline int64_t tj_threads(void* api) { return ((const tj_parallel_api*)api)->threads; }\n"
+           "// Column blocks of a split matmul: N/256 of them (at most 16) for N >= 512, else two (each\n"
+           "// block is one more BLAS call, which a single thread pays for too).\n"
+           "static inline int64_t tj_matmul_blocks(int64_t n) { return n >= 512 ? std::min<int64_t>(16, n / 256) : 2; }\n\n"
            "extern \"C\" int tj_status;\nint tj_status = 0;\n\n"
            "template <class T> static inline T tj_max(T a, T b) {\n"
            "  if (a != a || b != b) return a != a ? a : b;\n  if (a != b) return a > b ? a : b;\n  return std::signbit(a) ? b : a;\n}\n"
@@ -680,7 +685,7 @@ class Emitter {
     Sizes sab(sa.begin(), sa.end() - 2), sbb(sb.begin(), sb.end() - 2);
     std::string c_ptr = ptr(mm) + " + (" + flat(bv, batch) + ")*" + C(M * N);
     std::string call;
-    bool stores = false;
+    bool stores = false, epilogue_in_blocks = false;
     for (ValueId v : K.ops) stores |= g_.node(v).op == Op::concat || g_.node(v).op == Op::kv_write;
     int64_t weights = hint(Kd * N);
     bool team = M == Dim(1) && ta == "CblasNoTrans" && count(batch) == Dim(1) && code.empty() && !stores && weights >= kTeamSplitElements &&
@@ -699,9 +704,8 @@ class Emitter {
       // kernels share one thread pool instead of fighting over the cores.
       // Column blocks fixed by N, not by the thread count: OpenBLAS rounds a
       // column differently in blocks of other widths.
-      bool split = hint(M * N * Kd) >= (int64_t{1} << 21) && hint(N) >= 2 * kMatmulColumns;
-      std::string blocks = "std::min<int64_t>(" + std::to_string(kMatmulBlocks) + ", std::max<int64_t>(1, " + C(N) + "/" +
-                           std::to_string(kMatmulColumns) + "))";
+      bool split = hint(M * N * Kd) >= kSplitMatmul && hint(N) >= 128;
+      std::string blocks = "tj_matmul_blocks(" + C(N) + ")";
       std::string A = pa + " + (" + batch_offset(bsa, sab) + ")", Bp = pb + " + (" + batch_offset(bsb, sbb) + ")";
       std::string colB = tb == "CblasNoTrans" ? "n0" : "n0*" + C(ldb);
       call = "  {\n";
@@ -711,11 +715,15 @@ class Emitter {
       call += "      const int64_t n0 = " + C(N) + " * id / nt / 16 * 16, n1 = id + 1 == nt ? " + C(N) + " : " + C(N) +
               " * (id + 1) / nt / 16 * 16;\n";
       call += "      if (n1 > n0) cblas_" + blas + "gemm(CblasRowMajor, " + ta + ", " + tb + ", " + C(M) + ", n1 - n0, " + C(Kd) + ", 1, " + A +
-              ", " + C(lda) + ", " + Bp + " + " + colB + ", " + C(ldb) + ", 0, " + c_ptr + " + n0, " + C(N) + ");\n    }\n" +
-              (split ? close_parallel() : "") + "  }\n";
+              ", " + C(lda) + ", " + Bp + " + " + colB + ", " + C(ldb) + ", 0, " + c_ptr + " + n0, " + C(N) + ");\n";
+      // One product: each block runs the epilogue over its own columns
+      // while they are in cache, instead of one thread over all of them.
+      epilogue_in_blocks = split && count(batch) == Dim(1) && !stores && K.ops.size() > 1;
+      if (epilogue_in_blocks) call += pointwise_body(K, 1, true);
+      call += "    }\n" + (split ? close_parallel() : "") + "  }\n";
     }
     code += loops(batch, bv, call, false, false);
-    code += pointwise_body(K, 1, team);
+    if (!epilogue_in_blocks) code += pointwise_body(K, 1, team);
     return code;
   }
 
@@ -935,6 +943,9 @@ class Emitter {
         std::string acc = "a" + std::to_string(v);
         Accumulator A = accumulator(n);
         code += "    " + A.type + " " + acc + " = " + A.init + ";\n";
+        // A float sum in double, in vector lanes: the order differs from the
+        // interpreter's by far less than the f32 (or bf16) result's rounding.
+        if (!A.integer && !A.max && n.type.dtype != DType::f64) code += "#pragma omp simd reduction(+:" + acc + ")\n";
         code += "    for (int64_t j = 0; j < " + C(D) + "; ++j) {\n";
         std::string xv = row_value(x, full, sp);
         code += "      " + acc + " = " + A.update(acc, xv) + ";\n";
