@@ -429,7 +429,7 @@ class Parser {
     ValueId v;
     if (*op == Op::constant) {
       if (is_int(declared.dtype) && inexact_at_ != std::string::npos)
-        fail_at(inexact_at_, "integer constant is not exact: constant data holds doubles, exact up to 2^53", current_token_at(inexact_at_));
+        fail_at(inexact_at_, "integer constant is not exact: constants are read as doubles, exact up to 2^53", current_token_at(inexact_at_));
       check_const_values(*std::get<ConstData>(attrs[0]), declared.dtype, op_at, opname);
       try {
         v = g.add_const(declared, std::get<ConstData>(attrs[0]));
