@@ -38,6 +38,8 @@
 
 namespace tj {
 
+class SafetensorsFile;  // tensorjit/safetensors.h
+
 // How a tensor dim may vary between calls of one compiled entry.
 enum class DynamicPolicy {
   static_shapes,  // a compilation per distinct size
@@ -80,6 +82,8 @@ class JitArgs {
   Tensor real_size(size_t i, int axis);
   // A weight: held by the executable (frozen into the compilation).
   Tensor param(const std::string& name, const NDArray& value);
+  // The weight of that name in a safetensors file (its dtype and shape).
+  Tensor param(const std::string& name, const SafetensorsFile& weights);
   Tracer& tracer();
 
   struct State;

@@ -1,4 +1,5 @@
 #include "tensorjit/jit.h"
+#include "tensorjit/safetensors.h"
 
 #include <chrono>
 #include <cstdio>
@@ -193,6 +194,11 @@ Tensor JitArgs::param(const std::string& name, const NDArray& value) {
   s_->params[name] = value;
   Shape s(value.shape().begin(), value.shape().end());
   return s_->tracer.param(name, value.dtype(), s);
+}
+
+Tensor JitArgs::param(const std::string& name, const SafetensorsFile& weights) {
+  if (s_->params.count(name)) return {&s_->tracer, s_->tracer.graph().find(name)};
+  return param(name, weights.read(name));
 }
 
 Tracer& JitArgs::tracer() { return s_->tracer; }

@@ -10,6 +10,7 @@
 
 #include "runtime/random_inputs.h"
 #include "tensorjit/jit.h"
+#include "tensorjit/safetensors.h"
 
 namespace tj {
 namespace {
@@ -42,6 +43,23 @@ JitFn mlp(const NDArray& w) {
     if (a.flag(0)) y = silu(y);
     return std::vector<Tensor>{y};
   };
+}
+
+// Weights bound by name from a safetensors file give what the same weights
+// given as arrays give.
+TEST_F(Jit, WeightsFromASafetensorsFile) {
+  NDArray w = filled(DType::f32, {8, 4}, 1);
+  std::string path = ::testing::TempDir() + "jit_weights.safetensors";
+  write_safetensors(path, {{"w", w}});
+  SafetensorsFile file(path);
+  JitFunction from_file = jit("mlp_file", [&file](JitArgs& a) { return std::vector<Tensor>{matmul(a.tensor(0), a.param("w", file))}; });
+  JitFunction from_array = jit("mlp", mlp(w));
+  std::vector<NDArray> x{filled(DType::f32, {3, 8}, 2)};
+  auto want = from_array(x, {false});
+  auto got = from_file(x);
+  EXPECT_EQ(max_diff(got[0], want[0]), 0);
+  JitFunction missing = jit("missing", [&file](JitArgs& a) { return std::vector<Tensor>{a.tensor(0) + a.param("nope", file)}; });
+  EXPECT_THROW(missing(x), Error);
 }
 
 TEST_F(Jit, EachGuardKindHitsAndMisses) {

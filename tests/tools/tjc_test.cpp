@@ -13,6 +13,7 @@
 
 #include "ir/text.h"
 #include "runtime/npy.h"
+#include "tensorjit/safetensors.h"
 
 namespace tj {
 namespace {
@@ -190,6 +191,37 @@ TEST(Tjc, RunGivenInputsAndOutputFiles) {
   Result wrong = tjc("run " + path + " --sym K=1 --input b=1,2,3 --input a=" + f64_path);
   EXPECT_EQ(wrong.code, 1);
   EXPECT_NE(wrong.out.find(f64_path + " holds f64, the input is f32[N]"), std::string::npos) << wrong.out;
+}
+
+// Weights from a safetensors file: tensors named like params or inputs bind
+// them; the others are ignored; a file that binds nothing or holds another
+// dtype is an error.
+TEST(Tjc, RunWeightsFromSafetensors) {
+  std::string path = temp_file("mlp.tj",
+                               "graph mlp\ninput %x : f32[N,3]\nparam %w : f32[3,2]\n"
+                               "%0 = matmul(%x, %w) : f32[N,2]\nreturn %0\n");
+  NDArray x(DType::f32, {2, 3}), w(DType::f32, {3, 2});
+  for (int64_t i = 0; i < 6; ++i) x.set(i, i + 1), w.set(i, i % 2 ? -1 : 1);
+  std::string file = ::testing::TempDir() + "mlp.safetensors";
+  write_safetensors(file, {{"x", x}, {"w", w}, {"unused", NDArray(DType::i64, {4})}});
+  // x @ w = [[1-2+3, -1+2-3], [4-5+6, -4+5-6]] = [[2, -2], [5, -5]]: sum 0, and the check passes.
+  Result r = tjc("run " + path + " --weights " + file + " --check", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("output 0: f32[2,2] sum=0 "), std::string::npos) << r.out;
+  std::string other = ::testing::TempDir() + "other.safetensors";
+  write_safetensors(other, {{"v", w}});
+  std::string wrong = ::testing::TempDir() + "wrong.safetensors";
+  write_safetensors(wrong, {{"w", NDArray(DType::f64, {3, 2})}});
+  std::string broken = temp_file("broken.safetensors", "not a safetensors file");
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--weights " + other, "none of its 1 tensors names an input or param"},
+           {"--weights " + wrong, "tensor 'w' is f64, the graph's w is f32[3,2]"},
+           {"--weights " + broken, "not a valid safetensors file"},
+           {"--weights " + file + " --input x=1,2,3", "--input x given twice"}}) {
+    Result bad = tjc("run " + path + " " + args);
+    EXPECT_EQ(bad.code, 1) << args;
+    EXPECT_NE(bad.out.find(message), std::string::npos) << args << ": " << bad.out;
+  }
 }
 
 TEST(Tjc, RunGivenIntegersAreExact) {

@@ -13,6 +13,7 @@
 #include "runtime/npy.h"
 #include "runtime/random_inputs.h"
 #include "tensorjit/error.h"
+#include "tensorjit/safetensors.h"
 #include "tjc/common.h"
 
 namespace tjc {
@@ -24,7 +25,7 @@ namespace {
 struct RunArgs {
   std::string file, dtype = "f32", output;
   uint64_t seed = 0;
-  std::vector<std::string> syms, sets, inputs;
+  std::vector<std::string> syms, sets, inputs, weights;
   bool compiled = false, check = false;
   double tol = -1;  // < 0: by dtype
 };
@@ -65,21 +66,22 @@ std::string joined(const std::vector<std::string>& v) {
 
 // Binds the plain-symbol dims of `type` from `shape` into `sizes`; constant
 // dims must match. Other dims are checked when the graph runs.
-void bind_from_shape(const std::string& name, const Type& type, const std::vector<int64_t>& shape, SymEnv& sizes) {
+// `what` names the source in errors ("--input x").
+void bind_from_shape(const std::string& what, const Type& type, const std::vector<int64_t>& shape, SymEnv& sizes) {
   if (shape.size() != type.shape.size())
-    throw Error("--input " + name + ": rank " + std::to_string(shape.size()) + " given, the input is " + type.str());
+    throw Error(what + ": rank " + std::to_string(shape.size()) + " given, the input is " + type.str());
   for (size_t d = 0; d < shape.size(); ++d) {
     const Dim& dim = type.shape[d];
-    if (shape[d] > kMaxSize) throw Error("--input " + name + ": dimension " + std::to_string(shape[d]) + " is too large");
+    if (shape[d] > kMaxSize) throw Error(what + ": dimension " + std::to_string(shape[d]) + " is too large");
     if (auto c = dim.as_const()) {
-      if (*c != shape[d]) throw Error("--input " + name + ": shape " + shape_str({shape.begin(), shape.end()}) + " given, the input is " + type.str());
+      if (*c != shape[d]) throw Error(what + ": shape " + shape_str({shape.begin(), shape.end()}) + " given, the input is " + type.str());
       continue;
     }
     auto syms = dim.symbols();
     if (syms.size() != 1 || dim != Dim::symbol(syms[0])) continue;
     auto [it, fresh] = sizes.emplace(syms[0], shape[d]);
     if (!fresh && it->second != shape[d])
-      throw Error("--input " + name + ": " + syms[0] + " = " + std::to_string(shape[d]) + " here, but " + std::to_string(it->second) +
+      throw Error(what + ": " + syms[0] + " = " + std::to_string(shape[d]) + " here, but " + std::to_string(it->second) +
                   " elsewhere");
   }
 }
@@ -95,9 +97,27 @@ Bindings make_inputs(const Graph& g, const RunArgs& a) {
       throw Error("--sym: the graph has no size symbol '" + k + "' (its symbols: " + joined(symbols) + ")");
     ro.sizes[k] = size_arg(v, "--sym " + k);
   }
-  // Given inputs: .npy arrays now; value lists once the sizes are known.
+  // Given inputs: .npy arrays and safetensors tensors now; value lists once
+  // the sizes are known.
   Bindings given;
   std::vector<std::pair<std::string, std::vector<std::string>>> lists;
+  for (const auto& path : a.weights) {
+    SafetensorsFile f(path);
+    size_t used = 0;
+    for (const auto& t : f.tensors()) {
+      ValueId id = g.find(t.name);
+      if (id < 0) continue;  // a checkpoint often holds more than one graph reads
+      const Type& ty = g.type(id);
+      if (t.dtype != ty.dtype)
+        throw Error("--weights " + path + ": tensor '" + t.name + "' is " + std::string(dtype_name(t.dtype)) + ", the graph's " +
+                    t.name + " is " + ty.str());
+      if (given.count(t.name)) throw Error("--weights: tensor '" + t.name + "' given twice");
+      bind_from_shape("--weights " + path + ": tensor '" + t.name + "'", ty, t.shape, ro.sizes);
+      given[t.name] = f.read(t.name);
+      ++used;
+    }
+    if (used == 0) throw Error("--weights " + path + ": none of its " + std::to_string(f.tensors().size()) + " tensors names an input or param of the graph");
+  }
   for (const auto& s : a.inputs) {
     auto [k, v] = split_eq(s, "--input");
     ValueId id = g.find(k);
@@ -114,11 +134,11 @@ Bindings make_inputs(const Graph& g, const RunArgs& a) {
         for (int64_t i = 0; i < arr.numel(); ++i) conv.set(i, arr.get(i));
         arr = std::move(conv);
       }
-      bind_from_shape(k, t, arr.shape(), ro.sizes);
+      bind_from_shape("--input " + k, t, arr.shape(), ro.sizes);
       given[k] = std::move(arr);
     } else {
       std::vector<std::string> values = split_commas(v);
-      if (t.shape.size() == 1) bind_from_shape(k, t, {static_cast<int64_t>(values.size())}, ro.sizes);
+      if (t.shape.size() == 1) bind_from_shape("--input " + k, t, {static_cast<int64_t>(values.size())}, ro.sizes);
       lists.emplace_back(k, std::move(values));
     }
   }
@@ -280,6 +300,7 @@ void add_run_command(CLI::App& app) {
   c->add_option("--sym", a->syms, "size of a symbolic dim, NAME=N (repeatable)");
   c->add_option("--set", a->sets, "value of a scalar input (every element of a larger one), NAME=V (repeatable)");
   c->add_option("--input", a->inputs, "an input's values: NAME=FILE.npy or NAME=v1,v2,... (repeatable)");
+  c->add_option("--weights", a->weights, "a safetensors file: its tensors named like inputs or params bind them (repeatable)");
   c->add_flag("--compiled", a->compiled, "run the generated code instead of the interpreter");
   c->add_flag("--check", a->check, "run the interpreter and the generated code on the same inputs and compare (exit 1 if they differ)");
   c->add_option("--tol", a->tol, "--check: relative tolerance of float outputs (default: 1e-4 f32, 1e-9 f64, 1e-2 f16/bf16)")
