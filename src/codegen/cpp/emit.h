@@ -22,11 +22,13 @@
 //   attention  online-softmax flash attention tiled over keys, causal and
 //              grouped-query, never materializing the scores
 //
-// A small program (no kernel big enough for a parallel region of its own)
-// also gets `tj_run(t)`: the whole call as one OpenMP team, GEMVs split over
-// output columns and attention over heads, the same share for each thread on
-// every call (so weights stay in that core's cache), spinning barriers
-// between kernels. Each kernel symbol still runs its whole kernel alone.
+// A program whose small GEMVs and attentions add up to enough work (a decode
+// step) splits them over the pool, the same share for each thread on every
+// call, so that weights stay in that core's cache (`tj_team`); each kernel
+// symbol runs its whole kernel.
+//
+// The emitter itself: codegen/cpp/emitter.h, emit.cpp and one file per
+// kernel kind under codegen/cpp/kernels/.
 #pragma once
 
 #include <string>

@@ -1,0 +1,187 @@
+// The C++ emitter's matmul kernels: OpenBLAS GEMM per batch (column blocks on
+// the pool), hand-written GEMVs for one row, then the epilogue.
+#include "codegen/cpp/emitter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "tensorjit/error.h"
+
+namespace tj::cpp {
+
+// GEMM per batch through OpenBLAS (GEMV for one row), then the epilogue.
+std::string Emitter::matmul_body(const Kernel& K) {
+  ValueId mm = K.ops[0];
+  const Node& n = g_.node(mm);
+  ValueId a = n.inputs[0], b = n.inputs[1];
+  auto so = shape(mm), sa = shape(a), sb = shape(b);
+  size_t r = so.size();
+  Dim M = so[r - 2], N = so[r - 1], Kd = sa.back();
+  std::string code;
+  std::string ty = T(mm);
+  std::string blas = ty == "float" ? "s" : ty == "double" ? "d" : "";
+  if (blas.empty()) throw Error("code generation: matmul of " + ty);
+  auto at_least = [](const Dim& x, const Dim& y) { return x == y || (x - y).provably_positive(); };
+  // Operands BLAS can read in place (row-major, or transposed), or copies
+  // into temporaries. `rows` x `cols` is the matrix BLAS sees.
+  auto prepare = [&](ValueId x, const Dim& rows, const Dim& cols, std::string* p, std::string* trans, Dim* ld, Sizes* batch_strides) {
+    auto sx = shape(x);
+    size_t rx = sx.size();
+    auto fits = [&](const Strided& st, bool t) {
+      const Dim &sr = st.strides[rx - 2], &sc = st.strides[rx - 1];
+      return t ? (sr == Dim(1) && (cols == Dim(1) || at_least(sc, rows))) : (sc == Dim(1) && (rows == Dim(1) || at_least(sr, cols)));
+    };
+    auto st = strided(x);
+    if (!st || (!fits(*st, false) && !fits(*st, true))) {
+      make_temp_copy(x, &code);
+      st = Strided{x, 0, contiguous_strides(sx)};
+    }
+    bool t = !fits(*st, false);
+    *trans = t ? "CblasTrans" : "CblasNoTrans";
+    *ld = t ? (cols == Dim(1) ? rows : st->strides[rx - 1]) : (rows == Dim(1) ? cols : st->strides[rx - 2]);
+    if (*ld == Dim(0)) *ld = Dim(1);
+    *p = ptr(st->base) + " + " + C(st->offset);
+    batch_strides->assign(st->strides.begin(), st->strides.end() - 2);
+  };
+  std::string pa, pb, ta, tb;
+  Dim lda, ldb;
+  Sizes bsa, bsb;
+  prepare(a, M, Kd, &pa, &ta, &lda, &bsa);
+  prepare(b, Kd, N, &pb, &tb, &ldb, &bsb);
+  // Batch loop (numpy-broadcast batch dims).
+  Sizes batch(so.begin(), so.end() - 2);
+  Idx bv = loop_vars(batch.size(), "b");
+  auto batch_offset = [&](const Sizes& bs, const Sizes& sx) {
+    std::string e = "0";
+    size_t off = batch.size() - bs.size();
+    for (size_t d = 0; d < bs.size(); ++d)
+      if (sx[d] != Dim(1) && bs[d] != Dim(0)) e += "+" + bv[d + off] + "*" + C(bs[d]);
+    return e;
+  };
+  Sizes sab(sa.begin(), sa.end() - 2), sbb(sb.begin(), sb.end() - 2);
+  std::string c_ptr = ptr(mm) + " + (" + flat(bv, batch) + ")*" + C(M * N);
+  std::string call;
+  bool stores = false, epilogue_in_blocks = false;
+  for (ValueId v : K.ops) stores |= g_.node(v).op == Op::concat || g_.node(v).op == Op::kv_write;
+  int64_t weights = hint(Kd * N);
+  bool team = M == Dim(1) && ta == "CblasNoTrans" && count(batch) == Dim(1) && code.empty() && !stores && weights >= kTeamSplitElements &&
+              weights < kGemvParallelElements;
+  if (team) {
+    team_work_ = weights;
+    code += columns_of(N);
+    call = gemv_columns(g_.type(mm).dtype, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")",
+                        tb == "CblasTrans", ldb, c_ptr, Kd, N);
+  } else if (M == Dim(1) && ta == "CblasNoTrans") {
+    call = gemv(ty, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")", tb == "CblasTrans", ldb,
+                c_ptr, Kd, N);
+  } else {
+    // OpenBLAS runs single-threaded; large products are split over output
+    // columns between this library's OpenMP threads, so BLAS and the other
+    // kernels share one thread pool instead of fighting over the cores.
+    // Column blocks fixed by N, not by the thread count: OpenBLAS rounds a
+    // column differently in blocks of other widths.
+    bool split = hint(M * N * Kd) >= kSplitMatmul && hint(N) >= 128;
+    std::string blocks = "tj_matmul_blocks(" + C(N) + ")";
+    std::string A = pa + " + (" + batch_offset(bsa, sab) + ")", Bp = pb + " + (" + batch_offset(bsb, sbb) + ")";
+    std::string colB = tb == "CblasNoTrans" ? "n0" : "n0*" + C(ldb);
+    call = "  {\n";
+    call += split ? open_parallel(blocks) : "";
+    // Not split: one thread, even when called inside a split kernel.
+    call += split ? "    {\n      const int nt = (int)tj_parts, id = (int)tj_part;\n" : "    {\n      const int nt = 1, id = 0;\n";
+    call += "      const int64_t n0 = " + C(N) + " * id / nt / 16 * 16, n1 = id + 1 == nt ? " + C(N) + " : " + C(N) +
+            " * (id + 1) / nt / 16 * 16;\n";
+    call += "      if (n1 > n0) cblas_" + blas + "gemm(CblasRowMajor, " + ta + ", " + tb + ", " + C(M) + ", n1 - n0, " + C(Kd) + ", 1, " + A +
+            ", " + C(lda) + ", " + Bp + " + " + colB + ", " + C(ldb) + ", 0, " + c_ptr + " + n0, " + C(N) + ");\n";
+    // One product: each block runs the epilogue over its own columns
+    // while they are in cache, instead of one thread over all of them.
+    epilogue_in_blocks = split && count(batch) == Dim(1) && !stores && K.ops.size() > 1;
+    if (epilogue_in_blocks) call += pointwise_body(K, 1, true);
+    call += "    }\n" + (split ? close_parallel() : "") + "  }\n";
+  }
+  code += loops(batch, bv, call, false, false);
+  if (!epilogue_in_blocks) code += pointwise_body(K, 1, team);
+  return code;
+}
+
+// This thread's columns [n0, n1) of N, in whole vectors.
+std::string Emitter::columns_of(const Dim& N) {
+  std::string Ns = C(N);
+  return "  const int64_t n0 = " + Ns + " * id / nt / 8 * 8, n1 = id + 1 == nt ? " + Ns + " : " + Ns + " * (id + 1) / nt / 8 * 8;\n";
+}
+
+// y[n0, n1) of y[N] = x[K] @ B, for B row-major [K, N] (ldb) or transposed
+// [N, K]: each thread reads only its own columns of B, the same ones every
+// call.
+std::string Emitter::gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
+                         const std::string& y, const Dim& K, const Dim& N) {
+  std::string ty = ctype(dtype);
+  std::string Ks = C(K), lds = C(ldb);
+  std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + ty + "* B = " + B + ";\n    " + ty + "* y = " + y + ";\n";
+  if (transposed) {
+    c += "    for (int64_t n = n0; n < n1; ++n) {\n      const " + ty + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
+    c += "#pragma omp simd reduction(+:acc)\n      for (int64_t k = 0; k < " + Ks + "; ++k) acc += x[k]*row[k];\n      y[n] = acc;\n    }\n  }\n";
+    return c;
+  }
+  // Four rows of B per pass over this thread's accumulator (in L1, in its
+  // own scratch: no cache line shared with another thread's part of y): a
+  // quarter of the accumulator traffic, B streamed row by row.
+  std::string per = scratch(N * static_cast<int64_t>(dtype_size(dtype)));
+  c += "    " + ty + "* acc = (" + ty + "*)((char*)t[" + std::to_string(g_.size()) + "] + tj_thread*" + per + ");\n";
+  c += "    for (int64_t j = n0; j < n1; ++j) acc[j] = 0;\n    int64_t k = 0;\n    for (; k + 4 <= " + Ks + "; k += 4) {\n";
+  c += "      const " + ty + " a0 = x[k], a1 = x[k+1], a2 = x[k+2], a3 = x[k+3];\n";
+  c += "      const " + ty + "* r0 = B + k*" + lds + "; const " + ty + "* r1 = r0 + " + lds + "; const " + ty + "* r2 = r1 + " + lds +
+       "; const " + ty + "* r3 = r2 + " + lds + ";\n";
+  c += "#pragma omp simd\n      for (int64_t j = n0; j < n1; ++j) acc[j] += a0*r0[j] + a1*r1[j] + a2*r2[j] + a3*r3[j];\n    }\n";
+  c += "    for (; k < " + Ks + "; ++k) {\n      const " + ty + " a = x[k];\n      const " + ty + "* row = B + k*" + lds + ";\n";
+  c += "#pragma omp simd\n      for (int64_t j = n0; j < n1; ++j) acc[j] += a*row[j];\n    }\n";
+  c += "    for (int64_t j = n0; j < n1; ++j) y[j] = acc[j];\n  }\n";
+  return c;
+}
+
+// y[N] = x[K] @ B: B row-major [K, N] (ldb), or transposed [N, K]. Bound by
+// reading B once: for [K, N], each thread streams its own rows of B into a
+// private partial y (in scratch), then the partials are summed; for [N, K],
+// each output is one contiguous dot product. Threads only when B is large.
+std::string Emitter::gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
+                 const std::string& y, const Dim& K, const Dim& N) {
+  bool par = hint(K * N) >= kGemvParallelElements;
+  std::string Ks = C(K), Ns = C(N), lds = C(ldb);
+  std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + ty + "* B = " + B + ";\n    " + ty + "* y = " + y + ";\n";
+  if (transposed) {
+    c += par ? open_parallel_loop("n", Ns, false) : "    for (int64_t n = 0; n < " + Ns + "; ++n) {\n";
+    c += "      const " + ty + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
+    c += "#pragma omp simd reduction(+:acc)\n      for (int64_t k = 0; k < " + Ks + "; ++k) acc += x[k]*row[k];\n      y[n] = acc;\n";
+    c += (par ? close_parallel_loop() : "    }\n") + "  }\n";
+    return c;
+  }
+  // A fixed number of partial sums (the result's rounding does not depend
+  // on the thread count), each in its own slot of the first thread's scratch.
+  const int partials = par ? kGemvPartials : 1;
+  std::string per = scratch(N * static_cast<int64_t>(sizeof(double)));
+  out_.scratch_sizes.back() = (N * static_cast<int64_t>(sizeof(double)) + 64) * partials;
+  c += "    char* scratch = (char*)t[" + std::to_string(g_.size()) + "];\n";
+  c += "    const int used = " + std::to_string(partials) + ";\n";
+  c += par ? open_parallel("used") : "";
+  c += "    {\n      const int nt = used, id = " + std::string(par ? "(int)tj_part" : "0") + ";\n";
+  c += "      const int64_t k0 = " + Ks + " * id / nt, k1 = " + Ks + " * (id + 1) / nt;\n";
+  c += "      " + ty + "* acc = (" + ty + "*)(scratch + id*" + per + ");\n";
+  c += "      std::memset(acc, 0, sizeof(" + ty + ")*" + Ns + ");\n";
+  // Four rows per pass: a quarter of the accumulator traffic.
+  c += "      int64_t k = k0;\n      for (; k + 4 <= k1; k += 4) {\n";
+  c += "        const " + ty + " a0 = x[k], a1 = x[k+1], a2 = x[k+2], a3 = x[k+3];\n";
+  c += "        const " + ty + "* r0 = B + k*" + lds + "; const " + ty + "* r1 = r0 + " + lds + "; const " + ty + "* r2 = r1 + " + lds +
+       "; const " + ty + "* r3 = r2 + " + lds + ";\n";
+  c += "#pragma omp simd\n        for (int64_t j = 0; j < " + Ns + "; ++j) acc[j] += a0*r0[j] + a1*r1[j] + a2*r2[j] + a3*r3[j];\n      }\n";
+  c += "      for (; k < k1; ++k) {\n        const " + ty + " a = x[k];\n        const " + ty + "* row = B + k*" + lds + ";\n";
+  c += "#pragma omp simd\n        for (int64_t j = 0; j < " + Ns + "; ++j) acc[j] += a*row[j];\n      }\n    }\n";
+  c += par ? close_parallel() : "";
+  c += "    for (int64_t j = 0; j < " + Ns + "; ++j) {\n      " + ty + " s = 0;\n";
+  c += "      for (int p = 0; p < used; ++p) s += ((" + ty + "*)(scratch + p*" + per + "))[j];\n      y[j] = s;\n    }\n  }\n";
+  return c;
+}
+
+}  // namespace tj::cpp

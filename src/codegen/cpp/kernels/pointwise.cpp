@@ -1,0 +1,47 @@
+// The C++ emitter's pointwise kernels: one loop nest over the iteration space,
+// every elementwise op in registers.
+#include "codegen/cpp/emitter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "tensorjit/error.h"
+
+namespace tj::cpp {
+
+// Elementwise ops from `first` on, in loop nests over the kernel's space,
+// every op in registers; a store (concat, kv_write) ends a nest and runs as
+// a copy loop, in program order.
+std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns) {
+  Sizes sp = K.space;
+  Idx iv = loop_vars(sp.size());
+  std::string code, inner;
+  local_.clear();
+  auto flush = [&] {
+    if (!inner.empty()) code += loops(sp, iv, inner, true, true, columns);
+    inner.clear();
+    local_.clear();
+  };
+  for (size_t i = first; i < K.ops.size(); ++i) {
+    ValueId v = K.ops[i];
+    const Node& n = g_.node(v);
+    if (n.op == Op::concat || n.op == Op::kv_write) {
+      flush();
+      code += store(v);
+      continue;
+    }
+    if (n.type.shape != sp) throw Error("code generation: op outside the kernel's iteration space");
+    std::string var = "v" + std::to_string(v);
+    inner += "  const " + T(v) + " " + var + " = " + elementwise_or_gather(n, iv) + ";\n";
+    if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) inner += "  " + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
+    local_[v] = var;
+  }
+  flush();
+  return code;
+}
+
+}  // namespace tj::cpp

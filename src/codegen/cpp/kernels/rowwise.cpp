@@ -1,0 +1,160 @@
+// The C++ emitter's rowwise kernels: a loop over rows, row-space ops in per-
+// thread row scratch, reductions and per-row ops as scalars.
+#include "codegen/cpp/emitter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "tensorjit/error.h"
+
+namespace tj::cpp {
+
+// A loop over rows; full-row ops into per-thread scratch rows, reductions
+// and per-row ops as scalars.
+std::string Emitter::rowwise_body(const Kernel& K) {
+  Sizes sp = K.space;
+  Dim D = sp.back();
+  Sizes outer(sp.begin(), sp.end() - 1);
+  Dim rows = count(outer);
+  std::string code;
+  code += "  const int64_t scratch = " + scratch_for(K, D) + ";\n";
+  bool par = hint(count(sp)) >= kParallelElements && hint(rows) > 1;
+  code += par ? open_parallel_loop("row", C(rows), false) : "  for (int64_t row = 0; row < " + C(rows) + "; ++row) {\n";
+  code += "    char* mine = (char*)t[" + std::to_string(g_.size()) + "] + (int64_t)" + (par ? "tj_thread" : "0") + " * scratch;\n    (void)mine;\n";
+  // Row index -> outer index.
+  Idx oi = loop_vars(outer.size(), "r");
+  Idx row_index = unflat("row", outer);
+  for (size_t d = 0; d < outer.size(); ++d) code += "    const int64_t " + oi[d] + " = " + row_index[d] + ";\n";
+  Idx full = oi;
+  full.push_back("j");
+  Idx keep = oi;
+  keep.push_back("0");
+  local_.clear();
+  int scratch_slot = 0;
+  // Stores lead a rowwise kernel (fusion guarantees it): they run first.
+  std::string leading;
+  for (ValueId v : K.ops) {
+    const Node& n = g_.node(v);
+    auto sv = n.type.shape;
+    std::string ty = T(v);
+    bool is_full = sv == sp;
+    bool reduce = n.def().category == OpCategory::reduction || n.op == Op::softmax || n.op == Op::rms_norm || n.op == Op::layer_norm;
+    if (n.op == Op::concat || n.op == Op::kv_write) {
+      leading += store(v);
+      continue;
+    }
+    if (n.def().category == OpCategory::reduction) {
+      // A last-axis reduction of an in-kernel row or an external operand.
+      ValueId x = n.inputs[0];
+      std::string acc = "a" + std::to_string(v);
+      Accumulator A = accumulator(n);
+      code += "    " + A.type + " " + acc + " = " + A.init + ";\n";
+      // A float sum in double, in vector lanes: the order differs from the
+      // interpreter's by far less than the f32 (or bf16) result's rounding.
+      if (!A.integer && !A.max && n.type.dtype != DType::f64) code += "#pragma omp simd reduction(+:" + acc + ")\n";
+      code += "    for (int64_t j = 0; j < " + C(D) + "; ++j) {\n";
+      std::string xv = row_value(x, full, sp);
+      code += "      " + acc + " = " + A.update(acc, xv) + ";\n";
+      code += "    }\n";
+      std::string var = "s" + std::to_string(v);
+      code += "    const " + ty + " " + var + " = (" + ty + ")(" + acc + (n.op == Op::mean ? " / (double)" + C(D) : "") + ");\n";
+      local_[v] = var;
+      if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) code += "    " + ptr(v) + "[row] = " + var + ";\n";
+      continue;
+    }
+    if (reduce) {  // softmax, rms_norm, layer_norm as one op
+      std::string rowvar = "w" + std::to_string(v);
+      code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_slot++) + "LL*" + row_slot(D) + ");\n";
+      code += composite_row(n, v, rowvar, full, sp, D);
+      local_row_[v] = rowvar;
+      if (in_mem_[static_cast<size_t>(v)] || is_temp(v))
+        code += "    std::memcpy(" + ptr(v) + " + row*" + C(D) + ", " + rowvar + ", " + C(D * static_cast<int64_t>(dtype_size(n.type.dtype))) + ");\n";
+      continue;
+    }
+    if (is_full) {
+      std::string rowvar = "w" + std::to_string(v);
+      code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_slot++) + "LL*" + row_slot(D) + ");\n";
+      code += "#pragma omp simd\n    for (int64_t j = 0; j < " + C(D) + "; ++j) {\n";
+      code += "      " + rowvar + "[j] = " + with_rows(n, full) + ";\n    }\n";
+      local_row_[v] = rowvar;
+      if (in_mem_[static_cast<size_t>(v)] || is_temp(v))
+        code += "    std::memcpy(" + ptr(v) + " + row*" + C(D) + ", " + rowvar + ", " + C(D * static_cast<int64_t>(dtype_size(n.type.dtype))) + ");\n";
+      continue;
+    }
+    // A per-row scalar ([..,1] or [..]).
+    Idx own = sv.size() == sp.size() ? keep : oi;
+    std::string var = "s" + std::to_string(v);
+    code += "    const " + ty + " " + var + " = " + elementwise_or_gather(n, own) + ";\n";
+    local_[v] = var;
+    if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) code += "    " + ptr(v) + "[row] = " + var + ";\n";
+  }
+  code += par ? close_parallel_loop() : "  }\n";
+  local_.clear();
+  local_row_.clear();
+  return leading + code;
+}
+
+// Row scratch for a rowwise kernel: one double-sized row per op, at most,
+// each in a slot of row_slot(D) bytes. Returns the per-thread stride.
+std::string Emitter::scratch_for(const Kernel& K, const Dim& D) {
+  Dim ops(static_cast<int64_t>(K.ops.size()));
+  out_.scratch_sizes.push_back(ops * (D * 8 + 64));  // covers each slot's rounding
+  return "(" + C(ops) + "*" + row_slot(D) + ")";
+}
+
+std::string Emitter::row_slot(const Dim& D) {
+  return D.is_const() ? C(Dim((D.value() * 8 + 63) / 64 * 64)) : "((" + C(D * 8) + "+63LL)/64LL*64LL)";
+}
+
+// The value of `x` at row position j: an in-kernel row, an in-kernel
+// per-row scalar, or a load.
+std::string Emitter::row_value(ValueId x, const Idx& full, const Sizes& sp) {
+  if (auto it = local_row_.find(x); it != local_row_.end()) return it->second + "[j]";
+  if (auto it = local_.find(x); it != local_.end()) return it->second;
+  return load(x, broadcast(x, sp, full));
+}
+
+// An elementwise op over the row, with in-kernel operands from registers/rows.
+std::string Emitter::with_rows(const Node& n, const Idx& full) {
+  std::map<ValueId, std::string> saved = local_;
+  for (ValueId in : n.inputs)
+    if (auto it = local_row_.find(in); it != local_row_.end()) local_[in] = it->second + "[j]";
+  std::string e = elementwise_or_gather(n, full);
+  local_ = saved;
+  return e;
+}
+
+std::string Emitter::composite_row(const Node& n, ValueId v, const std::string& out, const Idx& full, const Sizes& sp,
+                          const Dim& D) {
+  std::string ty = T(v), Ds = C(D);
+  std::string x = row_value(n.inputs[0], full, sp);
+  std::string c;
+  if (n.op == Op::softmax) {
+    c += "    { double m = -INFINITY, s = 0;\n";
+    c += "      for (int64_t j = 0; j < " + Ds + "; ++j) m = std::max(m, (double)(" + x + "));\n";
+    c += "      for (int64_t j = 0; j < " + Ds + "; ++j) { double e = std::exp((double)(" + x + ") - m); s += e; " + out + "[j] = (" + ty + ")e; }\n";
+    c += "      for (int64_t j = 0; j < " + Ds + "; ++j) " + out + "[j] = (" + ty + ")((double)" + out + "[j] / s); }\n";
+    // Note: the interpreter divides the double exponential; close to 1 ulp in f32.
+    return c;
+  }
+  std::string w = row_value(n.inputs[1], full, sp);
+  double eps = n.attr_float("eps");
+  if (n.op == Op::rms_norm) {
+    c += "    { double ss = 0;\n      for (int64_t j = 0; j < " + Ds + "; ++j) { double xv = " + x + "; ss += xv*xv; }\n";
+    c += "      const double inv = 1.0 / std::sqrt(ss / (double)" + Ds + " + " + literal(eps, DType::f64) + ");\n";
+    c += "      for (int64_t j = 0; j < " + Ds + "; ++j) " + out + "[j] = (" + ty + ")((" + x + ") * inv * (" + w + ")); }\n";
+    return c;
+  }
+  std::string b = row_value(n.inputs[2], full, sp);
+  c += "    { double mu = 0, var = 0;\n      for (int64_t j = 0; j < " + Ds + "; ++j) mu += " + x + ";\n      mu /= (double)" + Ds + ";\n";
+  c += "      for (int64_t j = 0; j < " + Ds + "; ++j) { double d = (" + x + ") - mu; var += d*d; }\n";
+  c += "      const double inv = 1.0 / std::sqrt(var / (double)" + Ds + " + " + literal(eps, DType::f64) + ");\n";
+  c += "      for (int64_t j = 0; j < " + Ds + "; ++j) " + out + "[j] = (" + ty + ")(((" + x + ") - mu) * inv * (" + w + ") + (" + b + ")); }\n";
+  return c;
+}
+
+}  // namespace tj::cpp
