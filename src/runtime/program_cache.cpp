@@ -1,5 +1,6 @@
 #include "runtime/program_cache.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <xxhash.h>
 
 #include "ir/text.h"
+#include "passes/pipeline.h"
 #include "passes/rewriter.h"
 #include "support/files.h"
 #include "support/log.h"
@@ -90,16 +92,34 @@ std::string data_hash(const void* data, int64_t bytes) { return hex128(content_h
 
 }  // namespace
 
+// Which compiler made an entry: the hash of the binary this code is part of
+// (the executable, or the shared library it was linked into), once per
+// process. An optimized graph depends on the passes' code, not only on their
+// names: a rebuilt compiler must not reuse what an older one optimized.
+namespace {
+const std::string& compiler_identity() {
+  static const std::string id = [] {
+    Dl_info info{};
+    bool ok = false;
+    std::string bytes;
+    if (dladdr(reinterpret_cast<void*>(&compiler_identity), &info) && info.dli_fname) bytes = read_file(info.dli_fname, &ok);
+    // No readable binary: the build's own time, which changes on every rebuild of this file.
+    return ok ? hash_hex(bytes.data(), bytes.size()) : std::string(__DATE__ " " __TIME__);
+  }();
+  return id;
+}
+}  // namespace
+
 std::string program_key(const Graph& traced, const Bindings& params, const CompileOptions& o) {
   XXH3_state_t* st = XXH3_createState();
   if (!st) throw Error("out of memory");
   XXH3_128bits_reset(st);
   auto add = [&](const std::string& s) { XXH3_128bits_update(st, s.data(), s.size() + 1); };  // with its NUL: unambiguous
   add(kFormat);
+  add(compiler_identity());
   add(print_graph(traced));
   std::string opts = "passes";
-  for (const auto& p : o.passes) opts += " " + p;
-  opts += o.passes.empty() ? " (default)" : "";
+  for (const auto& p : o.passes.empty() ? default_pipeline(true) : o.passes) opts += " " + p;
   opts += "\nfusion " + std::to_string(o.fusion.epilogue) + std::to_string(o.fusion.pointwise) + std::to_string(o.fusion.rowwise) +
           std::to_string(o.fusion.horizontal) + "\nreorder " + std::to_string(o.reorder) + "\nhint";
   for (const auto& [k, v] : o.size_hint) opts += " " + k + "=" + std::to_string(v);
