@@ -114,6 +114,27 @@ TEST_F(Compiled, ReviewCases) {
   EXPECT_LE(check(parse_graph(perm), 0, DType::f64), 1e-12);
 }
 
+// Reshapes of strided views (slices of a wider buffer, permuted buffers)
+// read in place where the layout allows and through index arithmetic where
+// it does not; both give the interpreter's values.
+TEST_F(Compiled, ReshapesOfStridedViews) {
+  const char* cases[] = {
+      // [2,3,12] sliced to [2,3,8], split into [2,3,2,4] heads: strided.
+      "graph g\ninput %x : f64[2,3,12]\n%0 = slice(%x) {axis=2, start=4, end=12} : f64[2,3,8]\n"
+      "%1 = reshape(%0) {shape=[2, 3, 2, 4]} : f64[2,3,2,4]\n%2 = permute(%1) {perm=[0, 2, 1, 3]} : f64[2,2,3,4]\n"
+      "%3 = exp(%2) : f64[2,2,3,4]\nreturn %3\n",
+      // Merging dims across a slice: not contiguous, so index arithmetic.
+      "graph g\ninput %x : f64[4,6]\n%0 = slice(%x) {axis=1, start=1, end=5} : f64[4,4]\n"
+      "%1 = reshape(%0) {shape=[16]} : f64[16]\n%2 = neg(%1) : f64[16]\nreturn %2\n",
+      // Size-1 dims inside a group, and a permuted buffer split again.
+      "graph g\ninput %x : f64[3,1,8]\n%0 = permute(%x) {perm=[2, 1, 0]} : f64[8,1,3]\n"
+      "%1 = reshape(%0) {shape=[2, 4, 3]} : f64[2,4,3]\n%2 = exp(%1) : f64[2,4,3]\nreturn %2\n",
+      "graph g\ninput %x : f64[4,1,2,6]\n%0 = slice(%x) {axis=3, start=0, end=4} : f64[4,1,2,4]\n"
+      "%1 = reshape(%0) {shape=[4, 8]} : f64[4,8]\n%2 = exp(%1) : f64[4,8]\nreturn %2\n",
+  };
+  for (const char* text : cases) EXPECT_LE(check(parse_graph(text), 0, DType::f64), 1e-12) << text;
+}
+
 // A decode-sized program: its small GEMVs split over the thread pool, by
 // columns (some parts with no columns at all), row-major and transposed (an
 // input, not frozen) weights, with epilogues; the other kernels on one thread.

@@ -540,14 +540,64 @@ std::optional<Strided> Emitter::strided(ValueId o) const {
       r.strides[a] = so[a] == Dim(0) || so[a] == Dim(1) ? Dim(0) : r.strides[a] * Dim(n.attr_int("step"));
       return r;
     }
-    default: {  // reshape, squeeze, unsqueeze: only of a contiguous layout (a size-1 dim's stride never matters)
+    default: {  // reshape, squeeze, unsqueeze (a size-1 dim's stride never matters)
       auto cs = contiguous_strides(si);
-      for (size_t d = 0; d < si.size(); ++d)
-        if (si[d] != Dim(1) && inner->strides[d] != cs[d]) return std::nullopt;
-      r.strides = contiguous_strides(so);
-      return r;
+      bool contiguous = true;
+      for (size_t d = 0; d < si.size(); ++d) contiguous &= si[d] == Dim(1) || inner->strides[d] == cs[d];
+      if (contiguous) {
+        r.strides = contiguous_strides(so);
+        return r;
+      }
+      if (auto st = reshaped_strides(si, inner->strides, so)) {
+        r.strides = std::move(*st);
+        return r;
+      }
+      return std::nullopt;
     }
   }
+}
+
+// The strides of a reshape of a strided layout, without a copy, as numpy
+// finds them: input and output dims grouped so that each group's sizes have
+// equal products; each input group must be contiguous within itself, and its
+// output dims then step through it. nullopt when the layout does not allow
+// it (or when a group's sizes cannot be compared: symbols on one side only).
+std::optional<Sizes> Emitter::reshaped_strides(const Sizes& si, const Sizes& strides, const Sizes& so) {
+  Sizes out(so.size(), Dim(0));
+  size_t i = 0, j = 0;
+  auto skip_ones = [&] {
+    while (i < si.size() && si[i] == Dim(1)) ++i;
+    while (j < so.size() && so[j] == Dim(1)) ++j;  // stride 0: never moves
+  };
+  for (skip_ones(); i < si.size() || j < so.size(); skip_ones()) {
+    if (i == si.size() || j == so.size()) return std::nullopt;
+    size_t i0 = i, j0 = j;
+    Dim pi = si[i++], po = so[j++];
+    while (pi != po) {
+      if (!pi.is_const() || !po.is_const()) return std::nullopt;
+      if (pi.value() < po.value()) {
+        if (i == si.size()) return std::nullopt;
+        pi = pi * si[i++];
+      } else {
+        if (j == so.size()) return std::nullopt;
+        po = po * so[j++];
+      }
+    }
+    // Contiguous within the group: each dim (of more than one element) steps
+    // over the whole of the next such dim.
+    size_t last = i0;
+    for (size_t d = i0 + 1; d < i; ++d) {
+      if (si[d] == Dim(1)) continue;
+      if (strides[last] != strides[d] * si[d]) return std::nullopt;
+      last = d;
+    }
+    Dim step = strides[last];
+    for (size_t k = j; k-- > j0;) {
+      out[k] = so[k] == Dim(1) ? Dim(0) : step;
+      step = step * so[k];
+    }
+  }
+  return out;
 }
 
 // Per-thread scratch of `bytes` for the current kernel: its stride in

@@ -118,6 +118,7 @@ class Emitter {
   std::string load_gather(const Node& n, const Idx& idx);
   std::string store(ValueId v);
   std::optional<Strided> strided(ValueId o) const;
+  static std::optional<Sizes> reshaped_strides(const Sizes& si, const Sizes& strides, const Sizes& so);
   std::string scratch(const Dim& bytes);
   void make_temp_copy(ValueId x, std::string* code);
   void emit_output(size_t i);
