@@ -22,6 +22,7 @@ bool freeze(Graph& g, const PassOptions& o);             // bit-exact
 bool constant_fold(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter in the graph's dtypes
 bool simplify(Graph& g, const PassOptions& o);           // bit-exact
 bool fold_norm_weights(Graph& g, const PassOptions& o);  // reassociates: ~1 ulp
+bool merge_matmuls(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter
 bool match_attention(Graph& g, const PassOptions& o);    // reassociates: ~1 ulp
 bool decompose(Graph& g, const PassOptions& o);          // ~1 ulp
 

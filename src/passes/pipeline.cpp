@@ -21,6 +21,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"constant_fold", constant_fold, "compute what depends only on constants"},
       {"match_attention", match_attention, "attention as one flash_attn, before softmax is decomposed"},
       {"fold_norm_weights", fold_norm_weights, "norm scales move into the following weights"},
+      {"merge_matmuls", merge_matmuls, "products of one operand by constant weights become one product"},
       {"decompose", decompose, "composites into primitives for fusion"},
       {"dce", dce, "drop what no output needs"},
   };
@@ -46,6 +47,7 @@ std::vector<std::string> default_pipeline(bool freeze) {
   p.push_back("dce");                     // drop the attention it replaced
   p.push_back("fold_norm_weights");       // rms_norm scale into Wq/Wk/Wv, W_gate/W_up
   p.push_back("constant_fold");           // the scaled weights, with freeze
+  if (freeze) p.push_back("merge_matmuls");  // x@Wq, x@Wk, x@Wv -> one x@[Wq|Wk|Wv]
   p.push_back("decompose");               // primitives for the fusion stage
   p.push_back("cse");                     // decompositions share subexpressions
   p.push_back("simplify");                // and expose new no-ops

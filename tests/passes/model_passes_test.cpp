@@ -68,6 +68,8 @@ TEST(ModelPasses, LogSummarizesFrozenWeights) {
   EXPECT_LT(static_cast<int64_t>(log.size()), weight_bytes / 10) << "the log holds the weights";
 }
 
+int count_op(const Graph& g, Op op);
+
 // Frozen weights are held in their own dtype through every pass: an f32
 // weight takes 4 bytes per value, a bf16 one 2, never an 8-byte double.
 TEST(ModelPasses, FrozenWeightsKeepTheirDtype) {
@@ -92,8 +94,22 @@ TEST(ModelPasses, FrozenWeightsKeepTheirDtype) {
   }
 }
 
+// With frozen weights the layer's seven projections become four products:
+// [Wq|Wk|Wv], Wo, [W_gate|W_up], W_down, bit-identical in the interpreter.
+TEST(ModelPasses, ProjectionsMergeIntoFourProducts) {
+  for (auto& m : models_that_fit()) {
+    if (m.name.rfind("layer", 0) != 0) continue;
+    SCOPED_TRACE(m.name);
+    Graph g = m.graph;
+    Bindings in = inputs_for(g, m.pos);
+    auto r = run(g, {"freeze", "constant_fold", "merge_matmuls", "dce"}, in, true);
+    for (const auto& x : r) EXPECT_TRUE(x.bit_identical) << x.pass;
+    EXPECT_EQ(count_op(g, Op::matmul) - 2, 4);  // and the two of attention
+  }
+}
+
 TEST(ModelPasses, EachPassAloneKeepsTheSemantics) {
-  const std::set<std::string> bit_exact = {"freeze", "cse", "simplify", "constant_fold", "dce", "decompose"};
+  const std::set<std::string> bit_exact = {"freeze", "cse", "simplify", "constant_fold", "dce", "decompose", "merge_matmuls"};
   for (auto& m : models_that_fit()) {
     Bindings in = inputs_for(m.graph, m.pos);
     for (const auto& p : pass_registry()) {
