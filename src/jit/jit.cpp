@@ -217,6 +217,7 @@ struct Entry {
   std::vector<std::pair<std::string, std::pair<size_t, int>>> real_sizes;
   std::map<std::string, std::pair<size_t, int>> symbols;  // to evaluate output shapes at real sizes
   std::vector<Shape> output_dims;
+  std::vector<int> input_tensor;  // per input of the compiled graph: the tensor it is, or -1 (a real size)
 };
 
 struct JitFunction::Impl {
@@ -484,6 +485,12 @@ Entry JitFunction::Impl::make_entry(JitArgs::State& st, Graph g, bool* compiled)
   Bindings used;
   for (ValueId p : concrete.params()) used[concrete.node(p).name] = st.params.at(concrete.node(p).name);
   *compiled = entries.size() < o.cache_limit;  // false: past the limit, run once on the interpreter
+  for (ValueId v : concrete.inputs()) {
+    int t = -1;
+    for (size_t i = 0; i < ts.size() && t < 0; ++i)
+      if (concrete.node(v).name == tensor_name(i)) t = static_cast<int>(i);
+    e.input_tensor.push_back(t);
+  }
   e.program = std::make_shared<Program>(std::move(concrete), std::move(used), o.compile && *compiled, hint);
   return e;
 }
@@ -518,11 +525,12 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
   if (e.symbols.empty()) return out;
   SymEnv real;
   for (const auto& [sym, site] : e.symbols) real[sym] = ts[site.first].shape()[static_cast<size_t>(site.second)];
-  const std::vector<std::string>* donated = ro.copy_donated_outputs ? nullptr : &e.program->exe->donated_inputs();
+  const std::vector<int>* aliases = ro.copy_donated_outputs ? nullptr : &e.program->exe->output_aliases();
   for (size_t k = 0; k < out.size(); ++k) {
     auto shape = eval_shape(e.output_dims[k], real);
-    if (donated && !(*donated)[k].empty()) {
-      size_t i = static_cast<size_t>(std::stol((*donated)[k].substr(1)));
+    int input = aliases ? (*aliases)[k] : -1;
+    if (int t = input >= 0 ? e.input_tensor[static_cast<size_t>(input)] : -1; t >= 0) {  // a donated cache
+      size_t i = static_cast<size_t>(t);
       out[k] = corner(e.pads[i] ? e.buffers[i] : ts[i], shape);
     } else {
       out[k] = corner(out[k], shape);

@@ -61,7 +61,7 @@ ActivationPlan plan_activations(const Graph& g, const Schedule& s, bool in_place
   std::vector<int> index_of(g.size(), -1);
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     for (ValueId v : s.kernels[k].outputs) {
-      if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) continue;  // lives in its cache
+      if (s.writes_in_place(v)) continue;  // lives in its cache
       int last = static_cast<int>(k);
       for (int r : rd[static_cast<size_t>(v)]) last = std::max(last, r);
       if (is_output[static_cast<size_t>(v)]) last = end;
@@ -127,7 +127,7 @@ Schedule reorder_schedule(const Graph& g, const Schedule& s) {
     for (ValueId in : s.kernels[k].inputs)
       if (int p = s.kernel_of[static_cast<size_t>(in)]; p >= 0 && p != static_cast<int>(k)) nodes[k].deps.push_back(p);
     for (ValueId v : s.kernels[k].outputs) {
-      if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) continue;
+      if (s.writes_in_place(v)) continue;
       ScheduledBuffer b{value_bytes(g, v), static_cast<int>(k), {}};
       for (int r : rd[static_cast<size_t>(v)])
         if (r != static_cast<int>(k)) b.consumers.push_back(r);
@@ -139,6 +139,7 @@ Schedule reorder_schedule(const Graph& g, const Schedule& s) {
   std::vector<int> order = reorder_for_memory(nodes, bufs);
   Schedule r;
   r.kernel_of.assign(s.kernel_of.size(), -1);
+  r.in_place = s.in_place;
   for (int k : order) {
     for (ValueId v : s.kernels[static_cast<size_t>(k)].ops) r.kernel_of[static_cast<size_t>(v)] = static_cast<int>(r.kernels.size());
     r.kernels.push_back(s.kernels[static_cast<size_t>(k)]);

@@ -79,7 +79,7 @@ struct Executable::State {
   void bind(const SymEnv& env);
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
   std::vector<bool> donated_output;                  // per output: it is an input cache, updated in place
-  std::vector<std::string> donated_input;            // per output: that input's name, or empty
+  std::vector<int> output_alias;                     // per output: that input's index in graph.inputs(), or -1
   Bindings fallback_params;
   DType fallback_compute = DType::f32;
 };
@@ -211,15 +211,13 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     const_bytes += static_cast<int64_t>(data.nbytes());
     s->owned.push_back(std::move(b));
   }
-  for (const Kernel& k : s->schedule.kernels)
-    for (ValueId v : k.ops)
-      if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) s->aliases.emplace_back(v, g.node(v).inputs[0]);
+  for (size_t v = 0; v < g.size(); ++v)
+    if (ValueId cache = s->schedule.in_place[v]; cache >= 0) s->aliases.emplace_back(static_cast<ValueId>(v), cache);
   for (ValueId o : g.outputs()) {
-    std::string name;
-    for (const auto& [kv, cache] : s->aliases)
-      if (kv == o && g.node(cache).op == Op::input) name = g.node(cache).name;
-    s->donated_output.push_back(!name.empty());
-    s->donated_input.push_back(name);
+    ValueId cache = s->schedule.in_place[static_cast<size_t>(o)];
+    auto at = std::find(s->inputs.begin(), s->inputs.end(), cache);
+    s->output_alias.push_back(cache >= 0 && at != s->inputs.end() ? static_cast<int>(at - s->inputs.begin()) : -1);
+    s->donated_output.push_back(s->output_alias.back() >= 0);
   }
   s->stats.compiled = true;
   s->stats.cache_hit = built.cache_hit;
@@ -421,9 +419,9 @@ std::vector<double> Executable::profile(Bindings& inputs, int reps) {
 
 const Schedule& Executable::schedule() const { return s_->schedule; }
 
-const std::vector<std::string>& Executable::donated_inputs() const {
-  if (s_->donated_input.size() != s_->graph.outputs().size()) s_->donated_input.assign(s_->graph.outputs().size(), "");
-  return s_->donated_input;
+const std::vector<int>& Executable::output_aliases() const {
+  if (s_->output_alias.size() != s_->graph.outputs().size()) s_->output_alias.assign(s_->graph.outputs().size(), -1);
+  return s_->output_alias;
 }
 
 const CompileStats& Executable::stats() const { return s_->stats; }

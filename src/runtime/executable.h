@@ -76,9 +76,9 @@ class Executable {
 
   const CompileStats& stats() const;
   const std::string& source() const;   // the generated C++
-  // Per output: the input whose array holds it after a run (a donated
-  // cache, updated in place), or empty.
-  const std::vector<std::string>& donated_inputs() const;
+  // Per output: the index, in optimized().inputs(), of the input whose
+  // array holds it after a run (a donated cache, updated in place), or -1.
+  const std::vector<int>& output_aliases() const;
   const Graph& optimized() const;      // the graph the kernels compute
 
   struct State;

@@ -17,6 +17,17 @@ std::string_view kernel_kind_name(KernelKind k) {
 
 namespace {
 
+bool kv_write_in_place(const Graph& g, ValueId kv) {
+  ValueId cache = g.node(kv).inputs[0];
+  if (g.node(cache).op != Op::input) return false;
+  for (ValueId o : g.outputs())
+    if (o == cache) return false;
+  for (const Node& n : g.nodes())
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] == cache && &n != &g.node(kv)) return false;
+  return true;
+}
+
 bool is_elementwise_like(Op op) {
   return op_def(op).category == OpCategory::elementwise || op == Op::silu || op == Op::gelu;
 }
@@ -104,9 +115,13 @@ class Partitioner {
  public:
   Partitioner(const Graph& g, const FusionOptions& o) : g_(g), o_(o), free_(free_values(g)), users_(users_of(g)) {
     s_.kernel_of.assign(g.size(), -1);
+    s_.in_place.assign(g.size(), -1);
     in_place_.assign(g.size(), false);
     for (size_t i = 0; i < g.size(); ++i)
-      if (g.nodes()[i].op == Op::kv_write) in_place_[i] = kv_write_in_place(g, static_cast<ValueId>(i));
+      if (g.nodes()[i].op == Op::kv_write && kv_write_in_place(g, static_cast<ValueId>(i))) {
+        in_place_[i] = true;
+        s_.in_place[i] = g.nodes()[i].inputs[0];
+      }
   }
 
   Schedule run() {
@@ -410,16 +425,6 @@ class Partitioner {
 
 ValueId base_buffer(const Graph& g, ValueId v) { return base_of(g, free_values(g), v); }
 
-bool kv_write_in_place(const Graph& g, ValueId kv) {
-  ValueId cache = g.node(kv).inputs[0];
-  if (g.node(cache).op != Op::input) return false;
-  for (ValueId o : g.outputs())
-    if (o == cache) return false;
-  for (const Node& n : g.nodes())
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (n.inputs[i] == cache && &n != &g.node(kv)) return false;
-  return true;
-}
 
 Schedule fuse(const Graph& g, const FusionOptions& o) {
   SymEnv hint = size_hint(g, o.size_hint);

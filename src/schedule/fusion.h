@@ -52,6 +52,14 @@ struct Kernel {
 struct Schedule {
   std::vector<Kernel> kernels;
   std::vector<int> kernel_of;  // per value: its kernel, or -1 for free values
+  // Per value: the graph input whose buffer it is written into, or -1. A
+  // kv_write writes into its cache in place when the cache is a graph input
+  // that nothing else reads (and that is not itself returned): the value is
+  // that input's array, donated; otherwise it copies the cache and writes
+  // the rows into the copy. Decided once, by fuse(); everything after
+  // fusion (planning, emission, the executable) reads it from here.
+  std::vector<ValueId> in_place;
+  bool writes_in_place(ValueId v) const { return in_place[static_cast<size_t>(v)] >= 0; }
 };
 
 // Symbolic sizes are fused like any other; bytes and flops are counted at
@@ -62,9 +70,5 @@ Schedule fuse(const Graph& g, const FusionOptions& o = {});
 // back to a materialized value. Generators and splat constants have none (-1).
 ValueId base_buffer(const Graph& g, ValueId v);
 
-// kv_write writes into its cache in place when the cache is a graph input
-// that nothing else reads (and that is not itself returned); otherwise it
-// copies the cache and writes the rows into the copy.
-bool kv_write_in_place(const Graph& g, ValueId kv_write);
 
 }  // namespace tj

@@ -217,6 +217,15 @@ TEST_F(Compiled, DonatedCachesNeedNotBeCopiedOut) {
   EXPECT_LE(compare_outputs({inputs.at("k_cache"), inputs.at("v_cache")}, {want[1], want[2]}).max_rel, 1e-5);
   for (size_t i = 1; i < 3; ++i)
     for (double v : out[i].to_vector()) ASSERT_EQ(v, 0.0) << "a donated output was copied";
+  // The aliases as data: outputs 1 and 2 are the arrays of inputs k_cache and v_cache.
+  const auto& aliases = exe.output_aliases();
+  ASSERT_EQ(aliases.size(), 3u);
+  EXPECT_EQ(aliases[0], -1);
+  const auto ins = exe.optimized().inputs();
+  ASSERT_GE(aliases[1], 0);
+  ASSERT_GE(aliases[2], 0);
+  EXPECT_EQ(exe.optimized().node(ins[static_cast<size_t>(aliases[1])]).name, "k_cache");
+  EXPECT_EQ(exe.optimized().node(ins[static_cast<size_t>(aliases[2])]).name, "v_cache");
 }
 
 // One compilation for every size: the tiny layer with its KV length S and

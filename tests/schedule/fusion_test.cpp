@@ -183,8 +183,12 @@ TEST(Fusion, ReviewCases) {
       "graph g\ninput %cache : f32[1,1,4,2]\ninput %rows : f32[1,1,1,2]\ninput %pos : i64[]\n"
       "%0 = kv_write(%cache, %rows, %pos) : f32[1,1,4,2]\n%1 = exp(%0) : f32[1,1,4,2]\n%2 = exp(%cache) : f32[1,1,4,2]\n"
       "%3 = sub(%1, %2) : f32[1,1,4,2]\nreturn %3\n");
-  EXPECT_FALSE(kv_write_in_place(kv, 3));  // the old cache is still read
   Schedule s3 = fuse(kv);
+  EXPECT_EQ(s3.in_place[3], -1);  // the old cache is still read: a copy
+  Graph donated = parse_graph(
+      "graph g\ninput %cache : f32[1,1,4,2]\ninput %rows : f32[1,1,1,2]\ninput %pos : i64[]\n"
+      "%0 = kv_write(%cache, %rows, %pos) : f32[1,1,4,2]\n%1 = exp(%0) : f32[1,1,4,2]\nreturn %1, %0\n");
+  EXPECT_EQ(fuse(donated).in_place[3], 0);  // written into input 0's buffer
   expect_reads_only_earlier(kv, s3);
   EXPECT_EQ(s3.kernels[0].bytes_written, 4 * 2 * 4);  // a full copy of the cache
 }

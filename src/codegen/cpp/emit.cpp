@@ -498,7 +498,7 @@ std::string Emitter::store(ValueId v) {
   ValueId rows = n.inputs[1];
   auto sr = shape(rows), sc = shape(n.inputs[0]);
   size_t axis = static_cast<size_t>(n.attr_int("axis"));
-  if (!kv_write_in_place(g_, v)) {
+  if (!s_.writes_in_place(v)) {
     Idx all = loop_vars(sc.size(), "c");
     code += loops(sc, all, "  " + ptr(v) + "[" + flat(all, sc) + "] = " + load(n.inputs[0], all) + ";\n");
   }

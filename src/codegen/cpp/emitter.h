@@ -68,7 +68,7 @@ class Emitter {
     for (const Kernel& k : s.kernels) {
       for (ValueId v : k.outputs) in_mem_[static_cast<size_t>(v)] = true;
       for (ValueId v : k.ops)
-        if (g.node(v).op == Op::kv_write && kv_write_in_place(g, v)) in_mem_[static_cast<size_t>(v)] = true;  // it is its cache
+        if (s.writes_in_place(v)) in_mem_[static_cast<size_t>(v)] = true;  // it is its cache
     }
   }
   EmittedProgram run();
