@@ -34,14 +34,18 @@ bool is_elementwise_like(Op op) {
 bool is_rowwise_composite(Op op) { return op == Op::softmax || op == Op::rms_norm || op == Op::layer_norm; }
 bool is_store(Op op) { return op == Op::concat || op == Op::kv_write; }
 
-// Sizes for byte and flop counts: symbolic dims are counted at the hint
-// fuse() was given (decisions compare the symbolic sizes themselves).
-thread_local const SymEnv* count_hint = nullptr;
-int64_t elems(const Type& t) {
-  if (auto c = numel_const(t.shape)) return *c;
-  return numel(t.shape).eval(*count_hint);
-}
-int64_t bytes(const Type& t) { return elems(t) * dtype_size(t.dtype); }
+// Byte and flop counts: symbolic dims are counted at the hint fuse() was
+// given (decisions compare the symbolic sizes themselves).
+struct Counts {
+  SymEnv hint;
+  int64_t size(const Dim& d) const { return d.is_const() ? d.value() : d.eval(hint); }
+  int64_t elems(const Type& t) const {
+    if (auto c = numel_const(t.shape)) return *c;
+    return numel(t.shape).eval(hint);
+  }
+  int64_t bytes(const Type& t) const { return elems(t) * dtype_size(t.dtype); }
+  int64_t flops(const Graph& g, const Node& n) const;
+};
 
 // Free values, in one forward sweep (operands come first).
 std::vector<bool> free_values(const Graph& g) {
@@ -84,10 +88,7 @@ ValueId base_of(const Graph& g, const std::vector<bool>& free, ValueId v) {
   return v;
 }
 
-// A size for counting: a symbolic one at the hint.
-int64_t size(const Dim& d) { return d.is_const() ? d.value() : d.eval(*count_hint); }
-
-int64_t op_flops(const Graph& g, const Node& n) {
+int64_t Counts::flops(const Graph& g, const Node& n) const {
   int64_t out = elems(n.type);
   switch (n.op) {
     case Op::matmul: return 2 * out * size(g.type(n.inputs[0]).shape.back());
@@ -113,7 +114,8 @@ int64_t op_flops(const Graph& g, const Node& n) {
 
 class Partitioner {
  public:
-  Partitioner(const Graph& g, const FusionOptions& o) : g_(g), o_(o), free_(free_values(g)), users_(users_of(g)) {
+  Partitioner(const Graph& g, const FusionOptions& o)
+      : g_(g), o_(o), counts_{size_hint(g, o.size_hint)}, free_(free_values(g)), users_(users_of(g)) {
     s_.kernel_of.assign(g.size(), -1);
     s_.in_place.assign(g.size(), -1);
     in_place_.assign(g.size(), false);
@@ -385,7 +387,7 @@ class Partitioner {
       std::set<ValueId> seen;
       for (ValueId v : K.ops) {
         const Node& n = g_.node(v);
-        K.flops += op_flops(g_, n);
+        K.flops += counts_.flops(g_, n);
         for (size_t i = 0; i < n.inputs.size(); ++i) {
           if (!reads_operand(n, v, i)) continue;
           ValueId o = n.inputs[i];
@@ -394,11 +396,11 @@ class Partitioner {
           if ((o == b && kernel(b) == static_cast<int>(k)) || epilogue_store(n, i, static_cast<int>(k))) continue;  // computed here
           if (!seen.insert(o).second) continue;
           int64_t& r = reads[b];
-          r = std::min(r + elems(g_.type(o)), elems(g_.type(b)));
+          r = std::min(r + counts_.elems(g_.type(o)), counts_.elems(g_.type(b)));
         }
         if (written[static_cast<size_t>(v)]) {
           K.outputs.push_back(v);
-          K.bytes_written += n.op == Op::kv_write && in_place_[static_cast<size_t>(v)] ? bytes(g_.type(n.inputs[1])) : bytes(n.type);
+          K.bytes_written += n.op == Op::kv_write && in_place_[static_cast<size_t>(v)] ? counts_.bytes(g_.type(n.inputs[1])) : counts_.bytes(n.type);
         }
       }
       for (const auto& [b, r] : reads) {
@@ -414,6 +416,7 @@ class Partitioner {
 
   const Graph& g_;
   FusionOptions o_;
+  Counts counts_;
   std::vector<bool> free_;
   std::vector<std::vector<ValueId>> users_;
   std::vector<bool> in_place_;  // kv_write nodes that write into their cache
@@ -426,14 +429,6 @@ class Partitioner {
 ValueId base_buffer(const Graph& g, ValueId v) { return base_of(g, free_values(g), v); }
 
 
-Schedule fuse(const Graph& g, const FusionOptions& o) {
-  SymEnv hint = size_hint(g, o.size_hint);
-  struct Restore {
-    const SymEnv* saved = count_hint;
-    ~Restore() { count_hint = saved; }
-  } restore;
-  count_hint = &hint;
-  return Partitioner(g, o).run();
-}
+Schedule fuse(const Graph& g, const FusionOptions& o) { return Partitioner(g, o).run(); }
 
 }  // namespace tj
