@@ -1,5 +1,6 @@
 #include "cost/analysis.h"
 
+#include "compiler/driver.h"
 #include "passes/pipeline.h"
 
 namespace tj {
@@ -56,7 +57,7 @@ MemoryAccount memory_account(const Graph& traced, Variant v) {
     else if (n.name.find("_cache") != std::string::npos) a.kv_cache_bytes += b;
   }
   Graph g = prepare_variant(traced, v);
-  Schedule s = reorder_schedule(g, fuse(g, variant_fusion(v)));
+  Schedule s = schedule_kernels(g, variant_fusion(v), true, size_hint(g, {}));
   ActivationPlan p = plan_activations(g, s);
   a.peak_activation_bytes = p.plan.peak_bytes;
   a.lower_bound_bytes = p.plan.lower_bound_bytes;

@@ -10,14 +10,11 @@
 #include <optional>
 #include <unordered_map>
 
-#include "codegen/cpp/build.h"
-#include "codegen/cpp/emit.h"
+#include "compiler/driver.h"
 #include "memory/lifetimes.h"
-#include "passes/pipeline.h"
 #include "passes/rewriter.h"
 #include "jit/specialize.h"
 #include "runtime/host_program.h"
-#include "runtime/program_cache.h"
 #include "runtime/thread_pool.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
@@ -86,13 +83,6 @@ struct Executable::State {
 
 Executable Executable::compile(const Graph& graph, const Bindings& params, const CompileOptions& o) {
   auto s = std::make_shared<State>();
-  std::vector<std::pair<std::string, double>> stages;
-  auto t_stage = std::chrono::steady_clock::now();
-  auto stage = [&](const char* name) {
-    auto now = std::chrono::steady_clock::now();
-    stages.emplace_back(name, std::chrono::duration<double>(now - t_stage).count());
-    t_stage = now;
-  };
   for (ValueId p : graph.params()) {
     const Node& n = graph.node(p);
     auto it = params.find(n.name);
@@ -102,42 +92,13 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     for (size_t d = 0; fits && d < a.shape().size(); ++d) fits = !n.type.shape[d].is_const() || n.type.shape[d].value() == a.shape()[d];
     if (!fits) throw Error("compile: param '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
   }
-  auto cxx = find_compiler();
-  stage("compiler probe");
-  // A graph compiled before, with the same weights and options: its
-  // optimized form and prepared constants come from the program cache, and
-  // the passes do not run.
-  bool cacheable = cxx && o.program_cache && !has_control_flow(graph);
-  std::string key = cacheable ? program_key(graph, params, o) : "";
-  std::optional<PreparedProgram> prepared = cacheable ? load_program(key) : std::nullopt;
-  s->stats.program_cache_hit = prepared.has_value();
-  if (cacheable) stage(prepared ? "program cache hit" : "program cache lookup");
-  if (!prepared) {
-    s->graph = graph;
-    PipelineOptions po;
-    po.pass.freeze_values = &params;
-    run_pipeline(s->graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
-    stage("passes");
-    if (cacheable) {
-      try {
-        prepared = store_program(key, s->graph);
-      } catch (const Error& e) {  // a graph whose text does not read back: compiled as it is, not cached
-        if (log_enabled("compile")) std::fprintf(stderr, "[compile] program cache: not used: %s\n", e.what());
-      }
-      stage("program cache store");
-    }
-  }
-  std::unordered_map<std::string, const void*> prepared_constants;
-  if (prepared) {
-    s->graph = std::move(prepared->graph);
-    s->prepared = std::move(prepared->storage);
-    prepared_constants = std::move(prepared->constants);
-  }
-  const Graph& g = s->graph;
-  s->inputs = g.inputs();
-  s->symbolic = !size_symbols(g).empty();
-
-  if (cxx && has_control_flow(g)) {  // the host runs the control flow, compiled graphs the rest
+  Compilation c;
+  optimize(c, graph, params, o);
+  s->stats.program_cache_hit = c.program_cache_hit;
+  s->inputs = c.graph.inputs();
+  s->symbolic = !size_symbols(c.graph).empty();
+  if (c.cxx && has_control_flow(c.graph)) {  // the host runs the control flow, compiled graphs the rest
+    s->graph = std::move(c.graph);
     s->host = std::make_shared<HostProgram>(s->graph, o);
     s->stats.compiled = true;
     s->stats.kernels = static_cast<size_t>(s->host->graphs());
@@ -145,33 +106,27 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     e.s_ = s;
     return e;
   }
-  if (!cxx) {
+  if (!c.cxx) {
     warn_once_no_compiler();
+    s->graph = std::move(c.graph);
     s->fallback_params = params;
     bool f64 = true;
-    for (const Node& n : g.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
+    for (const Node& n : s->graph.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
     s->fallback_compute = f64 ? DType::f64 : DType::f32;
     Executable e;
     e.s_ = s;
     return e;
   }
-
-  SymEnv hint = size_hint(g, o.size_hint);  // a size never seen: decide as for a small one
-  FusionOptions fo = o.fusion;
-  fo.size_hint = hint;
-  s->schedule = fuse(g, fo);
-  stage("fusion");
-  // Reordering weighs buffer sizes: at the hint (the same graph, sizes bound).
-  if (o.reorder) s->schedule = reorder_schedule(s->symbolic ? specialize(g, hint) : g, s->schedule);
-  stage("reorder");
-  s->prog = emit_cpp(g, s->schedule, hint);
+  generate(c, o);
+  s->graph = std::move(c.graph);
+  s->schedule = std::move(c.schedule);
+  s->prog = std::move(c.program);
+  s->prepared = std::move(c.prepared);
+  std::unordered_map<std::string, const void*> prepared_constants = std::move(c.prepared_constants);
+  const Graph& g = s->graph;
   const EmittedProgram& prog = s->prog;
   s->source = prog.source;
-  stage("emit");
-  BuildResult built = build_library(prog.source, *cxx);
-  stages.emplace_back(built.cache_hit ? "build (cache hit)" : "build", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_stage).count() - built.load_seconds);
-  stages.emplace_back("load", built.load_seconds);
-  t_stage = std::chrono::steady_clock::now();
+  const BuildResult& built = c.built;
   s->library = built.library;
   for (const auto& name : prog.kernel_symbols) s->kernels.push_back(reinterpret_cast<void (*)(void**)>(built.library->symbol(name.c_str())));
   for (const auto& name : prog.output_symbols)
@@ -227,8 +182,9 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   s->stats.constant_bytes = const_bytes;
   s->stats.source_path = built.source_path;
   if (!s->symbolic) s->bind({});
-  stage("layout");
-  s->stats.stage_seconds = stages;
+  c.stage("layout");
+  s->stats.stage_seconds = c.stages;
+  const auto& stages = c.stages;
   if (log_enabled("compile")) {
     double total = 0;
     std::string line;

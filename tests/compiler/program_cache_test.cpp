@@ -1,7 +1,8 @@
 // The program cache: an unchanged graph, weights and options hit without
 // running the passes; a changed weight, option or graph misses; a corrupt
 // entry is rebuilt; results match the interpreter either way.
-#include "runtime/program_cache.h"
+#include "compiler/program_cache.h"
+#include "runtime/executable.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // on disk so that a warm start skips them (and, through the kernel cache,
 // the compiler).
 //
-// The key hashes the traced graph's text, the compile options and every
+// The key hashes the compiler's identity, the traced graph's text, the compile options and every
 // param's name, type and bytes (XXH3-128 over the data: a changed weight is
 // another entry). An entry holds the optimized graph as IR text, with each
 // constant of more than one element turned into a param named tj.const.N,
@@ -23,7 +23,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/executable.h"
+#include "compiler/options.h"
 
 namespace tj {
 

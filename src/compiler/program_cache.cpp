@@ -1,4 +1,4 @@
-#include "runtime/program_cache.h"
+#include "compiler/program_cache.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -1,0 +1,96 @@
+#include "compiler/driver.h"
+
+#include <cstdio>
+
+#include "compiler/program_cache.h"
+#include "jit/specialize.h"
+#include "memory/lifetimes.h"
+#include "passes/pipeline.h"
+#include "runtime/host_program.h"
+#include "support/log.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+
+void Compilation::stage(std::string name) {
+  auto now = std::chrono::steady_clock::now();
+  stages.emplace_back(std::move(name), std::chrono::duration<double>(now - last_).count());
+  last_ = now;
+}
+
+void Compilation::stage(std::string name, double seconds) {
+  stages.emplace_back(std::move(name), seconds);
+  last_ = std::chrono::steady_clock::now();
+}
+
+void optimize(Compilation& c, const Graph& traced, const Bindings& params, const CompileOptions& o) {
+  c.cxx = find_compiler();
+  c.stage("compiler probe");
+  // A graph compiled before, with the same weights and options: its
+  // optimized form and prepared constants come from the program cache, and
+  // the passes do not run.
+  bool cacheable = c.cxx && o.program_cache && !has_control_flow(traced);
+  std::string key = cacheable ? program_key(traced, params, o) : "";
+  std::optional<PreparedProgram> prepared = cacheable ? load_program(key) : std::nullopt;
+  c.program_cache_hit = prepared.has_value();
+  if (cacheable) c.stage(prepared ? "program cache hit" : "program cache lookup");
+  if (!prepared) {
+    c.graph = traced;
+    PipelineOptions po;
+    po.pass.freeze_values = &params;
+    run_pipeline(c.graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
+    c.stage("passes");
+    if (cacheable) {
+      try {
+        prepared = store_program(key, c.graph);
+      } catch (const Error& e) {  // a graph whose text does not read back: compiled as it is, not cached
+        if (log_enabled("compile")) std::fprintf(stderr, "[compile] program cache: not used: %s\n", e.what());
+      }
+      c.stage("program cache store");
+    }
+  }
+  if (prepared) {
+    c.graph = std::move(prepared->graph);
+    c.prepared = std::move(prepared->storage);
+    c.prepared_constants = std::move(prepared->constants);
+  }
+}
+
+namespace {
+
+Schedule fuse_at(const Graph& g, const FusionOptions& fusion, const SymEnv& hint) {
+  FusionOptions fo = fusion;
+  fo.size_hint = hint;
+  return fuse(g, fo);
+}
+
+// Reordering weighs buffer sizes: at the hint (the same graph, sizes bound).
+Schedule reorder_at(const Graph& g, const Schedule& s, const SymEnv& hint) {
+  return reorder_schedule(size_symbols(g).empty() ? g : specialize(g, hint), s);
+}
+
+}  // namespace
+
+Schedule schedule_kernels(const Graph& g, const FusionOptions& fusion, bool reorder, const SymEnv& hint) {
+  Schedule s = fuse_at(g, fusion, hint);
+  return reorder ? reorder_at(g, s, hint) : s;
+}
+
+void generate(Compilation& c, const CompileOptions& o) {
+  if (!c.cxx) throw Error("compile: no C++ compiler to generate code for");
+  const Graph& g = c.graph;
+  c.hint = size_hint(g, o.size_hint);  // a size never seen: decide as for a small one
+  c.schedule = fuse_at(g, o.fusion, c.hint);
+  c.stage("fusion");
+  if (o.reorder) c.schedule = reorder_at(g, c.schedule, c.hint);
+  c.stage("reorder");
+  c.program = emit_cpp(g, c.schedule, c.hint);
+  c.stage("emit");
+  auto t0 = std::chrono::steady_clock::now();
+  c.built = build_library(c.program.source, *c.cxx);
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  c.stage(c.built.cache_hit ? "build (cache hit)" : "build", total - c.built.load_seconds);
+  c.stage("load", c.built.load_seconds);
+}
+
+}  // namespace tj

@@ -1,0 +1,30 @@
+// What a compilation is asked for: the options of the compiler driver
+// (compiler/driver.h), which Executable::compile and everything that
+// compiles pass down.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/interpreter.h"
+#include "schedule/fusion.h"
+
+namespace tj {
+
+class ThreadPool;
+
+struct CompileOptions {
+  FusionOptions fusion;
+  bool reorder = true;               // reorder kernels to lower peak memory
+  std::vector<std::string> passes;   // empty: the default pipeline (params frozen)
+  // Typical values of the graph's size symbols (for choices such as running
+  // a kernel in parallel); a symbol not given counts as 64.
+  SymEnv size_hint;
+  // Look the optimized program up in the program cache, and store it there
+  // (compiler/program_cache.h): a warm start skips the passes.
+  bool program_cache = true;
+  // The threads the generated code runs on; null: ThreadPool::global().
+  ThreadPool* pool = nullptr;
+};
+
+}  // namespace tj
