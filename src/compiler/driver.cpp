@@ -31,6 +31,7 @@ void optimize(Compilation& c, const Graph& traced, const Bindings& params, const
   // the passes do not run.
   bool cacheable = c.cxx && o.program_cache && !has_control_flow(traced);
   std::string key = cacheable ? program_key(traced, params, o) : "";
+  cacheable &= !key.empty();  // no key: the compiler's identity is unknown
   std::optional<PreparedProgram> prepared = cacheable ? load_program(key) : std::nullopt;
   c.program_cache_hit = prepared.has_value();
   if (cacheable) c.stage(prepared ? "program cache hit" : "program cache lookup");

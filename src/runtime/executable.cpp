@@ -97,6 +97,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   s->stats.program_cache_hit = c.program_cache_hit;
   s->inputs = c.graph.inputs();
   s->symbolic = !size_symbols(c.graph).empty();
+  s->output_alias.assign(c.graph.outputs().size(), -1);  // the host and the interpreter copy every output
   if (c.cxx && has_control_flow(c.graph)) {  // the host runs the control flow, compiled graphs the rest
     s->graph = std::move(c.graph);
     s->host = std::make_shared<HostProgram>(s->graph, o);
@@ -168,11 +169,11 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   }
   for (size_t v = 0; v < g.size(); ++v)
     if (ValueId cache = s->schedule.in_place[v]; cache >= 0) s->aliases.emplace_back(static_cast<ValueId>(v), cache);
-  for (ValueId o : g.outputs()) {
-    ValueId cache = s->schedule.in_place[static_cast<size_t>(o)];
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    ValueId cache = s->schedule.in_place[static_cast<size_t>(g.outputs()[k])];
     auto at = std::find(s->inputs.begin(), s->inputs.end(), cache);
-    s->output_alias.push_back(cache >= 0 && at != s->inputs.end() ? static_cast<int>(at - s->inputs.begin()) : -1);
-    s->donated_output.push_back(s->output_alias.back() >= 0);
+    s->output_alias[k] = cache >= 0 && at != s->inputs.end() ? static_cast<int>(at - s->inputs.begin()) : -1;
+    s->donated_output.push_back(s->output_alias[k] >= 0);
   }
   s->stats.compiled = true;
   s->stats.cache_hit = built.cache_hit;
@@ -375,10 +376,7 @@ std::vector<double> Executable::profile(Bindings& inputs, int reps) {
 
 const Schedule& Executable::schedule() const { return s_->schedule; }
 
-const std::vector<int>& Executable::output_aliases() const {
-  if (s_->output_alias.size() != s_->graph.outputs().size()) s_->output_alias.assign(s_->graph.outputs().size(), -1);
-  return s_->output_alias;
-}
+const std::vector<int>& Executable::output_aliases() const { return s_->output_alias; }
 
 const CompileStats& Executable::stats() const { return s_->stats; }
 const std::string& Executable::source() const { return s_->source; }
