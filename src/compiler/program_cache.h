@@ -11,7 +11,8 @@
 // copy), named by its content hash so that programs with the same prepared
 // constants (a model at several shapes) share it. A sidecar with both
 // files' hashes is written last; an entry whose files do not match it is
-// rebuilt. Nothing is evicted yet: the folder grows with each new program.
+// rebuilt. The folder is held under TJ_CACHE_MAX_MB (default 4096): after
+// a store the least recently used files go (a hit touches its entry's).
 //
 // Cold and warm compilations run fusion and emission on the same graph, read
 // back from the same text, so the generated source (and its library in the

@@ -100,6 +100,31 @@ TEST_F(ProgramCache, ChangedWeightOptionOrGraphMisses) {
   EXPECT_TRUE(Executable::compile(g_, changed).stats().program_cache_hit);
 }
 
+// Past TJ_CACHE_MAX_MB the least recently used entries go: with a 1 MB
+// limit and three programs of 352 KB of constants each, the first to be
+// used is evicted when the third is stored; a hit counts as a use.
+TEST_F(ProgramCache, LeastRecentlyUsedEntriesAreEvicted) {
+  setenv("TJ_CACHE_MAX_MB", "1", 1);
+  auto variant = [&](double bump) {
+    Bindings p = params_;
+    NDArray& w = p.begin()->second;
+    w.set(0, w.get(0) + bump);
+    return p;
+  };
+  Bindings a = variant(1), b = variant(2), c = variant(3);
+  Executable::compile(g_, a);
+  Executable::compile(g_, b);
+  EXPECT_TRUE(Executable::compile(g_, a).stats().program_cache_hit);  // a is now the more recent
+  Executable::compile(g_, c);                                          // over 1 MB: b goes
+  EXPECT_EQ(entries(".bin").size(), 2u);
+  EXPECT_TRUE(Executable::compile(g_, a).stats().program_cache_hit);
+  EXPECT_TRUE(Executable::compile(g_, c).stats().program_cache_hit);
+  Executable again = Executable::compile(g_, b);
+  EXPECT_FALSE(again.stats().program_cache_hit);
+  expect_right(again, b);
+  unsetenv("TJ_CACHE_MAX_MB");
+}
+
 TEST_F(ProgramCache, CorruptEntriesAreRebuilt) {
   Executable::compile(g_, params_);
   ASSERT_EQ(entries(".bin").size(), 1u);
