@@ -38,62 +38,6 @@ int64_t align64(int64_t n) { return (n + 63) / 64 * 64; }
 
 fs::path entry_dir() { return fs::path(cache_dir()) / "programs"; }
 
-void note(const std::string& what);
-
-// The folder's size limit: TJ_CACHE_MAX_MB, default 4096 (a few models'
-// prepared weights). Past it, the least recently used files go first.
-uintmax_t size_limit() {
-  const char* e = std::getenv("TJ_CACHE_MAX_MB");
-  if (!e || !*e) return uintmax_t{4096} << 20;
-  char* end = nullptr;
-  long long mb = std::strtoll(e, &end, 10);
-  if (*end != '\0' || mb < 0 || mb > (int64_t{1} << 40)) {
-    note("TJ_CACHE_MAX_MB='" + std::string(e).substr(0, 40) + "' is not a whole number of MB: using 4096");
-    return uintmax_t{4096} << 20;
-  }
-  return static_cast<uintmax_t>(mb) << 20;
-}
-
-// A hit makes an entry's files the most recently used.
-void touch(const std::vector<fs::path>& files) {
-  std::error_code ec;
-  const auto now = fs::file_time_type::clock::now();
-  for (const auto& f : files) fs::last_write_time(f, now, ec);
-}
-
-// Removes the least recently used files until the folder fits its limit,
-// never those of the entry just written (`keep`). An entry that loses its
-// graph, sidecar or data file is a miss next time, rebuilt like a corrupt
-// one; a data file shared by several programs is touched by each one's hits.
-void evict(const fs::path& dir, const std::vector<fs::path>& keep) {
-  struct File {
-    fs::path path;
-    fs::file_time_type time;
-    uintmax_t size;
-  };
-  std::vector<File> files;
-  uintmax_t total = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::error_code e2;
-    if (!e.is_regular_file(e2)) continue;
-    File f{e.path(), e.last_write_time(e2), e.file_size(e2)};
-    if (e2) continue;
-    total += f.size;
-    files.push_back(std::move(f));
-  }
-  const uintmax_t limit = size_limit();
-  if (total <= limit) return;
-  std::sort(files.begin(), files.end(), [](const File& a, const File& b) { return a.time < b.time; });
-  for (const File& f : files) {
-    if (total <= limit) break;
-    if (std::find(keep.begin(), keep.end(), f.path) != keep.end()) continue;
-    if (fs::remove(f.path, ec)) {
-      total -= f.size;
-      note("evicted " + f.path.filename().string() + " (" + std::to_string(f.size) + " bytes; the folder's limit is TJ_CACHE_MAX_MB)");
-    }
-  }
-}
 
 void note(const std::string& what) {
   if (log_enabled("compile")) std::fprintf(stderr, "[compile] program cache: %s\n", what.c_str());
@@ -295,7 +239,7 @@ std::optional<PreparedProgram> load_program(const std::string& key) {
   try {
     Graph g = parse_graph(text);
     if (layout_of(g).bytes != bytes) throw Error("its data file does not fit its graph");
-    touch({dir / (key + ".ok"), dir / (key + ".tj"), dir / (named + ".bin")});
+    touch_files({dir / (key + ".ok"), dir / (key + ".tj"), dir / (named + ".bin")});  // used: last to be evicted
     return with_storage(std::move(g), std::move(storage));
   } catch (const Error& e) {
     note(key + " cannot be read (" + std::string(e.what()).substr(0, 200) + "): rebuilding it");
@@ -356,8 +300,10 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
     if (fs::file_size(bin, ec) != static_cast<uintmax_t>(l.bytes)) write_atomic(bin, block, static_cast<size_t>(l.bytes));
     write_atomic(dir / (key + ".ok"), sidecar_text(text, h, l.bytes));
     note("stored " + key + " (" + std::to_string(l.offsets.size()) + " constants, " + std::to_string(l.bytes) + " bytes)");
-    touch({bin});  // shared with an earlier program: used now
-    evict(dir, {dir / (key + ".tj"), bin, dir / (key + ".ok")});
+    touch_files({bin});  // shared with an earlier program: used now
+    // The folder's least recently used files go first (an entry that loses
+    // one is a miss, rebuilt like a corrupt one), never this entry's.
+    evict_least_recent(dir, cache_size_limit(note), {dir / (key + ".tj"), bin, dir / (key + ".ok")}, note);
   } catch (const Error& e) {
     note(std::string("not stored: ") + e.what());
   }

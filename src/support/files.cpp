@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -48,5 +50,54 @@ std::string hex128(XXH128_hash_t h) {
 }
 
 void write_atomic(const fs::path& path, const std::string& data) { write_atomic(path, data.data(), data.size()); }
+
+uintmax_t cache_size_limit(const std::function<void(const std::string&)>& note) {
+  constexpr uintmax_t kDefault = uintmax_t{4096} << 20;
+  const char* e = std::getenv("TJ_CACHE_MAX_MB");
+  if (!e || !*e) return kDefault;
+  char* end = nullptr;
+  long long mb = std::strtoll(e, &end, 10);
+  if (*end != '\0' || mb < 0 || mb > (int64_t{1} << 40)) {
+    note("TJ_CACHE_MAX_MB='" + std::string(e).substr(0, 40) + "' is not a whole number of MB: using 4096");
+    return kDefault;
+  }
+  return static_cast<uintmax_t>(mb) << 20;
+}
+
+void touch_files(const std::vector<fs::path>& files) {
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& f : files) fs::last_write_time(f, now, ec);
+}
+
+void evict_least_recent(const fs::path& dir, uintmax_t limit, const std::vector<fs::path>& keep,
+                        const std::function<void(const std::string&)>& note) {
+  struct File {
+    fs::path path;
+    fs::file_time_type time;
+    uintmax_t size;
+  };
+  std::vector<File> files;
+  uintmax_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::error_code e2;
+    if (!e.is_regular_file(e2)) continue;
+    File f{e.path(), e.last_write_time(e2), e.file_size(e2)};
+    if (e2) continue;
+    total += f.size;
+    files.push_back(std::move(f));
+  }
+  if (total <= limit) return;
+  std::sort(files.begin(), files.end(), [](const File& a, const File& b) { return a.time < b.time; });
+  for (const File& f : files) {
+    if (total <= limit) break;
+    if (std::find(keep.begin(), keep.end(), f.path) != keep.end()) continue;
+    if (fs::remove(f.path, ec)) {
+      total -= f.size;
+      note("evicted " + f.path.filename().string() + " (" + std::to_string(f.size) + " bytes; the folder's limit is TJ_CACHE_MAX_MB)");
+    }
+  }
+}
 
 }  // namespace tj

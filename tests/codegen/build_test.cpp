@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -78,6 +79,31 @@ TEST_F(BuildTest, MissThenHit) {
   EXPECT_FALSE(c.cache_hit);
   EXPECT_NE(c.key, a.key);
   EXPECT_TRUE(fs::exists(a.source_path));
+}
+
+// The kernel folder is held under TJ_CACHE_MAX_MB: a new library pushes
+// out the least recently used files, oldest first, until the folder fits
+// (here the older of two stale 600 KB files), never itself, and not a
+// library that was just hit.
+TEST_F(BuildTest, LeastRecentlyUsedLibrariesAreEvicted) {
+  setenv("TJ_CACHE_MAX_MB", "1", 1);
+  BuildResult used = build_library(kSource, cxx_);
+  fs::path kernels = fs::path(used.library->path()).parent_path();
+  const auto now = fs::file_time_type::clock::now();
+  for (int age : {2, 1}) {
+    fs::path f = kernels / ("stale" + std::to_string(age) + ".so");
+    std::ofstream(f, std::ios::binary) << std::string(600 * 1024, 'x');
+    fs::last_write_time(f, now - std::chrono::hours(24 * age));
+  }
+  EXPECT_TRUE(build_library(kSource, cxx_).cache_hit);  // a hit: touched, the most recent
+  BuildResult fresh = build_library("extern \"C\" int tj_answer() { return 7; }\n", cxx_);
+  EXPECT_FALSE(fresh.cache_hit);
+  EXPECT_EQ(call(fresh), 7);
+  EXPECT_FALSE(fs::exists(kernels / "stale2.so"));  // the oldest
+  EXPECT_TRUE(fs::exists(kernels / "stale1.so"));   // the folder fits without removing it
+  EXPECT_TRUE(fs::exists(fresh.library->path()));
+  EXPECT_TRUE(build_library(kSource, cxx_).cache_hit);
+  unsetenv("TJ_CACHE_MAX_MB");
 }
 
 TEST_F(BuildTest, TruncatedEntryIsRebuilt) {

@@ -253,6 +253,7 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     if (fs::path w = kernel_dirs().writable(dir); w != dir) r.cache_hit = use(w);
   }
   r.source_path = src.string();
+  if (r.cache_hit) touch_files({lib, sidecar, src});  // used: last to be evicted
   if (!r.cache_hit) {
     if (fs::exists(lib, ec)) {
       if (log_enabled("compile")) std::fprintf(stderr, "[compile] cache entry %s is incomplete or corrupt: rebuilding\n", r.key.c_str());
@@ -281,6 +282,11 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     bool ok;
     std::string data = read_file(lib, &ok);
     write_atomic(sidecar, hex128(XXH3_128bits(data.data(), data.size())) + " " + std::to_string(data.size()) + "\n");
+    // The folder held under TJ_CACHE_MAX_MB: least recently used libraries first.
+    auto note = [](const std::string& what) {
+      if (log_enabled("compile")) std::fprintf(stderr, "[compile] kernel cache: %s\n", what.c_str());
+    };
+    evict_least_recent(lib.parent_path(), cache_size_limit(note), {lib, sidecar, src}, note);
     r.compile_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (log_enabled("compile")) {
       std::fprintf(stderr, "[compile] %s: %.3f s with %s\n", r.key.c_str(), r.compile_seconds, cxx.path.c_str());
