@@ -92,14 +92,6 @@ XXH128_hash_t content_hash(const void* data, size_t bytes) {
 }
 std::string data_hash(const void* data, int64_t bytes) { return hex128(content_hash(data, static_cast<size_t>(bytes))); }
 
-}  // namespace
-
-// Which compiler made an entry: the hash of the binary this code is part of
-// (the executable, or the shared library it was linked into), once per
-// process. An optimized graph depends on the passes' code, not only on their
-// names: a rebuilt compiler must not reuse what an older one optimized.
-namespace {
-
 // The GNU build-id of the loaded object (executable or shared library) that
 // holds `addr`, as hex; or, for an object linked without one, the hash of
 // its file (/proc/self/exe for the executable itself); empty when neither

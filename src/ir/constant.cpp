@@ -1,6 +1,5 @@
 #include "ir/constant.h"
 
-#include <cmath>
 #include <cstring>
 
 #include "tensorjit/error.h"
@@ -22,15 +21,6 @@ std::shared_ptr<const ConstValues> in_dtype(const std::shared_ptr<const ConstVal
   NDArray a(dtype, {static_cast<int64_t>(data->size())});
   for (size_t i = 0; i < data->size(); ++i) a.set(static_cast<int64_t>(i), (*data)[i]);
   return ConstValues::adopt(std::move(a));
-}
-
-bool ConstValues::exact_in(DType t) const {
-  if (t == dtype() || t == DType::f64) return true;
-  for (int64_t i = 0; i < data_.numel(); ++i) {
-    double v = data_.get(i);
-    if (!std::isnan(v) && round_to_dtype(v, t) != v) return false;
-  }
-  return true;
 }
 
 NDArray ConstValues::to_array(const std::vector<int64_t>& shape) const {

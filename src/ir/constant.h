@@ -25,8 +25,6 @@ class ConstValues {
   const void* raw() const { return data_.raw(); }  // 64-byte aligned
   size_t nbytes() const { return data_.nbytes(); }
 
-  // Whether every value is exact in `dtype` (NaN counts as exact).
-  bool exact_in(DType dtype) const;
   // The values as an array of `shape` (a splat is broadcast).
   NDArray to_array(const std::vector<int64_t>& shape) const;
 

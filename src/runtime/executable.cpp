@@ -75,7 +75,6 @@ struct Executable::State {
   int threads = 1;  // the pool's threads (what scratch is sized for)
   void bind(const SymEnv& env);
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
-  std::vector<bool> donated_output;                  // per output: it is an input cache, updated in place
   std::vector<int> output_alias;                     // per output: that input's index in graph.inputs(), or -1
   Bindings fallback_params;
   DType fallback_compute = DType::f32;
@@ -173,7 +172,6 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     ValueId cache = s->schedule.in_place[static_cast<size_t>(g.outputs()[k])];
     auto at = std::find(s->inputs.begin(), s->inputs.end(), cache);
     s->output_alias[k] = cache >= 0 && at != s->inputs.end() ? static_cast<int>(at - s->inputs.begin()) : -1;
-    s->donated_output.push_back(s->output_alias[k] >= 0);
   }
   s->stats.compiled = true;
   s->stats.cache_hit = built.cache_hit;
@@ -185,11 +183,10 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   if (!s->symbolic) s->bind({});
   c.stage("layout");
   s->stats.stage_seconds = c.stages;
-  const auto& stages = c.stages;
   if (log_enabled("compile")) {
     double total = 0;
     std::string line;
-    for (const auto& [name, sec] : stages) {
+    for (const auto& [name, sec] : c.stages) {
       char buf[96];
       std::snprintf(buf, sizeof buf, ", %s %.1f ms", name.c_str(), sec * 1e3);
       total += sec, line += buf;
@@ -345,7 +342,7 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
       outputs[i] = NDArray(t, s.output_shapes[i]);
   }
   for (size_t i = 0; i < s.output_fns.size(); ++i)
-    if (o.copy_donated_outputs || !s.donated_output[i]) s.output_fns[i](t, outputs[i].raw());
+    if (o.copy_donated_outputs || s.output_alias[i] < 0) s.output_fns[i](t, outputs[i].raw());
   check_status();  // an output read through a view or a gather computes indices too
 }
 

@@ -118,12 +118,8 @@ class Partitioner {
       : g_(g), o_(o), counts_{size_hint(g, o.size_hint)}, free_(free_values(g)), users_(users_of(g)) {
     s_.kernel_of.assign(g.size(), -1);
     s_.in_place.assign(g.size(), -1);
-    in_place_.assign(g.size(), false);
     for (size_t i = 0; i < g.size(); ++i)
-      if (g.nodes()[i].op == Op::kv_write && kv_write_in_place(g, static_cast<ValueId>(i))) {
-        in_place_[i] = true;
-        s_.in_place[i] = g.nodes()[i].inputs[0];
-      }
+      if (g.nodes()[i].op == Op::kv_write && kv_write_in_place(g, static_cast<ValueId>(i))) s_.in_place[i] = g.nodes()[i].inputs[0];
   }
 
   Schedule run() {
@@ -153,7 +149,7 @@ class Partitioner {
 
   // Whether operand i of n is read (kv_write's cache is not, when in place).
   bool reads_operand(const Node& n, ValueId v, size_t i) const {
-    return !(n.op == Op::kv_write && i == 0 && in_place_[static_cast<size_t>(v)]);
+    return !(n.op == Op::kv_write && i == 0 && s_.writes_in_place(v));
   }
 
   // The latest kernel this node depends on, directly or through free values;
@@ -400,7 +396,7 @@ class Partitioner {
         }
         if (written[static_cast<size_t>(v)]) {
           K.outputs.push_back(v);
-          K.bytes_written += n.op == Op::kv_write && in_place_[static_cast<size_t>(v)] ? counts_.bytes(g_.type(n.inputs[1])) : counts_.bytes(n.type);
+          K.bytes_written += s_.writes_in_place(v) ? counts_.bytes(g_.type(n.inputs[1])) : counts_.bytes(n.type);
         }
       }
       for (const auto& [b, r] : reads) {
@@ -419,7 +415,6 @@ class Partitioner {
   Counts counts_;
   std::vector<bool> free_;
   std::vector<std::vector<ValueId>> users_;
-  std::vector<bool> in_place_;  // kv_write nodes that write into their cache
   Schedule s_;
   std::vector<RowSpace> row_space_;
 };
