@@ -27,7 +27,7 @@
 // call, so that weights stay in that core's cache (`tj_team`); each kernel
 // symbol runs its whole kernel.
 //
-// The emitter itself: codegen/cpp/emitter.h, emit.cpp and one file per
+// The emitter itself: codegen/cpp/emitter.h, emit.cpp, views.cpp and one file per
 // kernel kind under codegen/cpp/kernels/.
 #pragma once
 

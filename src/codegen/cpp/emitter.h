@@ -1,7 +1,8 @@
 // The C++ emitter's working state, internal to src/codegen/cpp: one Emitter
 // per program. Its methods are split by what they emit: emit.cpp has the
-// program (prelude, pointer table, loads, loops, the pool, temporaries, the
-// dispatch by kernel kind, outputs, index checks); kernels/ has one file per
+// program (prelude, pointer table, elementwise ops, loops, the pool,
+// temporaries, the dispatch by kernel kind, outputs, index checks);
+// views.cpp reads values through views and gathers; kernels/ has one file per
 // kernel kind (pointwise, rowwise, reduction, matmul with the GEMVs, and
 // attention). A kind reads the kernel and this state and returns its body.
 #pragma once
@@ -98,13 +99,18 @@ class Emitter {
     }
   };
 
-  // ---- emit.cpp: reading values, loops, the pool, temporaries, kernels, outputs
+  // ---- views.cpp: reading values through views, generators and gathers
+  Idx broadcast(ValueId o, const Sizes& out, const Idx& idx) const;
+  std::string load(ValueId o, const Idx& idx);
+  std::string load_gather(const Node& n, const Idx& idx);
+  std::optional<Strided> strided(ValueId o) const;
+  static std::optional<Sizes> reshaped_strides(const Sizes& si, const Sizes& strides, const Sizes& so);
+
+  // ---- emit.cpp: the program, elementwise ops, loops, the pool, temporaries, kernels, outputs
   static DType check_dtype(DType t);
   std::string ptr(ValueId v);
   std::string pointers();
   static std::string prelude();
-  Idx broadcast(ValueId o, const Sizes& out, const Idx& idx) const;
-  std::string load(ValueId o, const Idx& idx);
   std::string elementwise(const Node& n, const Idx& idx);
   std::string loops(const Sizes& sh, const Idx& vars, const std::string& body, bool allow_parallel = true,
                     bool simd = true, bool columns = false);
@@ -115,10 +121,7 @@ class Emitter {
   std::string name_of(int k) const;
   void emit_kernel(int k);
   std::string elementwise_or_gather(const Node& n, const Idx& idx);
-  std::string load_gather(const Node& n, const Idx& idx);
   std::string store(ValueId v);
-  std::optional<Strided> strided(ValueId o) const;
-  static std::optional<Sizes> reshaped_strides(const Sizes& si, const Sizes& strides, const Sizes& so);
   std::string scratch(const Dim& bytes);
   void make_temp_copy(ValueId x, std::string* code);
   void emit_output(size_t i);

@@ -1,0 +1,191 @@
+// The C++ emitter reading values: an element of any value at an index,
+// through views (strided where the layout allows, numpy's no-copy reshape
+// included; flat index arithmetic otherwise), broadcasting, generators,
+// splat constants and gathers (bounds-checked), never a copy.
+#include "codegen/cpp/emitter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "tensorjit/error.h"
+
+namespace tj::cpp {
+
+// The index of operand `o` (shape so) read at the consumer's index `idx`
+// (shape out), numpy-broadcast.
+Idx Emitter::broadcast(ValueId o, const Sizes& out, const Idx& idx) const {
+  auto so = shape(o);
+  Idx r(so.size());
+  size_t off = out.size() - so.size();
+  for (size_t d = 0; d < so.size(); ++d) r[d] = so[d] == Dim(1) ? "0" : idx[d + off];
+  return r;
+}
+
+// The value of `o` at index `idx` (of o's own shape), as a C expression.
+std::string Emitter::load(ValueId o, const Idx& idx) {
+  auto it = local_.find(o);
+  if (it != local_.end()) return it->second;
+  const Node& n = g_.node(o);
+  if (in_mem_[static_cast<size_t>(o)] || is_temp(o)) return ptr(o) + "[" + flat(idx, shape(o)) + "]";
+  // A view with a strided layout over its buffer: one multiply-add per dim.
+  if (g_.node(o).def().category == OpCategory::view) {
+    if (auto st = strided(o)) {
+      std::string e = C(st->offset);
+      for (size_t d = 0; d < idx.size(); ++d)
+        if (st->strides[d] != Dim(0) && idx[d] != "0") e += " + (" + idx[d] + ")*" + C(st->strides[d]);
+      return ptr(st->base) + "[" + e + "]";
+    }
+  }
+  auto so = shape(o);
+  switch (n.op) {
+    case Op::constant: {  // a splat (an empty constant has no value: it is never read)
+      const auto& d = *n.const_data();
+      return literal(d.empty() ? 0.0 : d[0], n.type.dtype);
+    }
+    case Op::reshape:
+    case Op::squeeze:
+    case Op::unsqueeze: {
+      ValueId x = n.inputs[0];
+      auto sx = shape(x);
+      return load(x, unflat(flat(idx, so), sx));
+    }
+    case Op::permute: {
+      const auto& p = n.attr_ints("perm");
+      Idx xi(p.size());
+      for (size_t i = 0; i < p.size(); ++i) xi[static_cast<size_t>(p[i])] = idx[i];
+      return load(n.inputs[0], xi);
+    }
+    case Op::expand: return load(n.inputs[0], broadcast(n.inputs[0], so, idx));
+    case Op::slice: {
+      Idx xi = idx;
+      size_t a = static_cast<size_t>(n.attr_int("axis"));
+      int64_t step = n.attr_int("step");
+      const Dim& len = so[a];
+      xi[a] = len == Dim(0) || len == Dim(1) ? C(n.attr_dim("start"))
+                                             : "(" + C(n.attr_dim("start")) + "+" + std::to_string(step) + "LL*(" + idx[a] + "))";
+      return load(n.inputs[0], xi);
+    }
+    case Op::gather: return load_gather(n, idx);
+    case Op::iota: return "(" + T(o) + ")(" + idx[0] + ")";
+    case Op::causal_mask:
+      return "((" + idx[1] + ") <= (int64_t)(" + load(n.inputs[0], {}) + ") + (" + idx[0] + ") ? (" + T(o) + ")0 : (" + T(o) +
+             ")(-INFINITY))";
+    default:
+      if (n.def().category == OpCategory::elementwise) return elementwise(n, idx);
+      throw Error("code generation: cannot read %" + std::to_string(o) + " (" + n.def().name + ") here");
+  }
+}
+
+// A gather's value at `idx`: the table read at the index it loads (bounds
+// checked: an index out of range sets tj_status).
+std::string Emitter::load_gather(const Node& n, const Idx& idx) {
+  ValueId table = n.inputs[0], ind = n.inputs[1];
+  size_t a = static_cast<size_t>(n.attr_int("axis"));
+  size_t ri = static_cast<size_t>(g_.type(ind).rank());
+  auto st = shape(table);
+  Idx ii(idx.begin() + static_cast<long>(a), idx.begin() + static_cast<long>(a + ri));
+  Idx ti(idx.begin(), idx.begin() + static_cast<long>(a));
+  std::string checked = "tj_index((int64_t)(" + load(ind, ii) + "), " + C(st[a]) + ")";
+  ti.push_back(checked);
+  ti.insert(ti.end(), idx.begin() + static_cast<long>(a + ri), idx.end());
+  std::string e = load(table, ti);
+  // A table read that does not move along the axis (length 1, or
+  // broadcast) drops the index: it is still checked.
+  if (e.find(checked) == std::string::npos) e = "((void)" + checked + ", " + e + ")";
+  return e;
+}
+
+// A strided description of `o` if its view chain allows one.
+std::optional<Strided> Emitter::strided(ValueId o) const {
+  const Node& n = g_.node(o);
+  if (in_mem_[static_cast<size_t>(o)] || temp_.count(o)) return Strided{o, 0, contiguous_strides(shape(o))};
+  if (n.def().category != OpCategory::view) return std::nullopt;
+  auto inner = strided(n.inputs[0]);
+  if (!inner) return std::nullopt;
+  auto so = shape(o), si = shape(n.inputs[0]);
+  Strided r = *inner;
+  switch (n.op) {
+    case Op::permute: {
+      const auto& p = n.attr_ints("perm");
+      r.strides.clear();
+      for (int64_t x : p) r.strides.push_back(inner->strides[static_cast<size_t>(x)]);
+      return r;
+    }
+    case Op::expand: {
+      r.strides.assign(so.size(), Dim(0));
+      size_t off = so.size() - si.size();
+      for (size_t d = 0; d < si.size(); ++d) r.strides[d + off] = si[d] == Dim(1) ? Dim(0) : inner->strides[d];
+      return r;
+    }
+    case Op::slice: {
+      size_t a = static_cast<size_t>(n.attr_int("axis"));
+      r.offset = r.offset + n.attr_dim("start") * inner->strides[a];
+      // A slice of one element (or none) never moves along the axis: any step.
+      r.strides[a] = so[a] == Dim(0) || so[a] == Dim(1) ? Dim(0) : r.strides[a] * Dim(n.attr_int("step"));
+      return r;
+    }
+    default: {  // reshape, squeeze, unsqueeze (a size-1 dim's stride never matters)
+      auto cs = contiguous_strides(si);
+      bool contiguous = true;
+      for (size_t d = 0; d < si.size(); ++d) contiguous &= si[d] == Dim(1) || inner->strides[d] == cs[d];
+      if (contiguous) {
+        r.strides = contiguous_strides(so);
+        return r;
+      }
+      if (auto st = reshaped_strides(si, inner->strides, so)) {
+        r.strides = std::move(*st);
+        return r;
+      }
+      return std::nullopt;
+    }
+  }
+}
+
+// The strides of a reshape of a strided layout, without a copy, as numpy
+// finds them: input and output dims grouped so that each group's sizes have
+// equal products; each input group must be contiguous within itself, and its
+// output dims then step through it. nullopt when the layout does not allow
+// it (or when a group's sizes cannot be compared: symbols on one side only).
+std::optional<Sizes> Emitter::reshaped_strides(const Sizes& si, const Sizes& strides, const Sizes& so) {
+  Sizes out(so.size(), Dim(0));
+  size_t i = 0, j = 0;
+  auto skip_ones = [&] {
+    while (i < si.size() && si[i] == Dim(1)) ++i;
+    while (j < so.size() && so[j] == Dim(1)) ++j;  // stride 0: never moves
+  };
+  for (skip_ones(); i < si.size() || j < so.size(); skip_ones()) {
+    if (i == si.size() || j == so.size()) return std::nullopt;
+    size_t i0 = i, j0 = j;
+    Dim pi = si[i++], po = so[j++];
+    while (pi != po) {
+      if (!pi.is_const() || !po.is_const()) return std::nullopt;
+      if (pi.value() < po.value()) {
+        if (i == si.size()) return std::nullopt;
+        pi = pi * si[i++];
+      } else {
+        if (j == so.size()) return std::nullopt;
+        po = po * so[j++];
+      }
+    }
+    // Contiguous within the group: each dim (of more than one element) steps
+    // over the whole of the next such dim.
+    size_t last = i0;
+    for (size_t d = i0 + 1; d < i; ++d) {
+      if (si[d] == Dim(1)) continue;
+      if (strides[last] != strides[d] * si[d]) return std::nullopt;
+      last = d;
+    }
+    Dim step = strides[last];
+    for (size_t k = j; k-- > j0;) {
+      out[k] = so[k] == Dim(1) ? Dim(0) : step;
+      step = step * so[k];
+    }
+  }
+  return out;
+}
+
+}  // namespace tj::cpp
