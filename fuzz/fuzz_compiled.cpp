@@ -398,7 +398,7 @@ double magnitude(const tj::Graph& g, const tj::Bindings& inputs) {
     for (double v : a.to_vector()) see(v);
   for (const tj::Node& n : g.nodes())
     if (n.op == Op::constant)
-      for (double v : *n.const_data()) see(v);
+      for (size_t i = 0; i < n.const_data()->size(); ++i) see((*n.const_data())[i]);
   return m;
 }
 

@@ -42,7 +42,7 @@ ConstData evaluate(const Graph& g, const Node& n, bool as_splat) {
     auto at = [&](size_t i) { return d.size() == 1 ? d[0] : d[i]; };
     if (is_float(c.type.dtype)) {
       std::vector<T> data(count);
-      if (d.dtype() == native<T> && d.size() == count) std::memcpy(data.data(), d.raw(), count * sizeof(T));
+      if (d.dtype() == native<T> && d.size() == count) { if (count) std::memcpy(data.data(), d.raw(), count * sizeof(T)); }
       else for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(at(i));
       values.push_back({Array<T>{std::move(shape), std::make_shared<const std::vector<T>>(std::move(data))}});
     } else {
@@ -67,7 +67,7 @@ ConstData evaluate(const Graph& g, const Node& n, bool as_splat) {
   }
   const auto& f = *r.template as<T>().data;
   NDArray a(n.type.dtype, {static_cast<int64_t>(f.size())});
-  if (n.type.dtype == native<T>) std::memcpy(a.raw(), f.data(), f.size() * sizeof(T));
+  if (n.type.dtype == native<T>) { if (!f.empty()) std::memcpy(a.raw(), f.data(), f.size() * sizeof(T)); }
   else for (size_t i = 0; i < f.size(); ++i) a.set(static_cast<int64_t>(i), static_cast<double>(f[i]));  // rounded, as storing it would
   return ConstValues::adopt(std::move(a));
 }

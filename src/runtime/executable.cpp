@@ -161,7 +161,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     if (n.op != Op::param) continue;
     const NDArray& data = params.at(n.name);
     Block b = allocate(static_cast<int64_t>(data.nbytes()));
-    std::memcpy(b.get(), data.raw(), data.nbytes());
+    if (data.nbytes()) std::memcpy(b.get(), data.raw(), data.nbytes());
     s->table[i] = b.get();
     const_bytes += static_cast<int64_t>(data.nbytes());
     s->owned.push_back(std::move(b));
