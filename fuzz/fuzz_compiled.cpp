@@ -21,8 +21,10 @@
 // cannot flip a result.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -185,11 +187,14 @@ class Generator {
     bool fl = is_float(tx.dtype);
     switch (in_.ConsumeIntegralInRange(0, 16)) {
       case 0: {  // unary
-        static const Op float_ops[] = {Op::neg, Op::exp, Op::log, Op::tanh, Op::sqrt, Op::rsqrt,
-                                       Op::sin, Op::cos, Op::abs, Op::sigmoid, Op::recip};
+        static const Op float_ops[] = {Op::neg,   Op::exp,   Op::log,   Op::tanh,  Op::sqrt,  Op::rsqrt,    Op::sin,       Op::cos,
+                                       Op::abs,   Op::sigmoid, Op::recip, Op::erf, Op::floor, Op::ceil,   Op::round,     Op::sign,
+                                       Op::log1p, Op::expm1, Op::relu,  Op::softplus, Op::leaky_relu, Op::hardswish};
+        static const Op int_ops[] = {Op::neg, Op::abs, Op::sign, Op::relu};
         Op op = fl ? float_ops[in_.ConsumeIntegralInRange<size_t>(0, std::size(float_ops) - 1)]
-                   : (in_.ConsumeBool() ? Op::neg : Op::abs);
-        bool exact = x.exact && (op == Op::neg || op == Op::abs);
+                   : int_ops[in_.ConsumeIntegralInRange<size_t>(0, std::size(int_ops) - 1)];
+        static const Op exact_ops[] = {Op::neg, Op::abs, Op::floor, Op::ceil, Op::round, Op::sign, Op::relu};
+        bool exact = x.exact && std::find(std::begin(exact_ops), std::end(exact_ops), op) != std::end(exact_ops);
         push({g_.add(op, {x.id}), exact});
         break;
       }
@@ -203,12 +208,16 @@ class Generator {
       }
       case 2:
       case 3: {  // binary arithmetic
-        static const Op ops[] = {Op::add, Op::sub, Op::mul, Op::div, Op::max, Op::min, Op::pow};
+        static const Op ops[] = {Op::add, Op::sub, Op::mul, Op::div, Op::max, Op::min, Op::mod, Op::pow};
         Op op = ops[in_.ConsumeIntegralInRange<size_t>(0, std::size(ops) - (fl ? 1 : 2))];
         Value y = partner(x, tx.dtype);
         bool swap = in_.ConsumeBool();
-        bool exact = !fl || (x.exact && y.exact && (op == Op::max || op == Op::min));
-        push({g_.add(op, swap ? std::vector{y.id, x.id} : std::vector{x.id, y.id}), exact});
+        bool fmod = op == Op::mod && in_.ConsumeBool();
+        // C's fmod is exact; the floor remainder adds the divisor, which rounds.
+        bool exact = !fl || (x.exact && y.exact && (op == Op::max || op == Op::min || fmod));
+        tj::NamedAttrs attrs;
+        if (op == Op::mod) attrs.push_back({"fmod", fmod});
+        push({g_.add(op, swap ? std::vector{y.id, x.id} : std::vector{x.id, y.id}, attrs), exact});
         break;
       }
       case 4: {  // comparison
@@ -217,16 +226,32 @@ class Generator {
         x = as_float_exact_or_none(x);
         Value y = partner(x, type(x).dtype);
         if (is_float(type(y).dtype) && !y.exact) y = constant(type(x).dtype, {});
-        push({g_.add(op, {x.id, y.id}), true});
+        Value c{g_.add(op, {x.id, y.id}), true};
+        switch (in_.ConsumeIntegralInRange(0, 3)) {  // and logic on it
+          case 1: c = {g_.add(Op::logical_not, {c.id}), true}; break;
+          case 2: c = {g_.add(Op::logical_and, {c.id, partner(c, DType::boolean).id}), true}; break;
+          case 3: c = {g_.add(Op::logical_or, {c.id, partner(c, DType::boolean).id}), true}; break;
+          default: break;
+        }
+        push(c);
         break;
       }
-      case 5: {  // where
-        Value c = partner(x, DType::boolean);
+      case 5: {  // where, or clip
         Value y = partner(x, tx.dtype);
+        if (tx.dtype != DType::boolean && in_.ConsumeBool()) {
+          Value z = partner(x, tx.dtype);
+          push({g_.add(Op::clip, {x.id, y.id, z.id}), x.exact && y.exact && z.exact});
+          break;
+        }
+        Value c = partner(x, DType::boolean);
         push({g_.add(Op::where, {c.id, x.id, y.id}), x.exact && y.exact});
         break;
       }
       case 6: {  // reduction
+        if (r > 0 && x.exact && in_.ConsumeIntegralInRange(0, 3) == 0) {  // argmax: an inexact x may tie differently
+          push({g_.add(Op::argmax, {x.id}, {{"axis", int64_t{in_.ConsumeIntegralInRange(0, r - 1)}}, {"keepdim", in_.ConsumeBool()}}), true});
+          break;
+        }
         static const Op ops[] = {Op::sum, Op::amax, Op::mean};
         Op op = ops[in_.ConsumeIntegralInRange(0, 2)];
         bool exact = op == Op::amax ? x.exact : !fl;
@@ -322,7 +347,7 @@ class Generator {
         switch (in_.ConsumeIntegralInRange(0, 4)) {
           case 0: push({g_.add(Op::softmax, {x.id}, {{"axis", int64_t{in_.ConsumeIntegralInRange(0, r - 1)}}}), false}); break;
           case 1: push({g_.add(Op::silu, {x.id}), false}); break;
-          case 2: push({g_.add(Op::gelu, {x.id}), false}); break;
+          case 2: push({g_.add(Op::gelu, {x.id}, {{"approximate", in_.ConsumeBool()}}), false}); break;
           case 3: push({g_.add(Op::rms_norm, {x.id, constant(tx.dtype, {tx.shape.back()}).id}), false}); break;
           default:
             push({g_.add(Op::layer_norm, {x.id, constant(tx.dtype, {tx.shape.back()}).id, constant(tx.dtype, {tx.shape.back()}).id}),

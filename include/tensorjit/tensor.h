@@ -126,6 +126,17 @@ Tensor abs(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor recip(const Tensor& x);
 Tensor cast(const Tensor& x, DType to);
+Tensor erf(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);  // halves to even
+Tensor sign(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor softplus(const Tensor& x);
+Tensor leaky_relu(const Tensor& x, double alpha = 0.01);
+Tensor hardswish(const Tensor& x);
 
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
@@ -138,11 +149,22 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// The remainder of floor division (sign of b, as Python), or with `fmod` of
+// truncating division (sign of a, as C's fmod and %).
+Tensor mod(const Tensor& a, const Tensor& b, bool fmod = false);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& x);
+// min(max(x, lo), hi), broadcasting.
+Tensor clip(const Tensor& x, const Tensor& lo, const Tensor& hi);
+Tensor clip(const Tensor& x, double lo, double hi);
 
 // ---- reductions ------------------------------------------------------------
 Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
 Tensor amax(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
 Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
+// The first index of the maximum along `axis` (i64; NaN counts as the maximum).
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdim = false);
 
 // ---- contraction -----------------------------------------------------------
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -166,7 +188,8 @@ Tensor softmax(const Tensor& x, int64_t axis = -1);
 Tensor rms_norm(const Tensor& x, const Tensor& w, double eps = 1e-5);
 Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps = 1e-5);
 Tensor silu(const Tensor& x);
-Tensor gelu(const Tensor& x);  // tanh form
+// approximate: the tanh form; else the exact one, 0.5x(1 + erf(x/sqrt 2)).
+Tensor gelu(const Tensor& x, bool approximate = true);
 
 // ---- special ---------------------------------------------------------------
 // Additive mask [q, k]: 0 where key j <= offset + query i, -inf elsewhere.

@@ -160,6 +160,17 @@ Tensor abs(const Tensor& x) { return unary(Op::abs, x); }
 Tensor sigmoid(const Tensor& x) { return unary(Op::sigmoid, x); }
 Tensor recip(const Tensor& x) { return unary(Op::recip, x); }
 Tensor cast(const Tensor& x, DType to) { return tracer_of(x).emit(Op::cast, {x}, {{"to", to}}); }
+Tensor erf(const Tensor& x) { return unary(Op::erf, x); }
+Tensor floor(const Tensor& x) { return unary(Op::floor, x); }
+Tensor ceil(const Tensor& x) { return unary(Op::ceil, x); }
+Tensor round(const Tensor& x) { return unary(Op::round, x); }
+Tensor sign(const Tensor& x) { return unary(Op::sign, x); }
+Tensor log1p(const Tensor& x) { return unary(Op::log1p, x); }
+Tensor expm1(const Tensor& x) { return unary(Op::expm1, x); }
+Tensor relu(const Tensor& x) { return unary(Op::relu, x); }
+Tensor softplus(const Tensor& x) { return unary(Op::softplus, x); }
+Tensor leaky_relu(const Tensor& x, double alpha) { return tracer_of(x).emit(Op::leaky_relu, {x}, {{"alpha", alpha}}); }
+Tensor hardswish(const Tensor& x) { return unary(Op::hardswish, x); }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::max, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::min, a, b); }
@@ -172,10 +183,19 @@ Tensor le(const Tensor& a, const Tensor& b) { return binary(Op::le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return binary(Op::gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::ge, a, b); }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return tracer_of(c).emit(Op::where, {c, a, b}); }
+Tensor mod(const Tensor& a, const Tensor& b, bool fmod) { return tracer_of(a).emit(Op::mod, {a, b}, {{"fmod", fmod}}); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return binary(Op::logical_and, a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return binary(Op::logical_or, a, b); }
+Tensor logical_not(const Tensor& x) { return unary(Op::logical_not, x); }
+Tensor clip(const Tensor& x, const Tensor& lo, const Tensor& hi) { return tracer_of(x).emit(Op::clip, {x, lo, hi}); }
+Tensor clip(const Tensor& x, double lo, double hi) { return clip(x, scalar_like(x, lo), scalar_like(x, hi)); }
 
 Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::sum, x, std::move(axes), keepdim); }
 Tensor amax(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::amax, x, std::move(axes), keepdim); }
 Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::mean, x, std::move(axes), keepdim); }
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
+  return tracer_of(x).emit(Op::argmax, {x}, {{"axis", axis}, {"keepdim", keepdim}});
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return binary(Op::matmul, a, b); }
 
@@ -253,7 +273,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
   return tracer_of(x).emit(Op::layer_norm, {x, w, b}, {{"eps", eps}});
 }
 Tensor silu(const Tensor& x) { return unary(Op::silu, x); }
-Tensor gelu(const Tensor& x) { return unary(Op::gelu, x); }
+Tensor gelu(const Tensor& x, bool approximate) { return tracer_of(x).emit(Op::gelu, {x}, {{"approximate", approximate}}); }
 
 Tensor causal_mask(const Tensor& offset, Dim q, Dim k, DType dtype) {
   return tracer_of(offset).emit(Op::causal_mask, {offset}, {{"q", std::move(q)}, {"k", std::move(k)}, {"dtype", dtype}});

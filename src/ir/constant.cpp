@@ -23,6 +23,15 @@ std::shared_ptr<const ConstValues> in_dtype(const std::shared_ptr<const ConstVal
   return ConstValues::adopt(std::move(a));
 }
 
+int64_t ConstValues::int_at(size_t i) const {
+  switch (dtype()) {
+    case DType::i64: return static_cast<const int64_t*>(raw())[i];
+    case DType::i32: return static_cast<const int32_t*>(raw())[i];
+    case DType::boolean: return static_cast<const uint8_t*>(raw())[i] != 0;
+    default: throw Error("int_at of a " + std::string(dtype_name(dtype())) + " constant");
+  }
+}
+
 NDArray ConstValues::to_array(const std::vector<int64_t>& shape) const {
   NDArray a(dtype(), shape);
   if (size() == static_cast<size_t>(a.numel())) {

@@ -22,6 +22,8 @@ class ConstValues {
   size_t size() const { return static_cast<size_t>(data_.numel()); }
   bool empty() const { return size() == 0; }
   double operator[](size_t i) const { return data_.get(static_cast<int64_t>(i)); }
+  // Value i of an integer or bool constant, exactly (a double has 53 bits).
+  int64_t int_at(size_t i) const;
   const void* raw() const { return data_.raw(); }  // 64-byte aligned
   size_t nbytes() const { return data_.nbytes(); }
 

@@ -1,7 +1,12 @@
-// The op table: every op is defined once, in ops.cpp, with its operand and
-// attribute schema, category and shape/dtype inference. Printing, parsing,
-// verification and interpretation all read from it; adding an op means one
-// entry here, one row in ops.cpp, and one reference kernel in the interpreter.
+// The op table: every op is defined once, in one row (src/ir/ops/, one file
+// per family), with everything about it that is not one backend's kernel
+// strategy: operand and attribute schema, category, shape/dtype inference,
+// how it fuses, its FLOPs, its scalar function and C expression (pointwise
+// ops), its decomposition (composites). Printing, parsing, verification,
+// interpretation, fusion, the cost model, decomposition and the C++ emitter
+// all read the row; adding a pointwise op means one enum entry here and one
+// row. Ops with a kernel of their own (reductions, matmul, attention, data
+// movement) have their reference kernel in src/runtime/reference_kernels.cpp.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +28,13 @@ enum class Op : uint8_t {
   input, param, constant, iota,
   // unary elementwise
   neg, exp, log, tanh, sqrt, rsqrt, sin, cos, abs, sigmoid, recip, cast,
+  erf, floor, ceil, round, sign, log1p, expm1, relu, softplus, leaky_relu, hardswish,
   // binary elementwise (numpy broadcasting)
-  add, sub, mul, div, max, min, pow,
-  // comparisons and selection
-  eq, ne, lt, le, gt, ge, where,
+  add, sub, mul, div, max, min, pow, mod,
+  // comparisons, logic and selection
+  eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, where, clip,
   // reductions
-  sum, amax, mean,
+  sum, amax, mean, argmax,
   // contraction
   matmul,
   // views
@@ -75,6 +81,63 @@ struct AttrSpec {
 struct InferCtx;
 using InferFn = Type (*)(InferCtx&);
 
+// How fusion treats an op: the kind of kernel it can be part of.
+enum class Fuse : uint8_t {
+  none,       // sources and control flow: no kernel
+  pointwise,  // a value per output element from the operands at that element (`scalar`, `c_expr`)
+  rowwise,    // a last-axis row computation with a row kernel of its own (softmax, norms)
+  reduction,  // a reduction kernel, or a row kernel's statistic
+  matmul,
+  attention,
+  store,      // writes operand data into a buffer (concat, kv_write)
+  view,       // free: an index transform of its operand
+  generator,  // free when its operands are: a function of the index (iota, causal_mask)
+  gather,     // free when its indices are: an indirect load
+  lower,      // no kernel: always decomposed before fusion (`decompose`)
+};
+
+// An op's numeric attributes (Int, Float, Bool) as doubles, in schema order;
+// other kinds read as 0. What scalar functions and C expressions see.
+using ScalarAttrs = const double*;
+
+// The reference scalar function of a pointwise op, per domain the
+// interpreter computes in: floats in the compute type, integers and bools in
+// int64 (wrapped to the result's width afterwards). Unused operands are 0.
+// Null where the op does not take that domain.
+struct ScalarFns {
+  float (*f32)(float, float, float, ScalarAttrs) = nullptr;
+  double (*f64)(double, double, double, ScalarAttrs) = nullptr;
+  int64_t (*i64)(int64_t, int64_t, int64_t, ScalarAttrs) = nullptr;
+};
+
+// What a pointwise op's C expression is made from: its operands as C
+// expressions, the result's and operand 0's C types, and its attributes.
+struct CExpr {
+  std::vector<std::string> a;
+  std::string T, S;
+  bool integer = false;  // the result is an integer (lit: or a bool)
+  ScalarAttrs k = nullptr;
+  // `form` with $0 $1 $2 (operands), $T (result type), $S (operand 0's type) replaced.
+  std::string fmt(std::string_view form) const;
+  // `v` as a literal of the result type (exact: hex floats).
+  std::string lit(double v) const;
+};
+using CExprFn = std::string (*)(const CExpr&);
+
+// FLOPs of one node, from its sizes (symbolic dims at the fusion hint).
+struct CostArgs {
+  const std::vector<std::vector<int64_t>>& in;
+  const std::vector<int64_t>& out;
+  ScalarAttrs k;
+  int64_t out_elems() const;
+  int64_t in_elems(size_t i) const;
+};
+using FlopsFn = int64_t (*)(const CostArgs&);
+
+// A composite's expansion into other ops (ir/decomposer.h).
+struct Decomposer;
+using DecomposeFn = int32_t (*)(Decomposer&);
+
 struct OpDef {
   Op op;
   const char* name;
@@ -84,9 +147,18 @@ struct OpDef {
   std::vector<AttrSpec> attrs;
   InferFn infer;  // null for input/param/const: their type is given
   bool commutative = false;
+  Fuse fuse = Fuse::none;
+  int flops = 1;              // per output element, unless flops_fn
+  FlopsFn flops_fn = nullptr;
+  ScalarFns scalar;           // pointwise ops (cast's depends on dtypes: its kernel is in the interpreter)
+  CExprFn c_expr = nullptr;   // pointwise ops, for the C++ backend
+  const char* c_helpers = nullptr;  // C++ the expression needs, emitted once into programs that use the op
+  DecomposeFn decompose = nullptr;  // composites (and Fuse::lower ops)
 };
 
 const OpDef& op_def(Op op);
+// A node's numeric attributes as ScalarAttrs storage (see ScalarAttrs).
+std::vector<double> scalar_attrs(const OpDef& def, const std::vector<AttrValue>& attrs);
 std::optional<Op> op_by_name(std::string_view name);
 int attr_index(const OpDef& def, std::string_view name);  // -1 if absent
 

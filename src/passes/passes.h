@@ -25,5 +25,7 @@ bool fold_norm_weights(Graph& g, const PassOptions& o);  // reassociates: ~1 ulp
 bool merge_matmuls(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter
 bool match_attention(Graph& g, const PassOptions& o);    // reassociates: ~1 ulp
 bool decompose(Graph& g, const PassOptions& o);          // ~1 ulp
+bool lower(Graph& g, const PassOptions& o);              // exact: ops without kernels (Fuse::lower) into primitives
+bool needs_lowering(const Graph& g);                     // whether the graph has such ops
 
 }  // namespace tj

@@ -23,6 +23,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"fold_norm_weights", fold_norm_weights, "norm scales move into the following weights"},
       {"merge_matmuls", merge_matmuls, "products of one operand by constant weights become one product"},
       {"decompose", decompose, "composites into primitives for fusion"},
+      {"lower", lower, "ops without kernels into primitives (after every pipeline)"},
       {"dce", dce, "drop what no output needs"},
   };
   return r;
@@ -112,7 +113,9 @@ std::vector<PassRecord> run_pipeline(Graph& g, const std::vector<std::string>& p
     reference = interpret(g, inputs, {o.differential_dtype});
   }
   std::vector<PassRecord> records;
-  for (const auto& name : passes) {
+  std::vector<std::string> all = passes;
+  if (o.lower && needs_lowering(g) && (all.empty() || all.back() != "lower")) all.push_back("lower");
+  for (const auto& name : all) {
     const PassInfo& p = find_pass(name);
     auto t0 = std::chrono::steady_clock::now();
     PassRecord r;

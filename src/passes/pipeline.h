@@ -35,6 +35,9 @@ struct PipelineOptions {
   SymEnv sizes;              // sizes of symbolic dims for the differential check
   std::map<std::string, double, std::less<>> fixed_inputs;  // e.g. pos
   bool log = false;          // also log without TJ_LOG=passes
+  // End with `lower` when the graph has ops without kernels (Fuse::lower), so
+  // that what comes out can be fused; off to see a pipeline's own output.
+  bool lower = true;
 };
 
 // Node counts by category, and by op for the special ones.

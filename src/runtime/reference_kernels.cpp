@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "ir/ops/scalar_math.h"
+#include "runtime/array_ops.h"
 #include "tensorjit/error.h"
 #include "tensorjit/ndarray.h"
 
@@ -15,54 +17,18 @@ namespace tj {
 
 namespace {
 
-using Idx = std::vector<int64_t>;
-using I = int64_t;  // the element type of integer and bool values
+using namespace array_ops;
 
-int64_t count(const Idx& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-Idx row_major_strides(const Idx& s) {
-  Idx st(s.size());
-  int64_t acc = 1;
-  for (size_t i = s.size(); i-- > 0;) {
-    st[i] = acc;
-    acc *= s[i];
-  }
-  return st;
-}
-
-// Strides that read `in` broadcast to `out` (numpy rules, aligned right).
-Idx broadcast_strides(const Idx& in, const Idx& out) {
-  Idx st(out.size(), 0);
-  Idx ist = row_major_strides(in);
-  size_t off = out.size() - in.size();
-  for (size_t i = 0; i < in.size(); ++i) st[off + i] = in[i] == 1 ? 0 : ist[i];
-  return st;
-}
-
-template <class E>
-Array<E> make(Idx shape, std::vector<E> data) {
-  return Array<E>{std::move(shape), std::make_shared<const std::vector<E>>(std::move(data))};
-}
-
-// ---- integer arithmetic: two's complement, wrapping (unsigned arithmetic
-// has no overflow); the result is wrapped to its dtype's width afterwards.
-I wrap_add(I a, I b) { return static_cast<I>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-I wrap_sub(I a, I b) { return static_cast<I>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-I wrap_mul(I a, I b) { return static_cast<I>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-I wrap_neg(I a) { return static_cast<I>(0 - static_cast<uint64_t>(a)); }
-
+// Integers wrap (two's complement); the result is wrapped to its dtype's
+// width afterwards (src/ir/ops/scalar_math.h).
 template <class E>
 E add_(E a, E b) {
-  if constexpr (std::is_integral_v<E>) return wrap_add(a, b);
+  if constexpr (std::is_integral_v<E>) return scalar::wrap_add(a, b);
   else return a + b;
 }
 template <class E>
 E mul_(E a, E b) {
-  if constexpr (std::is_integral_v<E>) return wrap_mul(a, b);
+  if constexpr (std::is_integral_v<E>) return scalar::wrap_mul(a, b);
   else return a * b;
 }
 
@@ -76,70 +42,6 @@ I saturate(T x, DType dt) {
   if (x >= static_cast<T>(9223372036854775808.0)) return hi;
   if (x < static_cast<T>(-9223372036854775808.0)) return lo;
   return std::clamp(static_cast<I>(std::trunc(x)), lo, hi);
-}
-
-// Calls f(out_index, offsets) for each output row: `offsets[k]` is where input
-// k's row starts; the row itself runs along the last dim with strides st[k].
-template <size_t N, class F>
-void for_each_row(const Idx& out, const std::array<Idx, N>& st, F f) {
-  size_t r = out.size();
-  if (r == 0) {
-    std::array<int64_t, N> off{};
-    f(int64_t{0}, off, int64_t{1});
-    return;
-  }
-  int64_t inner = out[r - 1];
-  if (inner == 0) return;
-  int64_t rows = count(out) / inner;
-  Idx idx(r - 1, 0);
-  for (int64_t row = 0; row < rows; ++row) {
-    std::array<int64_t, N> off{};
-    for (size_t k = 0; k < N; ++k)
-      for (size_t d = 0; d + 1 < r; ++d) off[k] += idx[d] * st[k][d];
-    f(row * inner, off, inner);
-    for (size_t d = r - 1; d-- > 0;) {
-      if (++idx[d] < out[d]) break;
-      idx[d] = 0;
-    }
-  }
-}
-
-// out[i] = f(in0[i], in1[i], ...) over the broadcast shape `out`; the inputs
-// may have different element types, the result has R.
-template <class R, class F, class... E>
-Array<R> map(const Idx& out, F f, const Array<E>&... in) {
-  constexpr size_t N = sizeof...(E);
-  std::vector<R> r(static_cast<size_t>(count(out)));
-  auto p = std::make_tuple(in.ptr()...);
-  if (((in.shape == out) && ...)) {
-    std::apply([&](auto... q) { for (size_t i = 0; i < r.size(); ++i) r[i] = f(q[i]...); }, p);
-  } else {
-    std::array<Idx, N> st{broadcast_strides(in.shape, out)...};
-    size_t last = out.empty() ? 0 : out.size() - 1;
-    for_each_row<N>(out, st, [&](int64_t o, const std::array<int64_t, N>& off, int64_t inner) {
-      std::array<int64_t, N> s{};
-      if (!out.empty())
-        for (size_t k = 0; k < N; ++k) s[k] = st[k][last];
-      [&]<size_t... K>(std::index_sequence<K...>) {
-        for (int64_t j = 0; j < inner; ++j) r[static_cast<size_t>(o + j)] = f(std::get<K>(p)[off[K] + j * s[K]]...);
-      }(std::make_index_sequence<N>{});
-    });
-  }
-  return make(out, std::move(r));
-}
-
-// Copies `src` read through (offset, strides) into a dense array of `out`.
-template <class E>
-Array<E> copy_strided(const Array<E>& src, int64_t offset, const Idx& strides, const Idx& out) {
-  std::vector<E> r(static_cast<size_t>(count(out)));
-  if (r.empty()) return make(out, std::move(r));
-  const E* p = src.ptr() + offset;
-  size_t last = out.empty() ? 0 : out.size() - 1;
-  int64_t s = out.empty() ? 0 : strides[last];
-  for_each_row<1>(out, {strides}, [&](int64_t o, const std::array<int64_t, 1>& off, int64_t inner) {
-    for (int64_t j = 0; j < inner; ++j) r[static_cast<size_t>(o + j)] = p[off[0] + j * s];
-  });
-  return make(out, std::move(r));
 }
 
 template <class E>
@@ -217,14 +119,6 @@ Array<E> matmul(const Array<E>& a, const Array<E>& b, const Idx& out) {
     }
   }
   return make(out, std::move(c));
-}
-
-// Splits a shape around `axis` into (outer, length, inner).
-std::array<int64_t, 3> around(const Idx& s, int64_t axis) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= s[static_cast<size_t>(i)];
-  for (size_t i = static_cast<size_t>(axis) + 1; i < s.size(); ++i) inner *= s[i];
-  return {outer, s[static_cast<size_t>(axis)], inner};
 }
 
 template <class T>
@@ -382,20 +276,6 @@ Array<E> gather(const Node& n, const Array<E>& table, const Array<I>& idx, const
   return make(out, std::move(r));
 }
 
-template <class T>
-T ieee_max(T a, T b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
-  if (a != b) return a > b ? a : b;
-  return std::signbit(a) ? b : a;  // +0 beats -0
-}
-
-template <class T>
-T gelu_tanh(T x) {
-  const double c = std::sqrt(2.0 / M_PI);
-  double xd = x;
-  return static_cast<T>(0.5 * xd * (1.0 + std::tanh(c * (xd + 0.044715 * xd * xd * xd))));
-}
-
 // cast: between floats (rounded after), float to int (saturating, NaN -> 0),
 // int to int (wrapping), int to float, anything to bool (x != 0).
 template <class T>
@@ -413,20 +293,69 @@ Value<T> cast(const Node& n, const Value<T>& x, const Idx& out) {
   return {map<T>(out, [](T v) { return v; }, a)};
 }
 
+// The first index of the maximum along `axis`; NaN is the maximum, the
+// first NaN wins (numpy, torch).
+template <class E>
+Array<I> argmax(const Node& n, const Array<E>& x, const Idx& out) {
+  auto [outer, L, inner] = around(x.shape, n.attr_int("axis"));
+  std::vector<I> r(static_cast<size_t>(outer * inner));
+  if (r.empty()) return make(out, std::move(r));
+  if (L == 0) throw Error("argmax over an empty axis");
+  const E* p = x.ptr();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const E* row = p + o * L * inner + i;
+      I best = 0;
+      for (int64_t j = 1; j < L; ++j) {
+        E b = row[best * inner], v = row[j * inner];
+        if constexpr (!std::is_integral_v<E>) {
+          if (std::isnan(b)) break;
+          if (std::isnan(v)) {
+            best = j;
+            break;
+          }
+        }
+        if (v > b) best = j;
+      }
+      r[static_cast<size_t>(o * inner + i)] = best;
+    }
+  }
+  return make(out, std::move(r));
+}
+
+// A pointwise op: its row's scalar function mapped over the operands
+// (broadcast). It runs on floats in T when the result or an operand is a
+// float (a bool condition joins as 0/1), else on int64.
 template <class T>
-Value<T> compare(const Node& n, const std::vector<const Value<T>*>& in, const Idx& out) {
-  auto run = [&](const auto& a, const auto& b) -> Array<I> {
-    switch (n.op) {
-      case Op::eq: return map<I>(out, [](auto x, auto y) { return I(x == y); }, a, b);
-      case Op::ne: return map<I>(out, [](auto x, auto y) { return I(x != y); }, a, b);
-      case Op::lt: return map<I>(out, [](auto x, auto y) { return I(x < y); }, a, b);
-      case Op::le: return map<I>(out, [](auto x, auto y) { return I(x <= y); }, a, b);
-      case Op::gt: return map<I>(out, [](auto x, auto y) { return I(x > y); }, a, b);
-      default: return map<I>(out, [](auto x, auto y) { return I(x >= y); }, a, b);
+Value<T> pointwise(const Node& n, const std::vector<const Value<T>*>& in, const Idx& out) {
+  const OpDef& def = n.def();
+  const std::vector<double> attrs = scalar_attrs(def, n.attrs);
+  const double* k = attrs.data();
+  bool floats = is_float(n.type.dtype);
+  for (const auto* v : in) floats |= !v->is_int();
+  auto apply = [&](auto fn, const auto& A) {
+    using E = std::remove_cvref_t<decltype(*A(0).ptr())>;
+    if (!fn) throw Error(std::string(def.name) + (floats ? " of floats" : " of integers"));
+    switch (in.size()) {
+      case 1: return map<E>(out, [&](E a) { return fn(a, E(0), E(0), k); }, A(0));
+      case 2: return map<E>(out, [&](E a, E b) { return fn(a, b, E(0), k); }, A(0), A(1));
+      default: return map<E>(out, [&](E a, E b, E c) { return fn(a, b, c, k); }, A(0), A(1), A(2));
     }
   };
-  if (in[0]->is_int()) return {run(in[0]->template as<I>(), in[1]->template as<I>())};
-  return {run(in[0]->template as<T>(), in[1]->template as<T>())};
+  if (!floats) return {apply(def.scalar.i64, [&](size_t i) -> const Array<I>& { return in[i]->template as<I>(); })};
+  std::vector<Array<T>> converted(in.size());
+  auto A = [&](size_t i) -> const Array<T>& {
+    if (!in[i]->is_int()) return in[i]->template as<T>();
+    const Array<I>& a = in[i]->template as<I>();
+    std::vector<T> c(a.data->begin(), a.data->end());
+    return converted[i] = make(a.shape, std::move(c));
+  };
+  Array<T> r;
+  if constexpr (std::is_same_v<T, float>) r = apply(def.scalar.f32, A);
+  else r = apply(def.scalar.f64, A);
+  if (is_float(n.type.dtype)) return {std::move(r)};
+  std::vector<I> b(r.data->begin(), r.data->end());  // a comparison's 0 or 1
+  return {make(out, std::move(b))};
 }
 
 // The ops whose operands hold the result's element type E (ints: I,
@@ -435,13 +364,15 @@ template <class E, class T>
 Array<E> eval_same(const Node& n, const std::vector<const Value<T>*>& in, const Idx& out, const SymEnv& env) {
   constexpr bool integer = std::is_integral_v<E>;
   auto A = [&](size_t i) -> const Array<E>& { return in[i]->template as<E>(); };
-  auto m1 = [&](auto f) { return map<E>(out, f, A(0)); };
-  auto m2 = [&](auto f) { return map<E>(out, f, A(0), A(1)); };
   switch (n.op) {
     case Op::constant: {
       const auto& d = *n.const_data();
       std::vector<E> v(static_cast<size_t>(count(out)));
-      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<E>(d.size() == 1 ? d[0] : d[i]);
+      for (size_t i = 0; i < v.size(); ++i) {
+        size_t j = d.size() == 1 ? 0 : i;
+        if constexpr (integer) v[i] = d.int_at(j);  // exactly: no round trip through double
+        else v[i] = static_cast<E>(d[j]);
+      }
       return make(out, std::move(v));
     }
     case Op::iota: {
@@ -449,35 +380,6 @@ Array<E> eval_same(const Node& n, const std::vector<const Value<T>*>& in, const 
       for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<E>(i);
       return make(out, std::move(v));
     }
-    case Op::neg:
-      if constexpr (integer) return m1([](E x) { return wrap_neg(x); });
-      else return m1([](E x) { return -x; });
-    case Op::abs:
-      if constexpr (integer) return m1([](E x) { return x < 0 ? wrap_neg(x) : x; });  // abs(INT_MIN) wraps to INT_MIN
-      else return m1([](E x) { return std::abs(x); });
-    case Op::add: return m2([](E a, E b) { return add_(a, b); });
-    case Op::sub:
-      if constexpr (integer) return m2([](E a, E b) { return wrap_sub(a, b); });
-      else return m2([](E a, E b) { return a - b; });
-    case Op::mul: return m2([](E a, E b) { return mul_(a, b); });
-    case Op::div:
-      if constexpr (integer) {
-        return m2([](E a, E b) {
-          if (b == 0) throw Error("integer division by zero");
-          return b == -1 ? wrap_neg(a) : a / b;  // INT_MIN / -1 wraps
-        });
-      } else {
-        return m2([](E a, E b) { return a / b; });
-      }
-    // NaN-propagating like numpy's maximum/minimum, and commutative down to
-    // the sign of zero (max(-0, +0) = +0, min = -0), as IEEE 754-2019 maximum.
-    case Op::max:
-      if constexpr (integer) return m2([](E a, E b) { return std::max(a, b); });
-      else return m2([](E a, E b) { return ieee_max(a, b); });
-    case Op::min:
-      if constexpr (integer) return m2([](E a, E b) { return std::min(a, b); });
-      else return m2([](E a, E b) { return -ieee_max(-a, -b); });
-    case Op::where: return map<E>(out, [](I c, E a, E b) { return c != 0 ? a : b; }, in[0]->template as<I>(), A(1), A(2));
     case Op::sum:
     case Op::amax:
     case Op::mean: return reduce(n, A(0), out);
@@ -511,21 +413,9 @@ Array<E> eval_same(const Node& n, const std::vector<const Value<T>*>& in, const 
     throw Error(std::string(n.def().name) + " of integers");
   } else {
     switch (n.op) {
-      case Op::exp: return m1([](E x) { return std::exp(x); });
-      case Op::log: return m1([](E x) { return std::log(x); });
-      case Op::tanh: return m1([](E x) { return std::tanh(x); });
-      case Op::sqrt: return m1([](E x) { return std::sqrt(x); });
-      case Op::rsqrt: return m1([](E x) { return E(1) / std::sqrt(x); });
-      case Op::sin: return m1([](E x) { return std::sin(x); });
-      case Op::cos: return m1([](E x) { return std::cos(x); });
-      case Op::sigmoid: return m1([](E x) { return E(1) / (E(1) + std::exp(-x)); });
-      case Op::recip: return m1([](E x) { return E(1) / x; });
-      case Op::pow: return m2([](E a, E b) { return std::pow(a, b); });
       case Op::softmax: return softmax(A(0), n.attr_int("axis"));
       case Op::rms_norm: return norm<E>(n, A(0), A(1), nullptr);
       case Op::layer_norm: return norm(n, A(0), A(1), &A(2));
-      case Op::silu: return m1([](E x) { return x / (E(1) + std::exp(-x)); });
-      case Op::gelu: return m1([](E x) { return gelu_tanh(x); });
       case Op::causal_mask: {
         int64_t off = scalar_int(*in[0]);
         std::vector<E> v(static_cast<size_t>(count(out)));
@@ -585,13 +475,17 @@ Value<T> eval_node(const Node& n, const std::vector<const Value<T>*>& in, const 
       else round_to_dtype(std::get<0>(r.a), n.type.dtype);
       return r;
     }
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge: return compare(n, in, out);
+    case Op::argmax: {
+      Value<T> r = in[0]->is_int() ? Value<T>{argmax(n, in[0]->template as<I>(), out)} : Value<T>{argmax(n, in[0]->template as<T>(), out)};
+      return r;
+    }
     default: break;
+  }
+  if (n.def().fuse == Fuse::pointwise) {  // its row's scalar function
+    Value<T> r = pointwise(n, in, out);
+    if (r.is_int()) wrap_to_dtype(std::get<1>(r.a), n.type.dtype);
+    else round_to_dtype(std::get<0>(r.a), n.type.dtype);
+    return r;
   }
   if (!is_float(n.type.dtype)) {
     Array<I> r = eval_same<I>(n, in, out, env);

@@ -28,11 +28,8 @@ bool kv_write_in_place(const Graph& g, ValueId kv) {
   return true;
 }
 
-bool is_elementwise_like(Op op) {
-  return op_def(op).category == OpCategory::elementwise || op == Op::silu || op == Op::gelu;
-}
-bool is_rowwise_composite(Op op) { return op == Op::softmax || op == Op::rms_norm || op == Op::layer_norm; }
-bool is_store(Op op) { return op == Op::concat || op == Op::kv_write; }
+Fuse fuse_of(Op op) { return op_def(op).fuse; }
+bool is_store(Op op) { return fuse_of(op) == Fuse::store; }
 
 // Byte and flop counts: symbolic dims are counted at the hint fuse() was
 // given (decisions compare the symbolic sizes themselves).
@@ -57,15 +54,15 @@ std::vector<bool> free_values(const Graph& g) {
         if (!f[static_cast<size_t>(n.inputs[k])]) return false;
       return true;
     };
-    OpCategory c = n.def().category;
+    Fuse c = n.def().fuse;
     // Pure: computable from inputs, params, constants and generators alone.
     bool operands_pure = true;
     for (ValueId o : n.inputs) operands_pure = operands_pure && pure[static_cast<size_t>(o)];
-    if (c == OpCategory::source) pure[i] = f[i] = true;
-    else if (c == OpCategory::view) f[i] = true, pure[i] = operands_pure;
-    else if (n.op == Op::causal_mask || n.op == Op::iota) pure[i] = f[i] = operands_pure;
-    else if (is_int(n.type.dtype) && c == OpCategory::elementwise && all_free(0) && operands_pure) pure[i] = f[i] = true;  // index math
-    else if (n.op == Op::gather && pure[static_cast<size_t>(n.inputs[1])]) f[i] = true;  // indirect load
+    if (n.def().category == OpCategory::source && c != Fuse::generator) pure[i] = f[i] = true;
+    else if (c == Fuse::view) f[i] = true, pure[i] = operands_pure;
+    else if (c == Fuse::generator) pure[i] = f[i] = operands_pure;
+    else if (is_int(n.type.dtype) && c == Fuse::pointwise && all_free(0) && operands_pure) pure[i] = f[i] = true;  // index math
+    else if (c == Fuse::gather && pure[static_cast<size_t>(n.inputs[1])]) f[i] = true;  // indirect load
   }
   // A free computation that is itself an output must be computed by a kernel.
   for (ValueId v : g.outputs()) {
@@ -79,7 +76,7 @@ ValueId base_of(const Graph& g, const std::vector<bool>& free, ValueId v) {
   for (;;) {
     const Node& n = g.node(v);
     if (n.def().category == OpCategory::view) v = n.inputs[0];
-    else if (n.op == Op::gather && free[static_cast<size_t>(v)]) v = n.inputs[0];
+    else if (n.def().fuse == Fuse::gather && free[static_cast<size_t>(v)]) v = n.inputs[0];
     else break;
   }
   const Node& n = g.node(v);
@@ -88,28 +85,20 @@ ValueId base_of(const Graph& g, const std::vector<bool>& free, ValueId v) {
   return v;
 }
 
+// The op row's FLOPs model (src/ir/ops/).
 int64_t Counts::flops(const Graph& g, const Node& n) const {
-  int64_t out = elems(n.type);
-  switch (n.op) {
-    case Op::matmul: return 2 * out * size(g.type(n.inputs[0]).shape.back());
-    case Op::flash_attn: {
-      const Shape& q = g.type(n.inputs[0]).shape;
-      int64_t B = size(q[0]), H = size(q[1]), T = size(q[2]), D = size(q[3]);
-      int64_t S = size(g.type(n.inputs[1]).shape[2]);
-      int64_t Dv = size(n.type.shape[3]);
-      // Causal: assume a full cache (the query block ends at the last key).
-      int64_t pairs = n.attr_bool("causal") ? T * std::max<int64_t>(S - T, 0) + T * (T + 1) / 2 : T * S;
-      return 2 * B * H * pairs * (D + Dv) + 5 * B * H * pairs;  // two matmuls plus the online softmax
-    }
-    case Op::sum: case Op::amax: case Op::mean: return elems(g.type(n.inputs[0]));
-    case Op::softmax: return 5 * out;
-    case Op::rms_norm: return 4 * out;
-    case Op::layer_norm: return 8 * out;
-    case Op::silu: return 4 * out;
-    case Op::gelu: return 8 * out;
-    case Op::concat: case Op::gather: case Op::kv_write: case Op::cast: return 0;
-    default: return out;
-  }
+  const OpDef& def = n.def();
+  if (!def.flops_fn) return def.flops * elems(n.type);
+  auto sizes = [&](const Shape& s) {
+    std::vector<int64_t> v;
+    for (const Dim& d : s) v.push_back(size(d));
+    return v;
+  };
+  std::vector<std::vector<int64_t>> in;
+  for (ValueId o : n.inputs) in.push_back(sizes(g.type(o).shape));
+  std::vector<int64_t> out = sizes(n.type.shape);
+  std::vector<double> k = scalar_attrs(def, n.attrs);
+  return def.flops_fn(CostArgs{in, out, k.data()});
 }
 
 class Partitioner {
@@ -168,7 +157,7 @@ class Partitioner {
       if (k < 0) continue;
       // A gather reads its table at the indices it loads, not at its own
       // index: like a read through a view, the table must be complete first.
-      bool plain = o == b && !(n.op == Op::gather && i == 0);
+      bool plain = o == b && !(n.def().fuse == Fuse::gather && i == 0);
       if (k > latest) {
         latest = k;
         *direct = plain;
@@ -180,11 +169,12 @@ class Partitioner {
   }
 
   bool last_axis_reduction(const Node& n) const {
-    if (n.def().category == OpCategory::reduction) {
+    if (n.def().fuse == Fuse::reduction) {
       const auto& axes = n.attr_ints("axes");
       return axes.size() == 1 && axes[0] == g_.type(n.inputs[0]).rank() - 1;
     }
-    return is_rowwise_composite(n.op) && (n.op != Op::softmax || n.attr_int("axis") == n.type.rank() - 1);
+    // A row kernel's composites work on the last axis (softmax's is an attribute).
+    return n.def().fuse == Fuse::rowwise && (n.op != Op::softmax || n.attr_int("axis") == n.type.rank() - 1);
   }
 
   // Every user is a last-axis reduction: better fused there than as an epilogue.
@@ -198,8 +188,10 @@ class Partitioner {
 
   void place(ValueId v) {
     const Node& n = g_.node(v);
-    if (n.op == Op::matmul) return (void)new_kernel(v, KernelKind::matmul, n.type.shape);
-    if (n.op == Op::flash_attn) return (void)new_kernel(v, KernelKind::attention, n.type.shape);
+    const Fuse fuse = n.def().fuse;
+    if (fuse == Fuse::lower) throw Error(std::string("fusion: ") + n.def().name + " must be decomposed first (the driver lowers it)");
+    if (fuse == Fuse::matmul) return (void)new_kernel(v, KernelKind::matmul, n.type.shape);
+    if (fuse == Fuse::attention) return (void)new_kernel(v, KernelKind::attention, n.type.shape);
     bool direct = false;
     int k = latest_dependency(v, &direct);
     Kernel* K = k >= 0 ? &s_.kernels[static_cast<size_t>(k)] : nullptr;
@@ -220,7 +212,7 @@ class Partitioner {
       row_space_[static_cast<size_t>(nk)] = {rows, Shape(in.begin(), in.end() - 1)};
       return;
     }
-    if (n.def().category == OpCategory::reduction)
+    if (fuse == Fuse::reduction)
       return (void)new_kernel(v, KernelKind::reduction, g_.type(n.inputs[0]).shape);
 
     if (is_store(n.op)) {
@@ -239,7 +231,7 @@ class Partitioner {
     }
 
     // Elementwise (and gathers that are not free).
-    if (K && direct && is_elementwise_like(n.op)) {
+    if (K && direct && fuse == Fuse::pointwise) {
       bool fits = false;
       switch (K->kind) {
         case KernelKind::matmul:
@@ -268,7 +260,7 @@ class Partitioner {
         ValueId b = base(n.inputs[i]);
         if (b < 0 || kernel(b) < 0 || kernel(b) == k) continue;
         d.insert(kernel(b));
-        if (b != n.inputs[i] || (n.op == Op::gather && i == 0)) via_view->insert(kernel(b));  // random access
+        if (b != n.inputs[i] || (n.def().fuse == Fuse::gather && i == 0)) via_view->insert(kernel(b));  // random access
       }
     }
     return d;

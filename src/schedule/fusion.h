@@ -1,4 +1,7 @@
 // Fusion: partitions a graph into kernels with TorchInductor-style rules.
+// What an op can join is its op row's `fuse` class (src/ir/ops/); the only
+// op named here is kv_write, whose cache is written in place when it is a
+// donated input (an alias the schedule records).
 //
 //   - Free values are never kernels: inputs, params, constants, views
 //     (reshape permute expand slice squeeze unsqueeze), generators (iota,

@@ -6,12 +6,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "ir/text.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
 #include "runtime/executable.h"
+#include "schedule/fusion.h"
 #include "runtime/random_inputs.h"
+#include "tensorjit/tensor.h"
 #include "runtime/thread_pool.h"
 #include "support/random_graph.h"
 
@@ -86,6 +89,40 @@ TEST_F(Compiled, WithEachRuleAndPassSwitchedOff) {
   CompileOptions raw;
   raw.passes = {"freeze"};  // composites stay whole: rowwise softmax and norms
   EXPECT_LE(check(prefill, 1, DType::f32, 5, raw), 1e-5);
+}
+
+// The ops added through their rows alone, fused with their neighbours: a
+// matmul's epilogue, a row kernel (softmax, a row sum, argmax lowered into
+// row maxima), a reduction over the leading axis; against the interpreter,
+// with the default passes (gelu decomposed) and without (each row's own C).
+TEST_F(Compiled, RowOpsFuseWithTheirNeighbours) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    Tracer t("row_ops");
+    Tensor x = t.input("x", dt, {6, 20});
+    Tensor w = t.param("w", dt, {20, 24});
+    Tensor a = matmul(x, w);
+    Tensor e = leaky_relu(gelu(a, false), 0.2) + hardswish(a) * sign(a) + clip(a, -0.5, 0.5);
+    Tensor f = softplus(e) + mod(e, t.scalar(0.7, dt)) + mod(e, t.scalar(0.3, dt), true) + round(e * 4.0) + floor(e) - ceil(e);
+    Tensor mask = logical_and(gt(f, t.scalar(0, dt)), logical_not(lt(e, t.scalar(-0.25, dt))));
+    Tensor h = where(mask, log1p(abs(f)), expm1(clip(f, -1, 1))) + erf(e) + relu(f) + gelu(f);
+    Graph g = t.finish({softmax(h, -1), sum(h, {1}), sum(relu(e), {0}), argmax(h, -1), argmax(softmax(h, -1), 0, true)});
+    CompileOptions own_c;
+    own_c.passes = {"freeze", "cse"};
+    for (const CompileOptions& co : {CompileOptions{}, own_c}) {
+      EXPECT_LE(check(g, 0, dt, 7, co), dt == DType::f64 ? 1e-12 : 1e-5);
+      // Every new pointwise op is in the matmul's epilogue.
+      Executable exe = Executable::compile(g, {{"w", random_inputs(g, {}).at("w")}}, co);
+      const Graph& opt = exe.optimized();
+      Schedule sch = fuse(opt);
+      ASSERT_EQ(sch.kernels[0].kind, KernelKind::matmul);
+      std::set<Op> in_epilogue;
+      for (ValueId v : sch.kernels[0].ops) in_epilogue.insert(opt.node(v).op);
+      for (Op op : {Op::erf, Op::floor, Op::ceil, Op::round, Op::sign, Op::log1p, Op::expm1, Op::relu, Op::softplus, Op::leaky_relu,
+                    Op::hardswish, Op::mod, Op::clip, Op::logical_and, Op::logical_not, Op::where})
+        EXPECT_TRUE(in_epilogue.count(op)) << op_def(op).name << " is not fused into the matmul";
+      EXPECT_LE(exe.stats().kernels, 9u);
+    }
+  }
 }
 
 TEST_F(Compiled, RandomGraphs) {

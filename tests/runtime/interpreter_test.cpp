@@ -1110,4 +1110,106 @@ TEST(InterpCompute, KernelErrorsNameTheNode) {
                {"while interpreting", "gather", "index 2", "length 2"});
 }
 
+// ---- the ops added through their rows alone (src/ir/ops/) ---------------------
+
+TEST_P(InterpOps, ErfAndExactGelu) {
+  check_unary([](const Tensor& x) { return tj::erf(x); }, {0, 0.5, -1, kInf, kNaN}, {0, 0.5204998778130465, -0.8427007929497149, 1, kNaN});
+  check_unary([](const Tensor& x) { return tj::gelu(x, false); }, {1, -1, 0}, {0.8413447460685429, -0.15865525393145707, 0});
+  check_unary([](const Tensor& x) { return tj::gelu(x); }, {1, 0}, {0.8411919906082768, 0});
+}
+
+TEST_P(InterpOps, Rounding) {
+  check_unary([](const Tensor& x) { return tj::floor(x); }, {-1.5, -0.5, 0.5, 2, kInf}, {-2, -1, 0, 2, kInf});
+  check_unary([](const Tensor& x) { return tj::ceil(x); }, {-1.5, -0.5, 0.5, 2, -kInf}, {-1, 0, 1, 2, -kInf});
+  // Halves to even.
+  check_unary([](const Tensor& x) { return tj::round(x); }, {0.5, 1.5, 2.5, -0.5, -1.5, 2.4, -2.6, kNaN}, {0, 2, 2, 0, -2, 2, -3, kNaN});
+}
+
+TEST_P(InterpOps, SignAndRelu) {
+  check_unary([](const Tensor& x) { return tj::sign(x); }, {-3, 0, 2, kNaN, -kInf}, {-1, 0, 1, kNaN, -1});
+  check_unary([](const Tensor& x) { return tj::relu(x); }, {-1, 0, 2, kNaN, -kInf}, {0, 0, 2, kNaN, 0});
+  tj::Tracer t;
+  Tensor n = t.input("n", DType::i64, {4});
+  auto out = run(t.finish({tj::sign(n), tj::relu(n)}), {{"n", i64s({4}, {-5, 0, 7, -1})}});
+  expect_exact(out[0], DType::i64, {4}, {-1, 0, 1, -1});
+  expect_exact(out[1], DType::i64, {4}, {0, 0, 7, 0});
+}
+
+TEST_P(InterpOps, Log1pExpm1Softplus) {
+  check_unary([](const Tensor& x) { return tj::log1p(x); }, {0, 1e-10, 1, -1}, {0, 9.999999999500001e-11, kLn2, -kInf});
+  check_unary([](const Tensor& x) { return tj::expm1(x); }, {0, 1e-10, 1, -kInf}, {0, 1.00000000005e-10, kE - 1, -1});
+  // Stable at both ends: no overflow at 100, no cancellation at -30.
+  check_unary([](const Tensor& x) { return tj::softplus(x); }, {0, 100, -30, 1}, {kLn2, 100, 9.357622968839737e-14, 1.3132616875182228});
+}
+
+TEST_P(InterpOps, LeakyReluAndHardswish) {
+  check_unary([](const Tensor& x) { return tj::leaky_relu(x, 0.1); }, {-2, 3, 0, kNaN}, {-0.2, 3, 0, kNaN});
+  check_unary([](const Tensor& x) { return tj::leaky_relu(x); }, {-100}, {-1});
+  check_unary([](const Tensor& x) { return tj::hardswish(x); }, {-4, -1, 0, 1, 4, 2}, {0, -1.0 / 3, 0, 2.0 / 3, 4, 5.0 / 3});
+}
+
+// Floor remainder: the sign of the divisor; fmod: the sign of the dividend.
+TEST_P(InterpOps, Mod) {
+  tj::Tracer t;
+  Tensor a = t.input("a", dt(), {6});
+  Tensor b = t.input("b", dt(), {6});
+  Tensor m = t.input("m", DType::i64, {5});
+  Tensor n = t.input("n", DType::i64, {5});
+  auto out = run(t.finish({tj::mod(a, b), tj::mod(a, b, true), tj::mod(m, n), tj::mod(m, n, true)}),
+                 {{"a", arr({6}, {5, -5, 5, -5, 5.5, 0})},
+                  {"b", arr({6}, {3, 3, -3, -3, 2, 3})},
+                  {"m", i64s({5}, {5, -5, 5, -5, 7})},
+                  {"n", i64s({5}, {3, 3, -3, -3, -1})}});
+  expect_float(out[0], {6}, {2, 1, -1, -2, 1.5, 0});
+  expect_float(out[1], {6}, {2, -2, 2, -2, 1.5, 0});
+  expect_exact(out[2], DType::i64, {5}, {2, 1, -1, -2, 0});
+  expect_exact(out[3], DType::i64, {5}, {2, -2, 2, -2, 0});
+  tj::Tracer z;
+  Tensor p = z.input("p", DType::i32, {1});
+  tj::Graph g = z.finish({tj::mod(p, z.constant(DType::i32, {1}, {0}))});
+  expect_error([&] { run(g, {{"p", NDArray::from(DType::i32, {1}, {3})}}); }, {"division by zero"});
+}
+
+TEST_P(InterpOps, Logic) {
+  tj::Tracer t;
+  Tensor a = t.input("a", DType::boolean, {4});
+  Tensor b = t.input("b", DType::boolean, {2, 1});
+  auto out = run(t.finish({tj::logical_and(a, b), tj::logical_or(a, b), tj::logical_not(a)}),
+                 {{"a", NDArray::from(DType::boolean, {4}, {1, 1, 0, 0})}, {"b", NDArray::from(DType::boolean, {2, 1}, {1, 0})}});
+  expect_exact(out[0], DType::boolean, {2, 4}, {1, 1, 0, 0, 0, 0, 0, 0});
+  expect_exact(out[1], DType::boolean, {2, 4}, {1, 1, 1, 1, 1, 1, 0, 0});
+  expect_exact(out[2], DType::boolean, {4}, {0, 0, 1, 1});
+  tj::Tracer u;
+  EXPECT_THROW(tj::logical_and(u.input("x", dt(), {2}), u.input("y", DType::boolean, {2})), tj::ShapeError);
+}
+
+// min(max(x, lo), hi): NaN stays, lo > hi gives hi; bounds broadcast.
+TEST_P(InterpOps, Clip) {
+  tj::Tracer t;
+  Tensor x = t.input("x", dt(), {4});
+  Tensor hi = t.input("hi", dt(), {2, 1});
+  Tensor n = t.input("n", DType::i64, {3});
+  auto out = run(t.finish({tj::clip(x, 0, 1), tj::clip(x, 2, 1), tj::clip(x, t.scalar(-1, dt()), hi),
+                           tj::clip(n, t.scalar(0, DType::i64), t.scalar(10, DType::i64))}),
+                 {{"x", arr({4}, {-2, 0.5, 3, kNaN})}, {"hi", arr({2, 1}, {1, 5})}, {"n", i64s({3}, {-4, 4, 40})}});
+  expect_float(out[0], {4}, {0, 0.5, 1, kNaN});
+  expect_float(out[1], {4}, {1, 1, 1, kNaN});
+  expect_float(out[2], {2, 4}, {-1, 0.5, 1, kNaN, -1, 0.5, 3, kNaN});
+  expect_exact(out[3], DType::i64, {3}, {0, 4, 10});
+}
+
+// The first index of the maximum; NaN counts as the maximum (the first wins).
+TEST_P(InterpOps, Argmax) {
+  tj::Tracer t;
+  Tensor x = t.input("x", dt(), {3, 3});
+  Tensor n = t.input("n", DType::i32, {1, 4});
+  auto out = run(t.finish({tj::argmax(x, 1), tj::argmax(x, 0, true), tj::argmax(n, -1)}),
+                 {{"x", arr({3, 3}, {1, 3, 3, kNaN, 5, kNaN, 2, -kInf, 7})}, {"n", NDArray::from(DType::i32, {1, 4}, {4, 9, 9, -1})}});
+  expect_exact(out[0], DType::i64, {3}, {1, 0, 2});
+  expect_exact(out[1], DType::i64, {1, 3}, {1, 1, 1});
+  expect_exact(out[2], DType::i64, {1}, {1});
+  tj::Tracer u;
+  EXPECT_THROW(tj::argmax(u.input("e", dt(), {2, 0}), 1), tj::ShapeError);
+}
+
 }  // namespace

@@ -23,15 +23,10 @@ std::string ctype(DType t) {
 }
 
 std::string literal(double v, DType t) {
-  if (!is_float(t)) {  // constants are doubles in [-2^63, 2^63): -2^63 has no literal of its own
-    if (v <= -9223372036854775808.0) return "(" + ctype(t) + ")(-9223372036854775807LL-1)";
-    return "(" + ctype(t) + ")" + std::to_string(static_cast<int64_t>(v)) + "LL";
-  }
-  if (std::isnan(v)) return "(" + ctype(t) + ")NAN";
-  if (std::isinf(v)) return v > 0 ? "(" + ctype(t) + ")INFINITY" : "(" + ctype(t) + ")(-INFINITY)";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%a", v);
-  return "(" + ctype(t) + ")" + std::string(buf);
+  CExpr e;
+  e.T = ctype(t);
+  e.integer = !is_float(t);
+  return e.lit(v);
 }
 
 Sizes contiguous_strides(const Sizes& s) {
@@ -106,12 +101,24 @@ EmittedProgram Emitter::run() {
   for (size_t k = 0; k < s_.kernels.size(); ++k) emit_kernel(static_cast<int>(k));
   // Small GEMVs and attentions split over the pool only when the program
   // has enough of them (a decode step): one alone is not worth the wake-ups.
-  out_.source = prelude() + "static const bool tj_team = " + (team_work_total_ >= kTeamElements ? "true" : "false") + ";\n\n" +
+  out_.source = prelude() + op_helpers() + "extern \"C\" {\n\n" + "static const bool tj_team = " + (team_work_total_ >= kTeamElements ? "true" : "false") + ";\n\n" +
                 out_.source;
   for (size_t o = 0; o < g_.outputs().size(); ++o) emit_output(o);
   emit_index_checks();
   out_.source += "}  // extern \"C\"\n";
   return std::move(out_);
+}
+
+// The C++ that the expressions of the graph's ops need (their rows' c_helpers), once each.
+std::string Emitter::op_helpers() const {
+  std::vector<bool> seen(static_cast<size_t>(Op::kNumOps), false);
+  std::string h;
+  for (const Node& n : g_.nodes()) {
+    if (seen[static_cast<size_t>(n.op)] || !n.def().c_helpers) continue;
+    seen[static_cast<size_t>(n.op)] = true;
+    h += "// for " + std::string(n.def().name) + "\n" + n.def().c_helpers + "\n";
+  }
+  return h;
 }
 
 DType Emitter::check_dtype(DType t) {
@@ -193,72 +200,24 @@ std::string Emitter::prelude() {
          "static inline double tj_exp(double x) { return std::exp(x); }\n"
          "static inline float tj_exp(float x) { return tj_expf(x); }\n\n"
          "static inline int64_t tj_index(int64_t i, int64_t n) {\n"
-         "  if (i < -n || i >= n) { tj_status = 1; return 0; }\n  return i < 0 ? i + n : i;\n}\n\nextern \"C\" {\n\n";
+         "  if (i < -n || i >= n) { tj_status = 1; return 0; }\n  return i < 0 ? i + n : i;\n}\n\n";
 }
 
 // ---- elementwise ops (values read through codegen/cpp/views.cpp) ----------
 
-// An elementwise op's value at `idx` (its own output index).
+// A pointwise op's value at `idx` (its own output index): its row's C
+// expression over its operands' values (src/ir/ops/).
 std::string Emitter::elementwise(const Node& n, const Idx& idx) {
-  auto so = n.type.shape;
-  std::vector<std::string> a;
-  for (ValueId in : n.inputs) a.push_back(load(in, broadcast(in, so, idx)));
-  std::string t = ctype(n.type.dtype);
-  auto c = [&](double v) { return literal(v, n.type.dtype); };
-  if (is_int(n.type.dtype)) {  // wrapping arithmetic (docs/ir.md)
-    switch (n.op) {
-      case Op::neg: return "tj_ineg<" + t + ">(" + a[0] + ")";
-      case Op::abs: return "tj_iabs<" + t + ">(" + a[0] + ")";
-      case Op::add: return "tj_iadd<" + t + ">(" + a[0] + ", " + a[1] + ")";
-      case Op::sub: return "tj_isub<" + t + ">(" + a[0] + ", " + a[1] + ")";
-      case Op::mul: return "tj_imul<" + t + ">(" + a[0] + ", " + a[1] + ")";
-      case Op::div: return "tj_idiv<" + t + ">(" + a[0] + ", " + a[1] + ")";
-      case Op::max: return "std::max<" + t + ">(" + a[0] + ", " + a[1] + ")";
-      case Op::min: return "std::min<" + t + ">(" + a[0] + ", " + a[1] + ")";
-      default: break;
-    }
-  }
-  switch (n.op) {
-    case Op::neg: return "(-(" + a[0] + "))";
-    case Op::exp: return "tj_exp((" + t + ")(" + a[0] + "))";
-    case Op::log: return "std::log(" + a[0] + ")";
-    case Op::tanh: return "std::tanh(" + a[0] + ")";
-    case Op::sqrt: return "std::sqrt(" + a[0] + ")";
-    case Op::rsqrt: return "(" + c(1) + "/std::sqrt(" + a[0] + "))";
-    case Op::sin: return "std::sin(" + a[0] + ")";
-    case Op::cos: return "std::cos(" + a[0] + ")";
-    case Op::abs: return "std::abs(" + a[0] + ")";
-    case Op::sigmoid: return "(" + c(1) + "/(" + c(1) + "+tj_exp((" + t + ")(-(" + a[0] + ")))))";
-    case Op::recip: return "(" + c(1) + "/(" + a[0] + "))";
-    case Op::silu: return "((" + a[0] + ")/(" + c(1) + "+tj_exp((" + t + ")(-(" + a[0] + ")))))";
-    case Op::gelu:
-      return "([](double x){ return 0.5*x*(1.0+std::tanh(" + literal(std::sqrt(2.0 / M_PI), DType::f64) +
-             "*(x+0.044715*x*x*x))); }((double)(" + a[0] + ")))";
-    case Op::cast: {
-      DType to = n.attr_dtype("to");
-      DType from = g_.type(n.inputs[0]).dtype;
-      if (to == DType::boolean) return "(uint8_t)((" + a[0] + ") != 0)";
-      if (is_int(to) && is_float(from)) return "tj_f2i<" + t + ", " + ctype(from) + ">(" + a[0] + ")";
-      return "(" + t + ")(" + a[0] + ")";  // int to int wraps (C++20), to float rounds
-    }
-    case Op::add: return "(" + a[0] + "+" + a[1] + ")";
-    case Op::sub: return "(" + a[0] + "-" + a[1] + ")";
-    case Op::mul: return "(" + a[0] + "*" + a[1] + ")";
-    case Op::div: return "(" + a[0] + "/" + a[1] + ")";
-    case Op::max: return "tj_max<" + t + ">(" + a[0] + ", " + a[1] + ")";
-    case Op::min: return "tj_min<" + t + ">(" + a[0] + ", " + a[1] + ")";
-    case Op::pow: return "std::pow(" + a[0] + ", " + a[1] + ")";
-    case Op::eq: return "(uint8_t)(" + a[0] + "==" + a[1] + ")";
-    case Op::ne: return "(uint8_t)(" + a[0] + "!=" + a[1] + ")";
-    case Op::lt: return "(uint8_t)(" + a[0] + "<" + a[1] + ")";
-    case Op::le: return "(uint8_t)(" + a[0] + "<=" + a[1] + ")";
-    case Op::gt: return "(uint8_t)(" + a[0] + ">" + a[1] + ")";
-    case Op::ge: return "(uint8_t)(" + a[0] + ">=" + a[1] + ")";
-    // Both branches are evaluated, as in the interpreter (an index out of
-    // range in either is an error), and the select vectorizes as a blend.
-    case Op::where: return "tj_select<" + t + ">(" + a[0] + ", " + a[1] + ", " + a[2] + ")";
-    default: throw Error(std::string("code generation: ") + n.def().name + " is not elementwise");
-  }
+  const OpDef& def = n.def();
+  if (!def.c_expr) throw Error(std::string("code generation: ") + def.name + " is not pointwise");
+  CExpr e;
+  for (ValueId in : n.inputs) e.a.push_back(load(in, broadcast(in, n.type.shape, idx)));
+  e.T = ctype(n.type.dtype);
+  e.S = n.inputs.empty() ? e.T : T(n.inputs[0]);
+  e.integer = is_int(n.type.dtype);
+  std::vector<double> k = scalar_attrs(def, n.attrs);
+  e.k = k.data();
+  return def.c_expr(e);
 }
 
 // ---- loops ---------------------------------------------------------------
@@ -332,13 +291,13 @@ void Emitter::plan_temporaries(const Kernel& K, int k) {
       for (ValueId o : n.inputs)
         if (auto it = segment.find(o); it != segment.end() && it->second != seg) make_temp(o);
       segment[v] = seg;
-      if (n.op == Op::concat || n.op == Op::kv_write) ++seg;
+      if (n.def().fuse == Fuse::store) ++seg;
     }
   }
   // Results written by a library call or a store loop live in memory.
   if (K.kind == KernelKind::matmul || K.kind == KernelKind::attention) make_temp(K.ops[0]);
   for (ValueId v : K.ops)
-    if (g_.node(v).op == Op::concat || g_.node(v).op == Op::kv_write) make_temp(v);
+    if (g_.node(v).def().fuse == Fuse::store) make_temp(v);
 }
 
 // ---- kernels -------------------------------------------------------------

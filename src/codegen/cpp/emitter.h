@@ -111,6 +111,7 @@ class Emitter {
   std::string ptr(ValueId v);
   std::string pointers();
   static std::string prelude();
+  std::string op_helpers() const;
   std::string elementwise(const Node& n, const Idx& idx);
   std::string loops(const Sizes& sh, const Idx& vars, const std::string& body, bool allow_parallel = true,
                     bool simd = true, bool columns = false);

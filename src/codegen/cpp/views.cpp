@@ -4,6 +4,8 @@
 // splat constants and gathers (bounds-checked), never a copy.
 #include "codegen/cpp/emitter.h"
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -44,6 +46,10 @@ std::string Emitter::load(ValueId o, const Idx& idx) {
   switch (n.op) {
     case Op::constant: {  // a splat (an empty constant has no value: it is never read)
       const auto& d = *n.const_data();
+      if (!is_float(n.type.dtype) && !d.empty()) {  // exactly: no round trip through double
+        int64_t v = d.int_at(0);
+        return v == std::numeric_limits<int64_t>::min() ? "(" + T(o) + ")(-9223372036854775807LL-1)" : "(" + T(o) + ")" + std::to_string(v) + "LL";
+      }
       return literal(d.empty() ? 0.0 : d[0], n.type.dtype);
     }
     case Op::reshape:
@@ -70,12 +76,13 @@ std::string Emitter::load(ValueId o, const Idx& idx) {
       return load(n.inputs[0], xi);
     }
     case Op::gather: return load_gather(n, idx);
+    // The generators (Fuse::generator): values of their index.
     case Op::iota: return "(" + T(o) + ")(" + idx[0] + ")";
     case Op::causal_mask:
       return "((" + idx[1] + ") <= (int64_t)(" + load(n.inputs[0], {}) + ") + (" + idx[0] + ") ? (" + T(o) + ")0 : (" + T(o) +
              ")(-INFINITY))";
     default:
-      if (n.def().category == OpCategory::elementwise) return elementwise(n, idx);
+      if (n.def().fuse == Fuse::pointwise) return elementwise(n, idx);  // index math, recomputed where read
       throw Error("code generation: cannot read %" + std::to_string(o) + " (" + n.def().name + ") here");
   }
 }

@@ -66,7 +66,7 @@ std::string Emitter::matmul_body(const Kernel& K) {
   std::string c_ptr = ptr(mm) + " + (" + flat(bv, batch) + ")*" + C(M * N);
   std::string call;
   bool stores = false, epilogue_in_blocks = false;
-  for (ValueId v : K.ops) stores |= g_.node(v).op == Op::concat || g_.node(v).op == Op::kv_write;
+  for (ValueId v : K.ops) stores |= g_.node(v).def().fuse == Fuse::store;
   int64_t weights = hint(Kd * N);
   bool team = M == Dim(1) && ta == "CblasNoTrans" && count(batch) == Dim(1) && code.empty() && !stores && weights >= kTeamSplitElements &&
               weights < kGemvParallelElements;

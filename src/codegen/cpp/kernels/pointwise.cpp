@@ -29,7 +29,7 @@ std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns)
   for (size_t i = first; i < K.ops.size(); ++i) {
     ValueId v = K.ops[i];
     const Node& n = g_.node(v);
-    if (n.op == Op::concat || n.op == Op::kv_write) {
+    if (n.def().fuse == Fuse::store) {
       flush();
       code += store(v);
       continue;

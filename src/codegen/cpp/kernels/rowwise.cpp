@@ -42,12 +42,12 @@ std::string Emitter::rowwise_body(const Kernel& K) {
     auto sv = n.type.shape;
     std::string ty = T(v);
     bool is_full = sv == sp;
-    bool reduce = n.def().category == OpCategory::reduction || n.op == Op::softmax || n.op == Op::rms_norm || n.op == Op::layer_norm;
-    if (n.op == Op::concat || n.op == Op::kv_write) {
+    bool reduce = n.def().fuse == Fuse::reduction || n.def().fuse == Fuse::rowwise;
+    if (n.def().fuse == Fuse::store) {
       leading += store(v);
       continue;
     }
-    if (n.def().category == OpCategory::reduction) {
+    if (n.def().fuse == Fuse::reduction) {
       // A last-axis reduction of an in-kernel row or an external operand.
       ValueId x = n.inputs[0];
       std::string acc = "a" + std::to_string(v);
@@ -128,6 +128,9 @@ std::string Emitter::with_rows(const Node& n, const Idx& full) {
   return e;
 }
 
+// This backend's row kernels for the Fuse::rowwise composites (softmax,
+// rms_norm, layer_norm): a kernel strategy, not the op's definition (their
+// rows in src/ir/ops/composite.cpp; decomposed, they need no kernel here).
 std::string Emitter::composite_row(const Node& n, ValueId v, const std::string& out, const Idx& full, const Sizes& sp,
                           const Dim& D) {
   std::string ty = T(v), Ds = C(D);

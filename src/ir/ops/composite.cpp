@@ -1,0 +1,124 @@
+// Composite op rows: each has a decomposition into primitives (the
+// decompose pass) and is also kept whole where a kernel does better with it:
+// softmax and the norms as row kernels, silu and gelu as pointwise
+// expressions. Each expansion evaluates in the same order as the
+// interpreter's kernel, so in f64 the result is bit-identical; in f32 the
+// kernels' double intermediates differ from f32 primitives by an ulp or so.
+#include <cmath>
+
+#include "ir/decomposer.h"
+#include "ir/ops/infer.h"
+#include "ir/ops/rows.h"
+
+namespace tj::rows {
+
+namespace {
+
+using AK = AttrKind;
+using Cat = OpCategory;
+using K = ScalarAttrs;
+
+Type infer_softmax(InferCtx& c) {
+  infer::require_float(c, 0);
+  auto& axis = c.attr<int64_t>("axis");
+  axis = c.axis(axis, c.rank(0));
+  return c.in[0];
+}
+
+Type infer_norm(InferCtx& c) {
+  infer::require_float(c, 0);
+  infer::require_same_dtype(c);
+  if (c.rank(0) < 1) c.fail("normalization needs rank >= 1");
+  for (size_t i = 1; i < c.in.size(); ++i)
+    if (c.rank(i) != 1 || c.in[i].shape[0] != c.in[0].shape.back())
+      c.fail("scale/bias " + c.in[i].str() + " does not match the last dimension of " + c.in[0].str());
+  return c.in[0];
+}
+
+// softmax(x) -> e = exp(x - amax(x)); e / sum(e)
+ValueId decompose_softmax(Decomposer& d) {
+  int64_t axis = d.n.attr_int("axis");
+  ValueId x = d.in[0];
+  ValueId e = d.op(Op::exp, {d.op(Op::sub, {x, d.reduce(Op::amax, x, axis)})});
+  return d.op(Op::div, {e, d.reduce(Op::sum, e, axis)});
+}
+
+// rms_norm(x, w) -> x * rsqrt(mean(x*x) + eps) * w
+ValueId decompose_rms_norm(Decomposer& d) {
+  ValueId x = d.in[0];
+  ValueId ms = d.reduce(Op::mean, d.op(Op::mul, {x, x}), d.n.type.rank() - 1);
+  ValueId r = d.op(Op::rsqrt, {d.op(Op::add, {ms, d.c(d.n.attr_float("eps"))})});
+  return d.op(Op::mul, {d.op(Op::mul, {x, r}), d.in[1]});
+}
+
+// layer_norm(x, w, b) -> c = x - mean(x); c * rsqrt(mean(c*c) + eps) * w + b
+ValueId decompose_layer_norm(Decomposer& d) {
+  int64_t last = d.n.type.rank() - 1;
+  ValueId x = d.in[0];
+  ValueId c = d.op(Op::sub, {x, d.reduce(Op::mean, x, last)});
+  ValueId var = d.reduce(Op::mean, d.op(Op::mul, {c, c}), last);
+  ValueId r = d.op(Op::rsqrt, {d.op(Op::add, {var, d.c(d.n.attr_float("eps"))})});
+  return d.op(Op::add, {d.op(Op::mul, {d.op(Op::mul, {c, r}), d.in[1]}), d.in[2]});
+}
+
+// silu(x) -> x / (1 + exp(-x))
+ValueId decompose_silu(Decomposer& d) {
+  ValueId x = d.in[0];
+  return d.op(Op::div, {x, d.op(Op::add, {d.c(1.0), d.op(Op::exp, {d.op(Op::neg, {x})})})});
+}
+
+// gelu, approximate: 0.5*x * (1 + tanh(sqrt(2/pi) * (x + ((0.044715*x)*x)*x)))
+// gelu, exact:       0.5*x * (1 + erf(x * sqrt(1/2)))
+// The kernels compute in double, whatever the dtype.
+inline double sqrt_2_over_pi() { return std::sqrt(2.0 / M_PI); }
+constexpr double kSqrtHalf = M_SQRT1_2;
+
+template <class E>
+E gelu(E x, K k) {
+  double xd = x;
+  if (k[0] != 0) return static_cast<E>(0.5 * xd * (1.0 + std::tanh(sqrt_2_over_pi() * (xd + 0.044715 * xd * xd * xd))));
+  return static_cast<E>(0.5 * xd * (1.0 + std::erf(xd * kSqrtHalf)));
+}
+
+std::string gelu_c(const CExpr& e) {
+  CExpr d;  // literals in double
+  d.T = "double";
+  if (e.k[0] != 0)
+    return "([](double x){ return 0.5*x*(1.0+std::tanh(" + d.lit(sqrt_2_over_pi()) + "*(x+0.044715*x*x*x))); }((double)(" + e.a[0] + ")))";
+  return "([](double x){ return 0.5*x*(1.0+std::erf(x*" + d.lit(kSqrtHalf) + ")); }((double)(" + e.a[0] + ")))";
+}
+
+ValueId decompose_gelu(Decomposer& d) {
+  ValueId x = d.in[0];
+  ValueId inner;
+  if (d.n.attr_bool("approximate")) {
+    ValueId cube = d.op(Op::mul, {d.op(Op::mul, {d.op(Op::mul, {d.c(0.044715), x}), x}), x});
+    ValueId u = d.op(Op::mul, {d.c(sqrt_2_over_pi()), d.op(Op::add, {x, cube})});
+    inner = d.op(Op::tanh, {u});
+  } else {
+    inner = d.op(Op::erf, {d.op(Op::mul, {x, d.c(kSqrtHalf)})});
+  }
+  ValueId v = d.op(Op::add, {d.c(1.0), inner});
+  return d.op(Op::mul, {d.op(Op::mul, {d.c(0.5), x}), v});
+}
+
+}  // namespace
+
+std::vector<OpDef> composite() {
+  const AttrSpec eps{"eps", AK::Float, AttrValue(1e-5)};
+  return {
+      {Op::softmax, "softmax", Cat::composite, 1, 1, {{"axis", AK::Int, AttrValue(int64_t{-1})}}, infer_softmax, false, Fuse::rowwise, 5,
+       nullptr, {}, nullptr, nullptr, decompose_softmax},
+      {Op::rms_norm, "rms_norm", Cat::composite, 2, 2, {eps}, infer_norm, false, Fuse::rowwise, 4, nullptr, {}, nullptr, nullptr,
+       decompose_rms_norm},
+      {Op::layer_norm, "layer_norm", Cat::composite, 3, 3, {eps}, infer_norm, false, Fuse::rowwise, 8, nullptr, {}, nullptr, nullptr,
+       decompose_layer_norm},
+      {Op::silu, "silu", Cat::composite, 1, 1, {}, infer::float_unary, false, Fuse::pointwise, 4, nullptr,
+       floats<1>([](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }),
+       [](const CExpr& e) { return e.fmt("(($0)/(($T)1+tj_exp(($T)(-($0)))))"); }, nullptr, decompose_silu},
+      {Op::gelu, "gelu", Cat::composite, 1, 1, {{"approximate", AK::Bool, AttrValue(true)}}, infer::float_unary, false, Fuse::pointwise, 8,
+       nullptr, floats<1>([](auto x, K k) { return gelu(x, k); }), gelu_c, nullptr, decompose_gelu},
+  };
+}
+
+}  // namespace tj::rows

@@ -1,0 +1,140 @@
+// Op rows with semantics of their own: the causal mask generator, the
+// in-place cache write, fused attention, and structured control flow (ops
+// with regions). Their interpreter kernels are in
+// src/runtime/reference_kernels.cpp (control flow: the interpreter's driver).
+#include <algorithm>
+
+#include "ir/ops/infer.h"
+#include "ir/ops/rows.h"
+
+namespace tj::rows {
+
+namespace {
+
+using AK = AttrKind;
+using Cat = OpCategory;
+
+Type infer_causal_mask(InferCtx& c) {
+  infer::require_int_scalar(c, 0, "causal_mask offset");
+  DType t = c.attr<DType>("dtype");
+  if (!is_float(t)) c.fail("causal_mask dtype must be floating point");
+  return {t, {c.attr<Dim>("q"), c.attr<Dim>("k")}};
+}
+
+Type infer_kv_write(InferCtx& c) {
+  if (c.in[0].dtype != c.in[1].dtype) c.fail("cache and new rows differ in dtype");
+  infer::require_int_scalar(c, 2, "kv_write position");
+  int r = c.rank(0);
+  auto& axis = c.attr<int64_t>("axis");
+  axis = c.axis(axis, r);
+  if (c.rank(1) != r) c.fail("new rows must have the cache's rank");
+  for (int d = 0; d < r; ++d) {
+    if (d == axis) continue;
+    if (c.in[0].shape[static_cast<size_t>(d)] != c.in[1].shape[static_cast<size_t>(d)])
+      c.fail("new rows " + c.in[1].str() + " do not match cache " + c.in[0].str() + " outside axis " + std::to_string(axis));
+  }
+  return c.in[0];
+}
+
+// A region's inputs must take `types` in order.
+void check_region_inputs(const InferCtx& c, const Graph& r, const char* what, const std::vector<Type>& types) {
+  auto ins = r.inputs();
+  if (ins.size() != types.size() || !r.params().empty())
+    c.fail(std::string(what) + " region @" + r.name() + " takes " + std::to_string(ins.size()) + " inputs (and no params), the op passes " +
+           std::to_string(types.size()));
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (r.type(ins[i]) != types[i])
+      c.fail(std::string(what) + " region @" + r.name() + " input " + std::to_string(i) + " is " + r.type(ins[i]).str() + ", the op passes " +
+             types[i].str());
+}
+
+bool is_scalar_predicate(const Type& t) { return t.rank() == 0 || numel(t.shape) == Dim(1); }
+
+// while_loop(s0..s{n-1}, c0..): `cond` maps all operands to a scalar, `body`
+// maps them to the next n carried values (same types); the result is the
+// final carried state (result 0 is the op's value).
+Type infer_while_loop(InferCtx& c) {
+  int64_t n = c.attr<int64_t>("carried");
+  if (n < 1 || n > static_cast<int64_t>(c.in.size())) c.fail("carried must be in [1, operands], got " + std::to_string(n));
+  const Graph& cond = *c.attr<Region>("cond");
+  const Graph& body = *c.attr<Region>("body");
+  check_region_inputs(c, cond, "cond", c.in);
+  check_region_inputs(c, body, "body", c.in);
+  if (cond.outputs().size() != 1 || !is_scalar_predicate(cond.type(cond.outputs()[0])))
+    c.fail("cond region @" + cond.name() + " must return one scalar");
+  if (static_cast<int64_t>(body.outputs().size()) != n) c.fail("body region @" + body.name() + " must return the " + std::to_string(n) + " carried values");
+  for (int64_t i = 0; i < n; ++i)
+    if (body.type(body.outputs()[static_cast<size_t>(i)]) != c.in[static_cast<size_t>(i)])
+      c.fail("body result " + std::to_string(i) + " is " + body.type(body.outputs()[static_cast<size_t>(i)]).str() + ", carried " +
+             c.in[static_cast<size_t>(i)].str());
+  return c.in[0];
+}
+
+// cond(pred, a0..): the `then` or `else` region applied to a0..; both return
+// the same types; the result is their first output (more through `result`).
+Type infer_cond(InferCtx& c) {
+  if (!is_scalar_predicate(c.in[0])) c.fail("cond predicate must be a scalar, got " + c.in[0].str());
+  std::vector<Type> args(c.in.begin() + 1, c.in.end());
+  const Graph& t = *c.attr<Region>("then");
+  const Graph& e = *c.attr<Region>("else");
+  check_region_inputs(c, t, "then", args);
+  check_region_inputs(c, e, "else", args);
+  if (t.outputs().empty() || t.outputs().size() != e.outputs().size()) c.fail("then and else must return the same number of values (at least one)");
+  for (size_t i = 0; i < t.outputs().size(); ++i)
+    if (t.type(t.outputs()[i]) != e.type(e.outputs()[i]))
+      c.fail("then and else result " + std::to_string(i) + " differ: " + t.type(t.outputs()[i]).str() + " vs " + e.type(e.outputs()[i]).str());
+  return t.type(t.outputs()[0]);
+}
+
+// Its type depends on the producer, which inference does not see: Graph
+// computes it (result_type); here only the index is checked.
+Type infer_result(InferCtx& c) {
+  if (c.attr<int64_t>("index") < 1) c.fail("result index must be at least 1 (result 0 is the op's own value)");
+  c.fail("result: the type comes from its producer (Graph::add)");
+}
+
+Type infer_flash_attn(InferCtx& c) {
+  const Type& q = c.in[0];
+  const Type& k = c.in[1];
+  const Type& v = c.in[2];
+  infer::require_float(c, 0);
+  if (k.dtype != q.dtype || v.dtype != q.dtype) c.fail("q, k, v dtypes differ");
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4) c.fail("q, k, v must be [batch, heads, len, head_dim]");
+  if (q.shape[0] != k.shape[0] || k.shape[0] != v.shape[0]) c.fail("batch sizes differ");
+  if (k.shape[1] != v.shape[1] || k.shape[2] != v.shape[2]) c.fail("k and v differ in heads or length");
+  if (q.shape[3] != k.shape[3]) c.fail("q and k head dims differ: " + q.shape[3].str() + " vs " + k.shape[3].str());
+  if (!q.shape[1].div_exact(k.shape[1])) c.fail("query heads " + q.shape[1].str() + " not a multiple of kv heads " + k.shape[1].str());
+  bool causal = c.attr<bool>("causal");
+  if (causal != (c.in.size() == 4)) c.fail("flash_attn takes an offset operand exactly when causal");
+  if (causal) infer::require_int_scalar(c, 3, "flash_attn offset");
+  return {q.dtype, {q.shape[0], q.shape[1], q.shape[2], v.shape[3]}};
+}
+
+// Two matmuls plus the online softmax over the (query, key) pairs; causal:
+// assume a full cache (the query block ends at the last key).
+int64_t flash_attn_flops(const CostArgs& a) {
+  int64_t B = a.in[0][0], H = a.in[0][1], T = a.in[0][2], D = a.in[0][3];
+  int64_t S = a.in[1][2], Dv = a.out[3];
+  bool causal = a.k[1] != 0;
+  int64_t pairs = causal ? T * std::max<int64_t>(S - T, 0) + T * (T + 1) / 2 : T * S;
+  return 2 * B * H * pairs * (D + Dv) + 5 * B * H * pairs;
+}
+
+}  // namespace
+
+std::vector<OpDef> special() {
+  return {
+      {Op::causal_mask, "causal_mask", Cat::special, 1, 1,
+       {{"q", AK::DimK, std::nullopt}, {"k", AK::DimK, std::nullopt}, {"dtype", AK::DTypeK, AttrValue(DType::f32)}}, infer_causal_mask,
+       false, Fuse::generator, 0},
+      {Op::kv_write, "kv_write", Cat::special, 3, 3, {{"axis", AK::Int, AttrValue(int64_t{2})}}, infer_kv_write, false, Fuse::store, 0},
+      {Op::flash_attn, "flash_attn", Cat::special, 3, 4, {{"scale", AK::Float, std::nullopt}, {"causal", AK::Bool, AttrValue(false)}},
+       infer_flash_attn, false, Fuse::attention, 1, flash_attn_flops},
+      {Op::while_loop, "while_loop", Cat::control, 1, -1,
+       {{"carried", AK::Int, std::nullopt}, {"cond", AK::RegionK, std::nullopt}, {"body", AK::RegionK, std::nullopt}}, infer_while_loop},
+      {Op::cond, "cond", Cat::control, 1, -1, {{"then", AK::RegionK, std::nullopt}, {"else", AK::RegionK, std::nullopt}}, infer_cond},
+      {Op::result, "result", Cat::control, 1, 1, {{"index", AK::Int, std::nullopt}}, infer_result},
+  };
+}
+
+}  // namespace tj::rows

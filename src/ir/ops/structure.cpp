@@ -1,0 +1,240 @@
+// Op rows for sources, reductions, the contraction, views and data movement.
+// Their interpreter kernels are in src/runtime/reference_kernels.cpp.
+#include <algorithm>
+#include <limits>
+
+#include "ir/decomposer.h"
+#include "ir/ops/infer.h"
+#include "ir/ops/rows.h"
+
+namespace tj::rows {
+
+namespace {
+
+using AK = AttrKind;
+using Cat = OpCategory;
+using namespace infer;
+
+Type infer_iota(InferCtx& c) {
+  DType t = c.attr<DType>("dtype");
+  if (t == DType::boolean) c.fail("iota of bool");
+  return {t, {c.attr<Dim>("n")}};
+}
+
+Type infer_reduce(InferCtx& c) {
+  if (c.in[0].dtype == DType::boolean) c.fail("reduction of bool");
+  if (c.def.op == Op::mean) require_float(c, 0);
+  Shape out = reduced_shape(c, c.attr<std::vector<int64_t>>("axes"), c.attr<bool>("keepdim"));
+  return {c.in[0].dtype, out};
+}
+
+Type infer_argmax(InferCtx& c) {
+  if (c.in[0].dtype == DType::boolean) c.fail("argmax of bool");
+  auto& axis = c.attr<int64_t>("axis");
+  axis = c.axis(axis, c.rank(0));
+  if (c.in[0].shape[static_cast<size_t>(axis)] == Dim(0)) c.fail("argmax over an empty axis");
+  std::vector<int64_t> axes{axis};
+  return {DType::i64, reduced_shape(c, axes, c.attr<bool>("keepdim"))};
+}
+
+// The first index of the maximum (NaN counts as the maximum, the first NaN
+// wins, as numpy and torch): m = amax(x); hit = x == m or x is NaN; the
+// largest -i among hits is minus the first.
+ValueId decompose_argmax(Decomposer& d) {
+  ValueId x = d.in[0];
+  int64_t axis = d.n.attr_int("axis");
+  const Type t = d.g.type(x);  // a copy: adding nodes moves them
+  ValueId m = d.reduce(Op::amax, x, axis);
+  ValueId hit = d.op(Op::eq, {x, m});
+  if (is_float(t.dtype)) hit = d.op(Op::logical_or, {hit, d.op(Op::ne, {x, x})});
+  Shape along(t.shape.size(), Dim(1));
+  along[static_cast<size_t>(axis)] = t.shape[static_cast<size_t>(axis)];
+  ValueId i = d.op(Op::reshape, {d.op(Op::iota, {}, {{"n", t.shape[static_cast<size_t>(axis)]}, {"dtype", DType::i64}})}, {{"shape", along}});
+  ValueId lowest = d.c(static_cast<double>(std::numeric_limits<int64_t>::min()), DType::i64);
+  ValueId best = d.reduce(Op::amax, d.op(Op::where, {hit, d.op(Op::neg, {i}), lowest}), axis);
+  ValueId r = d.op(Op::neg, {best});
+  if (!d.n.attr_bool("keepdim")) r = d.op(Op::squeeze, {r}, {{"axes", std::vector<int64_t>{axis}}});
+  return r;
+}
+
+Type infer_matmul(InferCtx& c) {
+  require_same_dtype(c);
+  if (c.in[0].dtype == DType::boolean) c.fail("matmul of bool");
+  const Shape& a = c.in[0].shape;
+  const Shape& b = c.in[1].shape;
+  if (a.size() < 2 || b.size() < 2) c.fail("matmul operands must have rank >= 2");
+  const Dim& k1 = a[a.size() - 1];
+  const Dim& k2 = b[b.size() - 2];
+  if (k1 != k2) c.fail("contracting dimensions differ: " + k1.str() + " vs " + k2.str());
+  Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  Shape out = broadcast(c, {&ba, &bb});
+  out.push_back(a[a.size() - 2]);
+  out.push_back(b[b.size() - 1]);
+  return {c.in[0].dtype, out};
+}
+
+Type infer_reshape(InferCtx& c) {
+  const Shape& to = c.attr<Shape>("shape");
+  check_dims_nonnegative(c, to);
+  if (numel(to) != numel(c.in[0].shape))
+    c.fail("cannot reshape " + shape_str(c.in[0].shape) + " to " + shape_str(to) + ": element counts differ");
+  return {c.in[0].dtype, to};
+}
+
+Type infer_permute(InferCtx& c) {
+  auto& perm = c.attr<std::vector<int64_t>>("perm");
+  int r = c.rank(0);
+  if (static_cast<int>(perm.size()) != r) c.fail("permutation has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(r));
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  Shape out;
+  for (auto& p : perm) {
+    p = c.axis(p, r);
+    if (seen[static_cast<size_t>(p)]) c.fail("permutation repeats axis " + std::to_string(p));
+    seen[static_cast<size_t>(p)] = true;
+    out.push_back(c.in[0].shape[static_cast<size_t>(p)]);
+  }
+  return {c.in[0].dtype, out};
+}
+
+Type infer_expand(InferCtx& c) {
+  const Shape& to = c.attr<Shape>("shape");
+  const Shape& from = c.in[0].shape;
+  check_dims_nonnegative(c, to);
+  if (to.size() < from.size()) c.fail("cannot expand " + shape_str(from) + " to lower rank " + shape_str(to));
+  size_t off = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != to[off + i] && from[i] != Dim(1))
+      c.fail("cannot expand " + shape_str(from) + " to " + shape_str(to));
+  return {c.in[0].dtype, to};
+}
+
+Type infer_slice(InferCtx& c) {
+  int r = c.rank(0);
+  auto& axis = c.attr<int64_t>("axis");
+  axis = c.axis(axis, r);
+  const Dim& start = c.attr<Dim>("start");
+  const Dim& end = c.attr<Dim>("end");
+  int64_t step = c.attr<int64_t>("step");
+  const Dim& dim = c.in[0].shape[static_cast<size_t>(axis)];
+  if (step < 1) c.fail("slice step must be >= 1, got " + std::to_string(step));
+  Dim len = end - start;
+  if (auto l = len.as_const(); l && *l < 0) c.fail("slice end " + end.str() + " before start " + start.str());
+  if (auto s = start.as_const(); s && *s < 0) c.fail("slice start " + start.str() + " is negative");
+  if ((end - dim).provably_positive()) c.fail("slice end " + end.str() + " beyond dimension " + dim.str());
+  if ((Dim(0) - len).provably_positive()) c.fail("slice end " + end.str() + " before start " + start.str());
+  Shape out = c.in[0].shape;
+  if (step == 1) {
+    out[static_cast<size_t>(axis)] = len;
+  } else {
+    auto l = len.as_const();
+    if (!l) c.fail("a strided slice needs a constant length, got " + len.str());
+    out[static_cast<size_t>(axis)] = Dim(*l == 0 ? 0 : (*l - 1) / step + 1);  // ceil(l / step), without overflow
+  }
+  return {c.in[0].dtype, out};
+}
+
+Type infer_squeeze(InferCtx& c) {
+  auto& axes = c.attr<std::vector<int64_t>>("axes");
+  int r = c.rank(0);
+  for (auto& a : axes) a = c.axis(a, r);
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  Shape out;
+  for (int i = 0; i < r; ++i) {
+    const Dim& d = c.in[0].shape[static_cast<size_t>(i)];
+    if (std::binary_search(axes.begin(), axes.end(), i)) {
+      if (d != Dim(1)) c.fail("cannot squeeze axis " + std::to_string(i) + " of size " + d.str());
+    } else {
+      out.push_back(d);
+    }
+  }
+  return {c.in[0].dtype, out};
+}
+
+Type infer_unsqueeze(InferCtx& c) {
+  auto& axes = c.attr<std::vector<int64_t>>("axes");
+  int r = c.rank(0) + static_cast<int>(axes.size());
+  for (auto& a : axes) a = c.axis(a, r);
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) c.fail("repeated unsqueeze axis");
+  Shape out;
+  size_t j = 0;
+  for (int i = 0; i < r; ++i) {
+    if (std::binary_search(axes.begin(), axes.end(), i)) out.push_back(Dim(1));
+    else out.push_back(c.in[0].shape[j++]);
+  }
+  return {c.in[0].dtype, out};
+}
+
+Type infer_concat(InferCtx& c) {
+  require_same_dtype(c);
+  int r = c.rank(0);
+  auto& axis = c.attr<int64_t>("axis");
+  axis = c.axis(axis, r);
+  Shape out = c.in[0].shape;
+  for (size_t i = 1; i < c.in.size(); ++i) {
+    if (c.rank(i) != r) c.fail("concat operands have different ranks");
+    for (int d = 0; d < r; ++d) {
+      if (d == axis) continue;
+      if (c.in[i].shape[static_cast<size_t>(d)] != out[static_cast<size_t>(d)])
+        c.fail("concat operands differ in dimension " + std::to_string(d) + ": " + shape_str(c.in[0].shape) +
+               " vs " + shape_str(c.in[i].shape));
+    }
+    out[static_cast<size_t>(axis)] = out[static_cast<size_t>(axis)] + c.in[i].shape[static_cast<size_t>(axis)];
+  }
+  return {c.in[0].dtype, out};
+}
+
+Type infer_gather(InferCtx& c) {
+  auto& axis = c.attr<int64_t>("axis");
+  axis = c.axis(axis, c.rank(0));
+  if (!is_int(c.in[1].dtype)) c.fail("gather indices must be integers, got " + c.in[1].str());
+  const Shape& t = c.in[0].shape;
+  Shape out(t.begin(), t.begin() + axis);
+  out.insert(out.end(), c.in[1].shape.begin(), c.in[1].shape.end());
+  out.insert(out.end(), t.begin() + axis + 1, t.end());
+  return {c.in[0].dtype, out};
+}
+
+int64_t reduction_flops(const CostArgs& a) { return a.in_elems(0); }
+int64_t matmul_flops(const CostArgs& a) { return 2 * a.out_elems() * a.in[0].back(); }
+
+}  // namespace
+
+std::vector<OpDef> structure() {
+  const std::vector<AttrSpec> none;
+  const AttrSpec reduce_axes{"axes", AK::Ints, std::nullopt};
+  const AttrSpec keepdim{"keepdim", AK::Bool, AttrValue(false)};
+  auto reduction = [&](Op op, const char* name) {
+    return OpDef{op, name, Cat::reduction, 1, 1, {reduce_axes, keepdim}, infer_reduce, false, Fuse::reduction, 1, reduction_flops};
+  };
+  auto view = [&](Op op, const char* name, std::vector<AttrSpec> attrs, InferFn infer) {
+    return OpDef{op, name, Cat::view, 1, 1, std::move(attrs), infer, false, Fuse::view, 0};
+  };
+  return {
+      {Op::input, "input", Cat::source, 0, 0, none, nullptr},
+      {Op::param, "param", Cat::source, 0, 0, none, nullptr},
+      {Op::constant, "const", Cat::source, 0, 0, {{"value", AK::Data, std::nullopt}}, nullptr},
+      {Op::iota, "iota", Cat::source, 0, 0, {{"n", AK::DimK, std::nullopt}, {"dtype", AK::DTypeK, AttrValue(DType::i64)}}, infer_iota,
+       false, Fuse::generator, 0},
+      reduction(Op::sum, "sum"),
+      reduction(Op::amax, "amax"),
+      reduction(Op::mean, "mean"),
+      {Op::argmax, "argmax", Cat::reduction, 1, 1, {{"axis", AK::Int, std::nullopt}, keepdim}, infer_argmax, false, Fuse::lower, 3,
+       nullptr, {}, nullptr, nullptr, decompose_argmax},
+      {Op::matmul, "matmul", Cat::matmul, 2, 2, none, infer_matmul, false, Fuse::matmul, 1, matmul_flops},
+      view(Op::reshape, "reshape", {{"shape", AK::Dims, std::nullopt}}, infer_reshape),
+      view(Op::permute, "permute", {{"perm", AK::Ints, std::nullopt}}, infer_permute),
+      view(Op::expand, "expand", {{"shape", AK::Dims, std::nullopt}}, infer_expand),
+      view(Op::slice, "slice",
+           {{"axis", AK::Int, std::nullopt}, {"start", AK::DimK, std::nullopt}, {"end", AK::DimK, std::nullopt},
+            {"step", AK::Int, AttrValue(int64_t{1})}},
+           infer_slice),
+      view(Op::squeeze, "squeeze", {{"axes", AK::Ints, std::nullopt}}, infer_squeeze),
+      view(Op::unsqueeze, "unsqueeze", {{"axes", AK::Ints, std::nullopt}}, infer_unsqueeze),
+      {Op::concat, "concat", Cat::movement, 1, -1, {{"axis", AK::Int, std::nullopt}}, infer_concat, false, Fuse::store, 0},
+      {Op::gather, "gather", Cat::movement, 2, 2, {{"axis", AK::Int, AttrValue(int64_t{0})}}, infer_gather, false, Fuse::gather, 0},
+  };
+}
+
+}  // namespace tj::rows
