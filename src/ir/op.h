@@ -154,6 +154,10 @@ struct OpDef {
   CExprFn c_expr = nullptr;   // pointwise ops, for the C++ backend
   const char* c_helpers = nullptr;  // C++ the expression needs, emitted once into programs that use the op
   DecomposeFn decompose = nullptr;  // composites (and Fuse::lower ops)
+  // Integer results can be a runtime error (division by zero): such an op is
+  // computed where it is, never recomputed lazily where read (which could
+  // skip it), unless its divisor (operand 1) is a nonzero constant.
+  bool int_divides = false;
 };
 
 const OpDef& op_def(Op op);

@@ -44,6 +44,17 @@ struct Counts {
   int64_t flops(const Graph& g, const Node& n) const;
 };
 
+// An integer division whose divisor may be zero: it must run where it is
+// (free index math is recomputed only where read, and might not be).
+bool may_fail(const Graph& g, const Node& n) {
+  if (!n.def().int_divides) return false;
+  const Node& d = g.node(n.inputs[1]);
+  if (d.op != Op::constant) return true;
+  for (size_t i = 0; i < d.const_data()->size(); ++i)
+    if ((*d.const_data())[i] == 0) return true;
+  return false;
+}
+
 // Free values, in one forward sweep (operands come first).
 std::vector<bool> free_values(const Graph& g) {
   std::vector<bool> f(g.size(), false), pure(g.size(), false);
@@ -61,7 +72,7 @@ std::vector<bool> free_values(const Graph& g) {
     if (n.def().category == OpCategory::source && c != Fuse::generator) pure[i] = f[i] = true;
     else if (c == Fuse::view) f[i] = true, pure[i] = operands_pure;
     else if (c == Fuse::generator) pure[i] = f[i] = operands_pure;
-    else if (is_int(n.type.dtype) && c == Fuse::pointwise && all_free(0) && operands_pure) pure[i] = f[i] = true;  // index math
+    else if (is_int(n.type.dtype) && c == Fuse::pointwise && all_free(0) && operands_pure && !may_fail(g, n)) pure[i] = f[i] = true;  // index math
     else if (c == Fuse::gather && pure[static_cast<size_t>(n.inputs[1])]) f[i] = true;  // indirect load
   }
   // A free computation that is itself an output must be computed by a kernel.

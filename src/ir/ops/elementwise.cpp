@@ -65,6 +65,10 @@ std::vector<OpDef> elementwise() {
   auto binary = [&](Op op, const char* name, InferFn infer, bool commutative, ScalarFns f, CExprFn c) {
     return OpDef{op, name, Cat::elementwise, 2, 2, none, infer, commutative, Fuse::pointwise, 1, nullptr, f, c};
   };
+  auto dividing = [](OpDef d) {
+    d.int_divides = true;
+    return d;
+  };
   std::vector<OpDef> v = {
       unary(Op::neg, "neg", infer::numeric_unary, both<1>([](auto x) { return -x; }, [](I x) { return wrap_neg(x); }),
             C_INT_OR("tj_ineg<$T>($0)", "(-($0))")),
@@ -122,8 +126,9 @@ std::vector<OpDef> elementwise() {
              C_INT_OR("tj_isub<$T>($0, $1)", "($0-$1)")),
       binary(Op::mul, "mul", infer::binary, true, both<2>([](auto a, auto b) { return a * b; }, [](I a, I b) { return wrap_mul(a, b); }),
              C_INT_OR("tj_imul<$T>($0, $1)", "($0*$1)")),
-      binary(Op::div, "div", infer::binary, false, both<2>([](auto a, auto b) { return a / b; }, [](I a, I b) { return int_div(a, b); }),
-             C_INT_OR("tj_idiv<$T>($0, $1)", "($0/$1)")),
+      dividing(binary(Op::div, "div", infer::binary, false,
+                      both<2>([](auto a, auto b) { return a / b; }, [](I a, I b) { return int_div(a, b); }),
+                      C_INT_OR("tj_idiv<$T>($0, $1)", "($0/$1)"))),
       binary(Op::max, "max", infer::binary, true,
              both<2>([](auto a, auto b) { return ieee_max(a, b); }, [](I a, I b) { return std::max(a, b); }),
              C_INT_OR("std::max<$T>($0, $1)", "tj_max<$T>($0, $1)")),
@@ -132,11 +137,13 @@ std::vector<OpDef> elementwise() {
              C_INT_OR("std::min<$T>($0, $1)", "tj_min<$T>($0, $1)")),
       binary(Op::pow, "pow", infer::float_binary, false, floats<2>([](auto a, auto b) { return std::pow(a, b); }),
              C_FORM("std::pow($0, $1)")),
-      {Op::mod, "mod", Cat::elementwise, 2, 2, {{"fmod", AK::Bool, AttrValue(false)}}, infer::binary, false, Fuse::pointwise, 2,
-       nullptr,
-       both<2>([](auto a, auto b, K k) { return float_mod(a, b, k[0] != 0); }, [](I a, I b, K k) { return int_mod(a, b, k[0] != 0); }),
-       [](const CExpr& e) { return e.fmt(std::string(e.integer ? "tj_imod" : "tj_fmod") + "<$T>($0, $1, " + (e.k[0] != 0 ? "true" : "false") + ")"); },
-       kModHelpers},
+      dividing({Op::mod, "mod", Cat::elementwise, 2, 2, {{"fmod", AK::Bool, AttrValue(false)}}, infer::binary, false, Fuse::pointwise, 2,
+                nullptr,
+                both<2>([](auto a, auto b, K k) { return float_mod(a, b, k[0] != 0); }, [](I a, I b, K k) { return int_mod(a, b, k[0] != 0); }),
+                [](const CExpr& e) {
+                  return e.fmt(std::string(e.integer ? "tj_imod" : "tj_fmod") + "<$T>($0, $1, " + (e.k[0] != 0 ? "true" : "false") + ")");
+                },
+                kModHelpers}),
 
       binary(Op::eq, "eq", infer::compare, true, any<2>([](auto a, auto b) { return a == b; }), C_FORM("(uint8_t)($0==$1)")),
       binary(Op::ne, "ne", infer::compare, true, any<2>([](auto a, auto b) { return a != b; }), C_FORM("(uint8_t)($0!=$1)")),
