@@ -1,15 +1,31 @@
-// A concrete host tensor: dtype, shape, and owned, 64-byte aligned, row-major
-// data. What users hand to the interpreter and (later) to compiled code.
+// A concrete host tensor: dtype, shape, and row-major data, owned (64-byte
+// aligned) or viewed (memory the caller owns). What users hand to the
+// interpreter and to compiled code.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensorjit/dtype.h"
 
 namespace tj {
+
+// The dtype of C++ element type T (float, double, int32_t, int64_t, bool).
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::f32;
+  else if constexpr (std::is_same_v<T, double>) return DType::f64;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
+  else if constexpr (std::is_same_v<T, bool>) return DType::boolean;
+  else static_assert(sizeof(T) == 0, "no tensorjit dtype for this type (bf16/f16: NDArray::copy_of with raw bytes)");
+}
 
 class NDArray {
  public:
@@ -22,6 +38,23 @@ class NDArray {
 
   static NDArray from(DType dtype, std::vector<int64_t> shape, const std::vector<double>& values);
   static NDArray scalar(DType dtype, double v) { return from(dtype, {}, {v}); }
+  // A copy of typed values, bit for bit (no conversion through double).
+  template <class T>
+  static NDArray of(std::vector<int64_t> shape, std::span<const T> values) {
+    return copy_of(dtype_of<T>(), std::move(shape), values.data(), values.size_bytes());
+  }
+  template <class T>
+  static NDArray of(std::vector<int64_t> shape, const std::vector<T>& values) {
+    return of<T>(std::move(shape), std::span<const T>(values));
+  }
+  // A copy of `bytes` bytes of raw data in `dtype` (bf16/f16 as their bits).
+  static NDArray copy_of(DType dtype, std::vector<int64_t> shape, const void* data, size_t bytes);
+  // A view onto memory the caller owns and keeps alive while the view (or a
+  // run it was given to) uses it: no copy. Writes through the view (donated
+  // caches) write the caller's memory. A copy of a view is a view of the same
+  // memory (as putting it into a Bindings map copies it); copy_of copies data.
+  static NDArray view(DType dtype, std::vector<int64_t> shape, void* data);
+  bool is_view() const { return data_ && !data_.get_deleter().owned; }
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
@@ -44,6 +77,9 @@ class NDArray {
 
  private:
   struct Free {
+    Free() : owned(true) {}
+    explicit Free(bool o) : owned(o) {}
+    bool owned;
     void operator()(void* p) const;
   };
   struct Uninitialized {};
@@ -54,6 +90,9 @@ class NDArray {
   int64_t numel_ = 0;
   std::unique_ptr<void, Free> data_;
 };
+
+// Named arrays: a graph's inputs or params.
+using Bindings = std::map<std::string, NDArray, std::less<>>;
 
 // The element count of an array of `shape` and `t`, checked: throws
 // tj::Error ("array too large") when the count or its size in bytes does

@@ -8,22 +8,25 @@
 //   tj::Tracer t("mlp");
 //   auto x = t.input("x", tj::DType::f32, {tj::Dim::symbol("T"), 128});
 //   auto w = t.param("w", tj::DType::f32, {128, 64});
-//   tj::Graph g = t.finish({tj::gelu(tj::matmul(x, w)) * 0.5});
+//   tj::TracedGraph g = t.finish({tj::gelu(tj::matmul(x, w)) * 0.5});
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <source_location>
 #include <string>
 #include <vector>
 
-#include "ir/graph.h"
 #include "tensorjit/error.h"
+#include "tensorjit/graph.h"
 #include "tensorjit/type.h"
 
 namespace tj {
 
 class Tracer;
+using ValueId = int32_t;  // a value of the graph being traced
 
 // A Tensor must not outlive its Tracer: the tracer counts the proxies that
 // hold each value (what a graph break must keep).
@@ -59,20 +62,20 @@ class Tensor {
 
 class Tracer {
  public:
-  explicit Tracer(std::string name = "main") : g_(std::move(name)) {}
+  explicit Tracer(std::string name = "main");
   // A region's tracer (tj::while_loop, tj::cond): tensors of `parent` (or its
   // ancestors) used here become inputs of the region, in order of first use.
-  Tracer(std::string name, Tracer* parent) : g_(std::move(name)), parent_(parent) {}
+  Tracer(std::string name, Tracer* parent);
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
+  ~Tracer();
 
   Tensor input(std::string name, DType dtype, Shape shape);
   Tensor param(std::string name, DType dtype, Shape shape);
   Tensor constant(DType dtype, Shape shape, std::vector<double> data);
   Tensor scalar(double value, DType dtype);
 
-  Tensor emit(Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs = {});
-  const Graph& graph() const { return g_; }
+  const Graph& graph() const { return *g_; }  // the IR being built (src/ir/graph.h)
   // How many Tensor proxies hold value v now.
   int holders(ValueId v) const { return static_cast<size_t>(v) < holders_.size() ? holders_[static_cast<size_t>(v)] : 0; }
   // What item() calls (the JIT's graph break); unset: item() throws.
@@ -84,14 +87,15 @@ class Tracer {
   // Makes the next `outer` tensors this tracer's next inputs (named c0, c1, ...).
   void capture(const std::vector<Tensor>& outer);
   // Sets the outputs and hands over the graph; the tracer is empty afterwards.
-  Graph finish(const std::vector<Tensor>& outputs);
+  TracedGraph finish(const std::vector<Tensor>& outputs);
 
  private:
   friend class Tensor;
+  friend struct TracerAccess;  // src/frontend/emit.h: adding nodes
   void hold(ValueId v, int delta);
   ValueId operand(const Tensor& t, const char* op);  // this trace's value for t, capturing outer tensors
   bool is_ancestor(const Tracer* t) const;
-  Graph g_;
+  std::unique_ptr<Graph> g_;
   Tracer* parent_ = nullptr;
   std::vector<Tensor> captures_;
   std::vector<std::pair<std::pair<const Tracer*, ValueId>, ValueId>> captured_;  // outer value -> input here

@@ -1,5 +1,7 @@
 #include <algorithm>
 
+#include "frontend/emit.h"
+#include "ir/text.h"
 #include "tensorjit/tensor.h"
 
 namespace tj {
@@ -59,16 +61,20 @@ double Tracer::read_value(const Tensor& t, const std::source_location& where) {
   return reader_(t, where);
 }
 
+Tracer::Tracer(std::string name) : g_(std::make_unique<Graph>(std::move(name))) {}
+Tracer::Tracer(std::string name, Tracer* parent) : g_(std::make_unique<Graph>(std::move(name))), parent_(parent) {}
+Tracer::~Tracer() = default;
+
 Tensor Tracer::input(std::string name, DType dtype, Shape shape) {
-  return {this, g_.add_input(std::move(name), {dtype, std::move(shape)})};
+  return {this, g_->add_input(std::move(name), {dtype, std::move(shape)})};
 }
 
 Tensor Tracer::param(std::string name, DType dtype, Shape shape) {
-  return {this, g_.add_param(std::move(name), {dtype, std::move(shape)})};
+  return {this, g_->add_param(std::move(name), {dtype, std::move(shape)})};
 }
 
 Tensor Tracer::constant(DType dtype, Shape shape, std::vector<double> data) {
-  return {this, g_.add_const({dtype, std::move(shape)}, std::move(data))};
+  return {this, g_->add_const({dtype, std::move(shape)}, std::move(data))};
 }
 
 Tensor Tracer::scalar(double value, DType dtype) { return constant(dtype, {}, {value}); }
@@ -87,11 +93,11 @@ ValueId Tracer::operand(const Tensor& t, const char* op) {
     if (k == key) return v;
   const Node& n = t.tracer()->graph().node(t.id());
   if (n.op == Op::constant) {  // copied in, not an input
-    ValueId c = g_.copy_const(n);
+    ValueId c = g_->copy_const(n);
     captured_.push_back({key, c});
     return c;
   }
-  ValueId v = g_.add_input("c" + std::to_string(captures_.size()), t.type());
+  ValueId v = g_->add_input("c" + std::to_string(captures_.size()), t.type());
   captured_.push_back({key, v});
   captures_.push_back(t);
   return v;
@@ -101,21 +107,48 @@ void Tracer::capture(const std::vector<Tensor>& outer) {
   for (const Tensor& t : outer) (void)operand(t, "capture");
 }
 
-Tensor Tracer::emit(Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs) {
+Tensor TracerAccess::emit(Tracer& t, Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs) {
   std::vector<ValueId> ids;
   ids.reserve(operands.size());
-  for (const auto& t : operands) ids.push_back(operand(t, op_def(op).name));
-  return {this, g_.add(op, std::move(ids), attrs)};
+  for (const auto& o : operands) ids.push_back(t.operand(o, op_def(op).name));
+  return {&t, t.g_->add(op, std::move(ids), attrs)};
 }
 
-Graph Tracer::finish(const std::vector<Tensor>& outputs) {
+TracedGraph Tracer::finish(const std::vector<Tensor>& outputs) {
   std::vector<ValueId> ids;
   for (const auto& t : outputs) ids.push_back(operand(t, "output"));
-  g_.set_outputs(std::move(ids));
-  Graph out = std::move(g_);
-  g_ = Graph(out.name());
-  return out;
+  g_->set_outputs(std::move(ids));
+  Graph out = std::move(*g_);
+  *g_ = Graph(out.name());
+  return TracedGraph(std::move(out));
 }
+
+// ---- TracedGraph ---------------------------------------------------------------
+
+TracedGraph::TracedGraph() : g_(std::make_shared<Graph>()) {}
+TracedGraph::TracedGraph(Graph g) : g_(std::make_shared<Graph>(std::move(g))) {}
+TracedGraph TracedGraph::parse(std::string_view text) { return TracedGraph(parse_graph(text)); }
+std::string TracedGraph::name() const { return g_->name(); }
+std::string TracedGraph::text() const { return print_graph(*g_); }
+const Graph& TracedGraph::graph() const { return *g_; }
+TracedGraph::operator Graph() const& { return *g_; }
+TracedGraph::operator Graph() && {
+  if (g_.use_count() == 1) return std::move(*g_);
+  return *g_;
+}
+
+namespace {
+std::vector<Port> ports(const Graph& g, const std::vector<ValueId>& values, bool outputs) {
+  std::vector<Port> p;
+  for (size_t i = 0; i < values.size(); ++i)
+    p.push_back({outputs ? "out" + std::to_string(i) : g.node(values[i]).name, g.type(values[i])});
+  return p;
+}
+}  // namespace
+
+std::vector<Port> TracedGraph::inputs() const { return ports(*g_, g_->inputs(), false); }
+std::vector<Port> TracedGraph::params() const { return ports(*g_, g_->params(), false); }
+std::vector<Port> TracedGraph::outputs() const { return ports(*g_, g_->outputs(), true); }
 
 namespace {
 
@@ -124,12 +157,12 @@ Tracer& tracer_of(const Tensor& t) {
   return *t.tracer();
 }
 
-Tensor unary(Op op, const Tensor& x) { return tracer_of(x).emit(op, {x}); }
-Tensor binary(Op op, const Tensor& a, const Tensor& b) { return tracer_of(a).emit(op, {a, b}); }
+Tensor unary(Op op, const Tensor& x) { return emit(tracer_of(x), op, {x}); }
+Tensor binary(Op op, const Tensor& a, const Tensor& b) { return emit(tracer_of(a), op, {a, b}); }
 Tensor scalar_like(const Tensor& like, double v) { return tracer_of(like).scalar(v, like.dtype()); }
 
 Tensor reduce(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
-  return tracer_of(x).emit(op, {x}, {{"axes", std::move(axes)}, {"keepdim", keepdim}});
+  return emit(tracer_of(x), op, {x}, {{"axes", std::move(axes)}, {"keepdim", keepdim}});
 }
 
 }  // namespace
@@ -159,7 +192,7 @@ Tensor cos(const Tensor& x) { return unary(Op::cos, x); }
 Tensor abs(const Tensor& x) { return unary(Op::abs, x); }
 Tensor sigmoid(const Tensor& x) { return unary(Op::sigmoid, x); }
 Tensor recip(const Tensor& x) { return unary(Op::recip, x); }
-Tensor cast(const Tensor& x, DType to) { return tracer_of(x).emit(Op::cast, {x}, {{"to", to}}); }
+Tensor cast(const Tensor& x, DType to) { return emit(tracer_of(x), Op::cast, {x}, {{"to", to}}); }
 Tensor erf(const Tensor& x) { return unary(Op::erf, x); }
 Tensor floor(const Tensor& x) { return unary(Op::floor, x); }
 Tensor ceil(const Tensor& x) { return unary(Op::ceil, x); }
@@ -169,7 +202,7 @@ Tensor log1p(const Tensor& x) { return unary(Op::log1p, x); }
 Tensor expm1(const Tensor& x) { return unary(Op::expm1, x); }
 Tensor relu(const Tensor& x) { return unary(Op::relu, x); }
 Tensor softplus(const Tensor& x) { return unary(Op::softplus, x); }
-Tensor leaky_relu(const Tensor& x, double alpha) { return tracer_of(x).emit(Op::leaky_relu, {x}, {{"alpha", alpha}}); }
+Tensor leaky_relu(const Tensor& x, double alpha) { return emit(tracer_of(x), Op::leaky_relu, {x}, {{"alpha", alpha}}); }
 Tensor hardswish(const Tensor& x) { return unary(Op::hardswish, x); }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::max, a, b); }
@@ -182,19 +215,19 @@ Tensor lt(const Tensor& a, const Tensor& b) { return binary(Op::lt, a, b); }
 Tensor le(const Tensor& a, const Tensor& b) { return binary(Op::le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return binary(Op::gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::ge, a, b); }
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return tracer_of(c).emit(Op::where, {c, a, b}); }
-Tensor mod(const Tensor& a, const Tensor& b, bool fmod) { return tracer_of(a).emit(Op::mod, {a, b}, {{"fmod", fmod}}); }
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return emit(tracer_of(c), Op::where, {c, a, b}); }
+Tensor mod(const Tensor& a, const Tensor& b, bool fmod) { return emit(tracer_of(a), Op::mod, {a, b}, {{"fmod", fmod}}); }
 Tensor logical_and(const Tensor& a, const Tensor& b) { return binary(Op::logical_and, a, b); }
 Tensor logical_or(const Tensor& a, const Tensor& b) { return binary(Op::logical_or, a, b); }
 Tensor logical_not(const Tensor& x) { return unary(Op::logical_not, x); }
-Tensor clip(const Tensor& x, const Tensor& lo, const Tensor& hi) { return tracer_of(x).emit(Op::clip, {x, lo, hi}); }
+Tensor clip(const Tensor& x, const Tensor& lo, const Tensor& hi) { return emit(tracer_of(x), Op::clip, {x, lo, hi}); }
 Tensor clip(const Tensor& x, double lo, double hi) { return clip(x, scalar_like(x, lo), scalar_like(x, hi)); }
 
 Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::sum, x, std::move(axes), keepdim); }
 Tensor amax(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::amax, x, std::move(axes), keepdim); }
 Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::mean, x, std::move(axes), keepdim); }
 Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
-  return tracer_of(x).emit(Op::argmax, {x}, {{"axis", axis}, {"keepdim", keepdim}});
+  return emit(tracer_of(x), Op::argmax, {x}, {{"axis", axis}, {"keepdim", keepdim}});
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return binary(Op::matmul, a, b); }
@@ -215,11 +248,11 @@ Tensor reshape(const Tensor& x, Shape shape) {
     if (!d) throw ShapeError("reshape(" + x.type().str() + "): cannot infer -1 in " + shape_str(shape));
     shape[static_cast<size_t>(infer_at)] = *d;
   }
-  return tracer_of(x).emit(Op::reshape, {x}, {{"shape", std::move(shape)}});
+  return emit(tracer_of(x), Op::reshape, {x}, {{"shape", std::move(shape)}});
 }
 
 Tensor permute(const Tensor& x, std::vector<int64_t> perm) {
-  return tracer_of(x).emit(Op::permute, {x}, {{"perm", std::move(perm)}});
+  return emit(tracer_of(x), Op::permute, {x}, {{"perm", std::move(perm)}});
 }
 
 Tensor transpose(const Tensor& x, int64_t a, int64_t b) {
@@ -234,7 +267,7 @@ Tensor transpose(const Tensor& x, int64_t a, int64_t b) {
   return permute(x, std::move(perm));
 }
 
-Tensor expand(const Tensor& x, Shape shape) { return tracer_of(x).emit(Op::expand, {x}, {{"shape", std::move(shape)}}); }
+Tensor expand(const Tensor& x, Shape shape) { return emit(tracer_of(x), Op::expand, {x}, {{"shape", std::move(shape)}}); }
 
 Tensor slice(const Tensor& x, int64_t axis, Dim start, Dim end, int64_t step) {
   int64_t r = x.rank();
@@ -247,48 +280,48 @@ Tensor slice(const Tensor& x, int64_t axis, Dim start, Dim end, int64_t step) {
     if (auto dc = d.as_const(); dc && v.as_const()) v = Dim(std::clamp<int64_t>(*v.as_const(), 0, *dc));
     return v;
   };
-  return tracer_of(x).emit(Op::slice, {x},
+  return emit(tracer_of(x), Op::slice, {x},
                            {{"axis", axis}, {"start", normalize(std::move(start))}, {"end", normalize(std::move(end))}, {"step", step}});
 }
 
-Tensor squeeze(const Tensor& x, std::vector<int64_t> axes) { return tracer_of(x).emit(Op::squeeze, {x}, {{"axes", std::move(axes)}}); }
+Tensor squeeze(const Tensor& x, std::vector<int64_t> axes) { return emit(tracer_of(x), Op::squeeze, {x}, {{"axes", std::move(axes)}}); }
 Tensor unsqueeze(const Tensor& x, std::vector<int64_t> axes) {
-  return tracer_of(x).emit(Op::unsqueeze, {x}, {{"axes", std::move(axes)}});
+  return emit(tracer_of(x), Op::unsqueeze, {x}, {{"axes", std::move(axes)}});
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   if (xs.empty()) throw ShapeError("concat of no tensors");
-  return tracer_of(xs[0]).emit(Op::concat, xs, {{"axis", axis}});
+  return emit(tracer_of(xs[0]), Op::concat, xs, {{"axis", axis}});
 }
 
 Tensor gather(const Tensor& table, const Tensor& indices, int64_t axis) {
-  return tracer_of(table).emit(Op::gather, {table, indices}, {{"axis", axis}});
+  return emit(tracer_of(table), Op::gather, {table, indices}, {{"axis", axis}});
 }
 
-Tensor iota(Tracer& t, Dim n, DType dtype) { return t.emit(Op::iota, {}, {{"n", std::move(n)}, {"dtype", dtype}}); }
+Tensor iota(Tracer& t, Dim n, DType dtype) { return emit(t, Op::iota, {}, {{"n", std::move(n)}, {"dtype", dtype}}); }
 
-Tensor softmax(const Tensor& x, int64_t axis) { return tracer_of(x).emit(Op::softmax, {x}, {{"axis", axis}}); }
-Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) { return tracer_of(x).emit(Op::rms_norm, {x, w}, {{"eps", eps}}); }
+Tensor softmax(const Tensor& x, int64_t axis) { return emit(tracer_of(x), Op::softmax, {x}, {{"axis", axis}}); }
+Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) { return emit(tracer_of(x), Op::rms_norm, {x, w}, {{"eps", eps}}); }
 Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
-  return tracer_of(x).emit(Op::layer_norm, {x, w, b}, {{"eps", eps}});
+  return emit(tracer_of(x), Op::layer_norm, {x, w, b}, {{"eps", eps}});
 }
 Tensor silu(const Tensor& x) { return unary(Op::silu, x); }
-Tensor gelu(const Tensor& x, bool approximate) { return tracer_of(x).emit(Op::gelu, {x}, {{"approximate", approximate}}); }
+Tensor gelu(const Tensor& x, bool approximate) { return emit(tracer_of(x), Op::gelu, {x}, {{"approximate", approximate}}); }
 
 Tensor causal_mask(const Tensor& offset, Dim q, Dim k, DType dtype) {
-  return tracer_of(offset).emit(Op::causal_mask, {offset}, {{"q", std::move(q)}, {"k", std::move(k)}, {"dtype", dtype}});
+  return emit(tracer_of(offset), Op::causal_mask, {offset}, {{"q", std::move(q)}, {"k", std::move(k)}, {"dtype", dtype}});
 }
 
 Tensor kv_write(const Tensor& cache, const Tensor& rows, const Tensor& pos, int64_t axis) {
-  return tracer_of(cache).emit(Op::kv_write, {cache, rows, pos}, {{"axis", axis}});
+  return emit(tracer_of(cache), Op::kv_write, {cache, rows, pos}, {{"axis", axis}});
 }
 
 Tensor flash_attn(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
-  return tracer_of(q).emit(Op::flash_attn, {q, k, v}, {{"scale", scale}});
+  return emit(tracer_of(q), Op::flash_attn, {q, k, v}, {{"scale", scale}});
 }
 
 Tensor flash_attn_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& offset, double scale) {
-  return tracer_of(q).emit(Op::flash_attn, {q, k, v, offset}, {{"scale", scale}, {"causal", true}});
+  return emit(tracer_of(q), Op::flash_attn, {q, k, v, offset}, {{"scale", scale}, {"causal", true}});
 }
 
 // ---- structured control flow -------------------------------------------------
@@ -327,7 +360,7 @@ std::vector<Region> trace_regions(Tracer& outer, const std::vector<std::string>&
 
 std::vector<Tensor> results(Tracer& t, const Tensor& op, int64_t n) {
   std::vector<Tensor> r{op};
-  for (int64_t i = 1; i < n; ++i) r.push_back(t.emit(Op::result, {op}, {{"index", i}}));
+  for (int64_t i = 1; i < n; ++i) r.push_back(emit(t, Op::result, {op}, {{"index", i}}));
   return r;
 }
 
@@ -344,7 +377,7 @@ std::vector<Tensor> while_loop(const std::function<Tensor(const std::vector<Tens
   std::vector<Tensor> operands = init;
   operands.insert(operands.end(), caps.begin(), caps.end());
   // The regions also take the captures: pass them after the carried state.
-  Tensor op = t.emit(Op::while_loop, operands,
+  Tensor op = emit(t, Op::while_loop, operands,
                      {{"carried", static_cast<int64_t>(init.size())}, {"cond", regions[0]}, {"body", regions[1]}});
   return results(t, op, static_cast<int64_t>(init.size()));
 }
@@ -357,7 +390,7 @@ std::vector<Tensor> cond(const Tensor& pred, const StateFn& then_fn, const State
   std::vector<Tensor> all{pred};
   all.insert(all.end(), operands.begin(), operands.end());
   all.insert(all.end(), caps.begin(), caps.end());
-  Tensor op = t.emit(Op::cond, all, {{"then", regions[0]}, {"else", regions[1]}});
+  Tensor op = emit(t, Op::cond, all, {{"then", regions[0]}, {"else", regions[1]}});
   return results(t, op, static_cast<int64_t>(regions[0]->outputs().size()));
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "tensorjit/jit.h"
 
 namespace tj {

@@ -3,6 +3,7 @@
 // breadth-first (every big tensor first, then every sum), as naive code would.
 #pragma once
 
+#include "ir/graph.h"
 #include "tensorjit/tensor.h"
 
 namespace tj::models {

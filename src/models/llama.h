@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/graph.h"
 #include "tensorjit/ndarray.h"
 #include "tensorjit/tensor.h"
 

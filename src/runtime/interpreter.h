@@ -20,7 +20,6 @@
 
 namespace tj {
 
-using Bindings = std::map<std::string, NDArray, std::less<>>;
 
 struct InterpretOptions {
   DType compute = DType::f32;  // f32 or f64

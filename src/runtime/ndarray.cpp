@@ -50,7 +50,27 @@ double round_to_dtype(double v, DType t) {
   return v;
 }
 
-void NDArray::Free::operator()(void* p) const { std::free(p); }
+void NDArray::Free::operator()(void* p) const {
+  if (owned) std::free(p);
+}
+
+NDArray NDArray::copy_of(DType dtype, std::vector<int64_t> shape, const void* data, size_t bytes) {
+  NDArray a(dtype, std::move(shape), Uninitialized{});
+  if (bytes != a.nbytes())
+    throw Error("NDArray: " + std::to_string(bytes) + " bytes of data for " + a.type_str() + " (" + std::to_string(a.nbytes()) + " bytes)");
+  if (bytes) std::memcpy(a.raw(), data, bytes);
+  return a;
+}
+
+NDArray NDArray::view(DType dtype, std::vector<int64_t> shape, void* data) {
+  NDArray a;
+  a.dtype_ = dtype;
+  a.numel_ = checked_numel(shape, dtype);
+  a.shape_ = std::move(shape);
+  if (!data && a.numel_ > 0) throw Error("NDArray::view of a null pointer for " + a.type_str());
+  a.data_ = std::unique_ptr<void, Free>(data, Free(false));
+  return a;
+}
 
 int64_t checked_numel(const std::vector<int64_t>& shape, DType t) {
   int64_t n = 1, bytes;
@@ -84,6 +104,10 @@ NDArray::NDArray(DType dtype, std::vector<int64_t> shape, Uninitialized) : dtype
 
 NDArray::NDArray(const NDArray& o) : dtype_(o.dtype_), shape_(o.shape_), numel_(o.numel_) {
   if (!o.data_) return;  // a default-constructed array copies as one
+  if (o.is_view()) {     // a view copies as a view of the same memory
+    data_ = std::unique_ptr<void, Free>(o.data_.get(), Free(false));
+    return;
+  }
   *this = NDArray(o.dtype_, o.shape_, Uninitialized{});
   if (nbytes()) std::memcpy(raw(), o.raw(), nbytes());
 }

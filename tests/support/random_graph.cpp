@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/random_inputs.h"
+#include "frontend/emit.h"
 #include "tensorjit/tensor.h"
 
 namespace tj::testing {
@@ -60,7 +61,7 @@ class Gen {
     switch (pick(12)) {
       case 0: {
         static const Op unary[] = {Op::neg, Op::exp, Op::tanh, Op::sin, Op::cos, Op::abs, Op::sigmoid, Op::sqrt};
-        y = t_.emit(unary[pick(8)], {x});
+        y = emit(t_, unary[pick(8)], {x});
         break;
       }
       case 1:
@@ -68,12 +69,12 @@ class Gen {
         static const Op binary[] = {Op::add, Op::sub, Op::mul, Op::div, Op::max, Op::min};
         Op op = binary[pick(6)];
         Tensor z = partner(x);
-        y = pick(2) ? t_.emit(op, {x, z}) : t_.emit(op, {z, x});
+        y = pick(2) ? emit(t_, op, {x, z}) : emit(t_, op, {z, x});
         break;
       }
       case 3: {
         static const Op red[] = {Op::sum, Op::amax, Op::mean};
-        y = t_.emit(red[pick(3)], {x}, {{"axes", std::vector<int64_t>{pick(r)}}, {"keepdim", pick(2) == 1}});
+        y = emit(t_, red[pick(3)], {x}, {{"axes", std::vector<int64_t>{pick(r)}}, {"keepdim", pick(2) == 1}});
         break;
       }
       case 4: {
@@ -102,7 +103,7 @@ class Gen {
       case 8: {
         static const Op comp[] = {Op::softmax, Op::silu, Op::gelu};
         Op op = comp[pick(3)];
-        y = op == Op::softmax ? softmax(x, pick(r)) : t_.emit(op, {x});
+        y = op == Op::softmax ? softmax(x, pick(r)) : emit(t_, op, {x});
         break;
       }
       case 9:

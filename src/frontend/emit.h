@@ -1,0 +1,22 @@
+// Adding a node to a trace: the one path from the tracing API's functions
+// (src/frontend/tracer.cpp) and tensorjit's own tools to the graph being
+// traced. Internal: users call tj::exp, tj::matmul, ... (tensorjit/tensor.h).
+#pragma once
+
+#include <vector>
+
+#include "ir/graph.h"
+#include "tensorjit/tensor.h"
+
+namespace tj {
+
+struct TracerAccess {
+  static Tensor emit(Tracer& t, Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs);
+};
+
+// op(operands) {attrs} in t's graph; operands from enclosing traces are captured.
+inline Tensor emit(Tracer& t, Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs = {}) {
+  return TracerAccess::emit(t, op, operands, attrs);
+}
+
+}  // namespace tj
