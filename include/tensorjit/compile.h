@@ -43,6 +43,10 @@ class Program {
   using TraceFn = std::function<std::vector<Tensor>(Tracer&)>;
   static Program compile(const std::string& name, const TraceFn& fn, const Bindings& params, const AotOptions& o = {});
   static Program compile(const std::string& name, const TraceFn& fn, const SafetensorsFile& weights, const AotOptions& o = {});
+  // A function of one result.
+  using TraceFn1 = std::function<Tensor(Tracer&)>;
+  static Program compile(const std::string& name, const TraceFn1& fn, const Bindings& params, const AotOptions& o = {});
+  static Program compile(const std::string& name, const TraceFn1& fn, const SafetensorsFile& weights, const AotOptions& o = {});
 
   // Every input by name; dtypes and shapes are checked (symbolic dims bind to
   // the sizes given). Inputs that are donated KV caches are written in place:

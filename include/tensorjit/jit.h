@@ -28,8 +28,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -77,6 +79,11 @@ class JitArgs {
   int64_t integer(size_t i);
   double number(size_t i);
   bool flag(size_t i);
+  // The same by name, for a function called with named arguments.
+  Tensor tensor(std::string_view name);
+  int64_t integer(std::string_view name);
+  double number(std::string_view name);
+  bool flag(std::string_view name);
   // The real (unpadded) size of tensor i's axis as an i64 scalar tensor: what
   // a function masks padded positions with under bucketing.
   Tensor real_size(size_t i, int axis);
@@ -94,6 +101,7 @@ class JitArgs {
 };
 
 using JitFn = std::function<std::vector<Tensor>(JitArgs&)>;
+using JitFn1 = std::function<Tensor(JitArgs&)>;  // a function of one result
 
 struct JitStats {
   int64_t calls = 0, hits = 0, compilations = 0, eager_calls = 0;
@@ -109,6 +117,11 @@ class JitFunction {
   // `tensors` may be updated in place (donated KV caches): use the outputs.
   std::vector<NDArray> operator()(std::vector<NDArray>& tensors, const std::vector<JitValue>& values = {});
   std::vector<NDArray> operator()(std::vector<NDArray>&& tensors, const std::vector<JitValue>& values = {});
+  // Named arguments (JitArgs::tensor("x")): every call passes the same names.
+  // Donated caches are updated in `tensors` as in a positional call.
+  using NamedValues = std::map<std::string, JitValue, std::less<>>;
+  std::vector<NDArray> operator()(Bindings& tensors, const NamedValues& values = {});
+  std::vector<NDArray> operator()(Bindings&& tensors, const NamedValues& values = {});
 
   // True when the arguments pass the guards of a cached entry (no tracing).
   bool would_hit(const std::vector<NDArray>& tensors, const std::vector<JitValue>& values = {}) const;
@@ -123,5 +136,6 @@ class JitFunction {
 };
 
 JitFunction jit(std::string name, JitFn fn, JitOptions options = {});
+JitFunction jit(std::string name, JitFn1 fn, JitOptions options = {});
 
 }  // namespace tj

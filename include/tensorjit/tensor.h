@@ -15,8 +15,10 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <source_location>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tensorjit/error.h"
@@ -26,7 +28,21 @@
 namespace tj {
 
 class Tracer;
+class Tensor;
 using ValueId = int32_t;  // a value of the graph being traced
+
+// Python-style indexing (Tensor::index): a range of an axis, or one position
+// (which drops the axis). Negative positions count from the end of a
+// concrete axis; an absent end is the axis' end.
+struct Range {
+  Dim start = 0;
+  std::optional<Dim> end;
+  int64_t step = 1;
+};
+using Index = std::variant<Range, int64_t>;
+inline const Range all{};  // x[:]
+inline Range range(Dim start, Dim end, int64_t step = 1) { return {std::move(start), std::move(end), step}; }
+inline Range from(Dim start) { return {std::move(start), std::nullopt, 1}; }
 
 // A Tensor must not outlive its Tracer: the tracer counts the proxies that
 // hold each value (what a graph break must keep).
@@ -54,6 +70,13 @@ class Tensor {
   // throws. `where` names the call site in explanations.
   double item(std::source_location where = std::source_location::current()) const;
   explicit operator bool() const { return item() != 0; }
+
+  // x.index({tj::all, tj::range(0, half), 2}) is x[:, 0:half, 2]; axes not
+  // given are taken whole.
+  Tensor index(const std::vector<Index>& idx) const;
+  Tensor reshape(Shape shape) const;
+  Tensor transpose(int64_t a = -2, int64_t b = -1) const;
+  Tensor slice(int64_t axis, Dim start, Dim end, int64_t step = 1) const;
 
  private:
   Tracer* t_ = nullptr;
@@ -144,6 +167,10 @@ Tensor hardswish(const Tensor& x);
 
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, double b);
+Tensor maximum(double a, const Tensor& b);
+Tensor minimum(const Tensor& a, double b);
+Tensor minimum(double a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double b);
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -153,6 +180,17 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+// Comparisons as operators (bool tensors); scalars take the other side's dtype.
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
 // The remainder of floor division (sign of b, as Python), or with `fmod` of
 // truncating division (sign of a, as C's fmod and %).
 Tensor mod(const Tensor& a, const Tensor& b, bool fmod = false);
@@ -186,6 +224,7 @@ Tensor unsqueeze(const Tensor& x, std::vector<int64_t> axes);
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 Tensor gather(const Tensor& table, const Tensor& indices, int64_t axis = 0);
 Tensor iota(Tracer& t, Dim n, DType dtype = DType::i64);
+Tensor iota(const Tensor& like, Dim n, DType dtype = DType::i64);  // in the trace `like` belongs to
 
 // ---- composites ------------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t axis = -1);

@@ -51,6 +51,14 @@ Program Program::compile(const std::string& name, const TraceFn& fn, const Safet
   return compile(g, params_from(g, weights), o);
 }
 
+Program Program::compile(const std::string& name, const TraceFn1& fn, const Bindings& params, const AotOptions& o) {
+  return compile(name, TraceFn([&fn](Tracer& t) { return std::vector<Tensor>{fn(t)}; }), params, o);
+}
+
+Program Program::compile(const std::string& name, const TraceFn1& fn, const SafetensorsFile& weights, const AotOptions& o) {
+  return compile(name, TraceFn([&fn](Tracer& t) { return std::vector<Tensor>{fn(t)}; }), weights, o);
+}
+
 std::vector<NDArray> Program::run(Bindings& inputs) { return e_->run(inputs); }
 std::vector<NDArray> Program::run(Bindings&& inputs) { return e_->run(inputs); }
 

@@ -207,6 +207,10 @@ Tensor hardswish(const Tensor& x) { return unary(Op::hardswish, x); }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::max, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::min, a, b); }
+Tensor maximum(const Tensor& a, double b) { return maximum(a, scalar_like(a, b)); }
+Tensor maximum(double a, const Tensor& b) { return maximum(scalar_like(b, a), b); }
+Tensor minimum(const Tensor& a, double b) { return minimum(a, scalar_like(a, b)); }
+Tensor minimum(double a, const Tensor& b) { return minimum(scalar_like(b, a), b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(Op::pow, a, b); }
 Tensor pow(const Tensor& a, double b) { return pow(a, scalar_like(a, b)); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(Op::eq, a, b); }
@@ -216,6 +220,16 @@ Tensor le(const Tensor& a, const Tensor& b) { return binary(Op::le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return binary(Op::gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::ge, a, b); }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return emit(tracer_of(c), Op::where, {c, a, b}); }
+Tensor where(const Tensor& c, const Tensor& a, double b) { return where(c, a, scalar_like(a, b)); }
+Tensor where(const Tensor& c, double a, const Tensor& b) { return where(c, scalar_like(b, a), b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator<(const Tensor& a, double b) { return lt(a, scalar_like(a, b)); }
+Tensor operator<=(const Tensor& a, double b) { return le(a, scalar_like(a, b)); }
+Tensor operator>(const Tensor& a, double b) { return gt(a, scalar_like(a, b)); }
+Tensor operator>=(const Tensor& a, double b) { return ge(a, scalar_like(a, b)); }
 Tensor mod(const Tensor& a, const Tensor& b, bool fmod) { return emit(tracer_of(a), Op::mod, {a, b}, {{"fmod", fmod}}); }
 Tensor logical_and(const Tensor& a, const Tensor& b) { return binary(Op::logical_and, a, b); }
 Tensor logical_or(const Tensor& a, const Tensor& b) { return binary(Op::logical_or, a, b); }
@@ -299,6 +313,42 @@ Tensor gather(const Tensor& table, const Tensor& indices, int64_t axis) {
 }
 
 Tensor iota(Tracer& t, Dim n, DType dtype) { return emit(t, Op::iota, {}, {{"n", std::move(n)}, {"dtype", dtype}}); }
+Tensor iota(const Tensor& like, Dim n, DType dtype) { return iota(tracer_of(like), std::move(n), dtype); }
+
+// ---- methods ---------------------------------------------------------------------
+
+Tensor Tensor::reshape(Shape shape) const { return tj::reshape(*this, std::move(shape)); }
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return tj::transpose(*this, a, b); }
+Tensor Tensor::slice(int64_t axis, Dim start, Dim end, int64_t step) const { return tj::slice(*this, axis, std::move(start), std::move(end), step); }
+
+Tensor Tensor::index(const std::vector<Index>& idx) const {
+  int r = rank();
+  if (static_cast<int>(idx.size()) > r)
+    throw ShapeError("index of " + type().str() + ": " + std::to_string(idx.size()) + " indices for rank " + std::to_string(r));
+  Tensor x = *this;
+  std::vector<int64_t> drop;
+  for (size_t a = 0; a < idx.size(); ++a) {
+    const Dim& d = shape()[a];
+    const int64_t axis = static_cast<int64_t>(a);
+    if (const auto* i = std::get_if<int64_t>(&idx[a])) {
+      int64_t p = *i;
+      if (p < 0) {
+        auto c = d.as_const();
+        if (!c) throw ShapeError("index of " + type().str() + ": a negative position on symbolic axis " + std::to_string(a));
+        p += *c;
+      }
+      if (auto c = d.as_const(); p < 0 || (c && p >= *c))
+        throw ShapeError("index " + std::to_string(*i) + " out of range for axis " + std::to_string(a) + " of " + type().str());
+      x = tj::slice(x, axis, p, p + 1);
+      drop.push_back(axis);
+      continue;
+    }
+    const Range& g = std::get<Range>(idx[a]);
+    bool whole = g.start == Dim(0) && !g.end && g.step == 1;
+    if (!whole) x = tj::slice(x, axis, g.start, g.end ? *g.end : d, g.step);
+  }
+  return drop.empty() ? x : squeeze(x, drop);
+}
 
 Tensor softmax(const Tensor& x, int64_t axis) { return emit(tracer_of(x), Op::softmax, {x}, {{"axis", axis}}); }
 Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) { return emit(tracer_of(x), Op::rms_norm, {x, w}, {{"eps", eps}}); }

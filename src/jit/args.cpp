@@ -113,4 +113,20 @@ Tensor JitArgs::param(const std::string& name, const SafetensorsFile& weights) {
 
 Tracer& JitArgs::tracer() { return s_->tracer; }
 
+namespace {
+size_t named(const std::vector<std::string>* names, std::string_view name, const char* what) {
+  if (!names) throw Error(std::string("jit: the function reads ") + what + " '" + std::string(name) + "' by name, but was called with positional arguments");
+  for (size_t i = 0; i < names->size(); ++i)
+    if ((*names)[i] == name) return i;
+  std::string known;
+  for (const auto& n : *names) known += (known.empty() ? "" : ", ") + n;
+  throw Error(std::string("jit: no ") + what + " named '" + std::string(name) + "' (the call passed: " + (known.empty() ? "none" : known) + ")");
+}
+}  // namespace
+
+Tensor JitArgs::tensor(std::string_view name) { return tensor(named(s_->tensor_names, name, "tensor")); }
+int64_t JitArgs::integer(std::string_view name) { return integer(named(s_->value_names, name, "value")); }
+double JitArgs::number(std::string_view name) { return number(named(s_->value_names, name, "value")); }
+bool JitArgs::flag(std::string_view name) { return flag(named(s_->value_names, name, "value")); }
+
 }  // namespace tj

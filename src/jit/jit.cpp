@@ -211,6 +211,7 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
 std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic) {
   auto t0 = Clock::now();
   JitArgs::State st(name, ts, vs, o, symbolic, dynamic);
+  if (tensor_names) st.tensor_names = &*tensor_names, st.value_names = &*value_names;
   Segments seg(*this, st, ts);
   st.segments = &seg;
   st.tracer.set_value_reader([&seg](const Tensor& t, const std::source_location& w) { return seg.read(t, w); });
@@ -285,6 +286,40 @@ std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std
   }
 }
 
+std::vector<NDArray> JitFunction::Impl::call_named(Bindings& named_ts, const JitFunction::NamedValues& named_vs) {
+  std::vector<std::string> tn, vn;
+  std::vector<NDArray> ts;
+  std::vector<JitValue> vs;
+  for (auto& [k, v] : named_ts) tn.push_back(k);
+  for (const auto& [k, v] : named_vs) vn.push_back(k), vs.push_back(v);
+  if (tensor_names && (tn != *tensor_names || vn != *value_names)) {
+    auto list = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& n : v) s += (s.empty() ? "" : ", ") + n;
+      return "{" + s + "}";
+    };
+    throw Error("jit '" + name + "': called with tensors " + list(tn) + " and values " + list(vn) + ", but first with " + list(*tensor_names) +
+                " and " + list(*value_names));
+  }
+  if (!tensor_names && !entries.empty()) throw Error("jit '" + name + "': called with named arguments after positional ones");
+  const bool first = !tensor_names;
+  tensor_names = tn, value_names = vn;
+  for (auto& [k, v] : named_ts) ts.push_back(std::move(v));
+  auto give_back = [&] {
+    size_t i = 0;
+    for (auto& [k, v] : named_ts) v = std::move(ts[i++]);
+  };
+  try {
+    auto out = call(ts, vs);
+    give_back();
+    return out;
+  } catch (...) {
+    give_back();
+    if (first && entries.empty()) tensor_names.reset(), value_names.reset();
+    throw;
+  }
+}
+
 JitFunction::JitFunction(std::string name, JitFn fn, JitOptions options) : p_(std::make_shared<Impl>()) {
   if (!fn) throw Error("jit: no function");
   if (options.cache_limit == 0) throw Error("jit: cache_limit must be at least 1");
@@ -295,12 +330,16 @@ JitFunction::JitFunction(std::string name, JitFn fn, JitOptions options) : p_(st
 }
 
 std::vector<NDArray> JitFunction::operator()(std::vector<NDArray>& tensors, const std::vector<JitValue>& values) {
+  if (p_->tensor_names) throw Error("jit '" + p_->name + "': called with positional arguments after named ones");
   return p_->call(tensors, values);
 }
 
 std::vector<NDArray> JitFunction::operator()(std::vector<NDArray>&& tensors, const std::vector<JitValue>& values) {
-  return p_->call(tensors, values);
+  return (*this)(tensors, values);
 }
+
+std::vector<NDArray> JitFunction::operator()(Bindings& tensors, const NamedValues& values) { return p_->call_named(tensors, values); }
+std::vector<NDArray> JitFunction::operator()(Bindings&& tensors, const NamedValues& values) { return p_->call_named(tensors, values); }
 
 bool JitFunction::would_hit(const std::vector<NDArray>& tensors, const std::vector<JitValue>& values) const {
   if (p_->breaking) return false;
@@ -334,5 +373,10 @@ std::string JitFunction::explain() const {
 }
 
 JitFunction jit(std::string name, JitFn fn, JitOptions options) { return JitFunction(std::move(name), std::move(fn), std::move(options)); }
+
+JitFunction jit(std::string name, JitFn1 fn, JitOptions options) {
+  if (!fn) throw Error("jit: no function");
+  return JitFunction(std::move(name), [fn = std::move(fn)](JitArgs& a) { return std::vector<Tensor>{fn(a)}; }, std::move(options));
+}
 
 }  // namespace tj

@@ -81,6 +81,8 @@ struct JitArgs::State {
   std::map<std::string, std::pair<size_t, int>> symbol_site;  // symbol -> first (tensor, axis)
   std::map<std::string, int64_t> bucket_of;                   // symbol -> its bucket
   std::set<size_t> values_read;
+  const std::vector<std::string>* tensor_names = nullptr;  // a call with named arguments
+  const std::vector<std::string>* value_names = nullptr;
   Bindings params;
   std::vector<std::pair<std::string, std::pair<size_t, int>>> real_sizes;  // input name -> (tensor, axis)
   jitimpl::Segments* segments = nullptr;
@@ -113,6 +115,9 @@ struct JitFunction::Impl {
   std::map<std::string, std::shared_ptr<jitimpl::Program>> graphs;  // a breaking function's graphs, by text
 
   std::vector<NDArray> call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs);
+  // The names of a function called with named arguments (fixed by its first call).
+  std::optional<std::vector<std::string>> tensor_names, value_names;
+  std::vector<NDArray> call_named(Bindings& ts, const JitFunction::NamedValues& vs);
   std::vector<NDArray> run_entry(jitimpl::Entry& e, std::vector<NDArray>& ts);
   std::vector<NDArray> trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic);
   std::set<std::pair<size_t, int>> dynamic;  // automatic dims that have shown a second value

@@ -22,8 +22,8 @@ const std::vector<LlamaConfig>& configs() {
 // HF's rotate_half convention: x = [x1, x2] -> [x1*c - x2*s, x2*c + x1*s].
 Tensor apply_rope(const Tensor& x, const Tensor& c, const Tensor& s, int64_t head_dim) {
   int64_t half = head_dim / 2;
-  Tensor x1 = slice(x, -1, 0, half);
-  Tensor x2 = slice(x, -1, half, head_dim);
+  Tensor x1 = x.slice(-1, 0, half);
+  Tensor x2 = x.slice(-1, half, head_dim);
   return concat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
 }
 
@@ -79,7 +79,7 @@ LayerOut llama_layer(const LlamaConfig& c, const LayerParams& p, const RopeTable
   Tensor q = heads(matmul(h, p.wq), B, T, c.n_heads, hd);
   Tensor k = heads(matmul(h, p.wk), B, T, c.n_kv_heads, hd);
   Tensor v = heads(matmul(h, p.wv), B, T, c.n_kv_heads, hd);
-  Tensor positions = iota(*x.tracer(), T) + pos;
+  Tensor positions = iota(x, T) + pos;
   Tensor cs = gather(rope.cos, positions);
   Tensor sn = gather(rope.sin, positions);
   q = apply_rope(q, cs, sn, hd);
