@@ -145,6 +145,12 @@ class Emitter {
   std::string reduction_body(const Kernel& K);
 
   // ---- kernels/matmul.cpp
+  struct BlasOperand {
+    std::string p, trans;  // pointer expression; CblasTrans or CblasNoTrans
+    Dim ld = 1;
+    Sizes batch_strides;
+  };
+  BlasOperand blas_operand(ValueId x, const Dim& rows, const Dim& cols, std::string* code);
   std::string matmul_body(const Kernel& K);
   static std::string columns_of(const Dim& N);
   std::string gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,

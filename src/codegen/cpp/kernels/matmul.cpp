@@ -13,6 +13,32 @@
 
 namespace tj::cpp {
 
+// Operand x of a product as BLAS reads it: in place (row-major, or
+// transposed) when its layout allows, else copied into a temporary first
+// (appended to `code`). `rows` x `cols` is the matrix BLAS sees.
+Emitter::BlasOperand Emitter::blas_operand(ValueId x, const Dim& rows, const Dim& cols, std::string* code) {
+  auto at_least = [](const Dim& p, const Dim& q) { return p == q || (p - q).provably_positive(); };
+  auto sx = shape(x);
+  size_t rx = sx.size();
+  auto fits = [&](const Strided& st, bool t) {
+    const Dim &sr = st.strides[rx - 2], &sc = st.strides[rx - 1];
+    return t ? (sr == Dim(1) && (cols == Dim(1) || at_least(sc, rows))) : (sc == Dim(1) && (rows == Dim(1) || at_least(sr, cols)));
+  };
+  auto st = strided(x);
+  if (!st || (!fits(*st, false) && !fits(*st, true))) {
+    make_temp_copy(x, code);
+    st = Strided{x, 0, contiguous_strides(sx)};
+  }
+  BlasOperand o;
+  bool t = !fits(*st, false);
+  o.trans = t ? "CblasTrans" : "CblasNoTrans";
+  o.ld = t ? (cols == Dim(1) ? rows : st->strides[rx - 1]) : (rows == Dim(1) ? cols : st->strides[rx - 2]);
+  if (o.ld == Dim(0)) o.ld = Dim(1);
+  o.p = ptr(st->base) + " + " + C(st->offset);
+  o.batch_strides.assign(st->strides.begin(), st->strides.end() - 2);
+  return o;
+}
+
 // GEMM per batch through OpenBLAS (GEMV for one row), then the epilogue.
 std::string Emitter::matmul_body(const Kernel& K) {
   ValueId mm = K.ops[0];
@@ -25,33 +51,10 @@ std::string Emitter::matmul_body(const Kernel& K) {
   std::string ty = T(mm);
   std::string blas = ty == "float" ? "s" : ty == "double" ? "d" : "";
   if (blas.empty()) throw Error("code generation: matmul of " + ty);
-  auto at_least = [](const Dim& x, const Dim& y) { return x == y || (x - y).provably_positive(); };
-  // Operands BLAS can read in place (row-major, or transposed), or copies
-  // into temporaries. `rows` x `cols` is the matrix BLAS sees.
-  auto prepare = [&](ValueId x, const Dim& rows, const Dim& cols, std::string* p, std::string* trans, Dim* ld, Sizes* batch_strides) {
-    auto sx = shape(x);
-    size_t rx = sx.size();
-    auto fits = [&](const Strided& st, bool t) {
-      const Dim &sr = st.strides[rx - 2], &sc = st.strides[rx - 1];
-      return t ? (sr == Dim(1) && (cols == Dim(1) || at_least(sc, rows))) : (sc == Dim(1) && (rows == Dim(1) || at_least(sr, cols)));
-    };
-    auto st = strided(x);
-    if (!st || (!fits(*st, false) && !fits(*st, true))) {
-      make_temp_copy(x, &code);
-      st = Strided{x, 0, contiguous_strides(sx)};
-    }
-    bool t = !fits(*st, false);
-    *trans = t ? "CblasTrans" : "CblasNoTrans";
-    *ld = t ? (cols == Dim(1) ? rows : st->strides[rx - 1]) : (rows == Dim(1) ? cols : st->strides[rx - 2]);
-    if (*ld == Dim(0)) *ld = Dim(1);
-    *p = ptr(st->base) + " + " + C(st->offset);
-    batch_strides->assign(st->strides.begin(), st->strides.end() - 2);
-  };
-  std::string pa, pb, ta, tb;
-  Dim lda, ldb;
-  Sizes bsa, bsb;
-  prepare(a, M, Kd, &pa, &ta, &lda, &bsa);
-  prepare(b, Kd, N, &pb, &tb, &ldb, &bsb);
+  BlasOperand A0 = blas_operand(a, M, Kd, &code), B0 = blas_operand(b, Kd, N, &code);
+  const std::string &pa = A0.p, &pb = B0.p, &ta = A0.trans, &tb = B0.trans;
+  const Dim &lda = A0.ld, &ldb = B0.ld;
+  const Sizes &bsa = A0.batch_strides, &bsb = B0.batch_strides;
   // Batch loop (numpy-broadcast batch dims).
   Sizes batch(so.begin(), so.end() - 2);
   Idx bv = loop_vars(batch.size(), "b");
