@@ -76,9 +76,9 @@ LayerOut llama_layer(const LlamaConfig& c, const LayerParams& p, const RopeTable
 
   // Attention block.
   Tensor h = rms_norm(x, p.attn_norm, c.eps);
-  Tensor q = heads(matmul(h, p.wq), B, T, c.n_heads, hd);
-  Tensor k = heads(matmul(h, p.wk), B, T, c.n_kv_heads, hd);
-  Tensor v = heads(matmul(h, p.wv), B, T, c.n_kv_heads, hd);
+  Tensor q = heads(linear(h, p.wq), B, T, c.n_heads, hd);
+  Tensor k = heads(linear(h, p.wk), B, T, c.n_kv_heads, hd);
+  Tensor v = heads(linear(h, p.wv), B, T, c.n_kv_heads, hd);
   Tensor positions = iota(x, T) + pos;
   Tensor cs = gather(rope.cos, positions);
   Tensor sn = gather(rope.sin, positions);
@@ -94,11 +94,11 @@ LayerOut llama_layer(const LlamaConfig& c, const LayerParams& p, const RopeTable
     attn = matmul(softmax(scores, -1), repeat_kv(vc, group));
   }
   attn = reshape(permute(attn, {0, 2, 1, 3}), {B, T, c.n_heads * hd});
-  Tensor h1 = x + matmul(attn, p.wo);
+  Tensor h1 = x + linear(attn, p.wo);
 
   // SwiGLU MLP block.
   Tensor h2 = rms_norm(h1, p.mlp_norm, c.eps);
-  Tensor m = matmul(silu(matmul(h2, p.w_gate)) * matmul(h2, p.w_up), p.w_down);
+  Tensor m = linear(silu(linear(h2, p.w_gate)) * linear(h2, p.w_up), p.w_down);
   return {h1 + m, kc, vc};
 }
 
@@ -138,7 +138,7 @@ Graph trace_llama(const LlamaConfig& c, const Shapes& s, int64_t layers, const L
   }
   Tensor final_norm = t.param("final_norm", s.dtype, {c.d_model});
   Tensor lm_head = t.param("lm_head", s.dtype, {c.d_model, c.vocab});
-  outs[0] = matmul(rms_norm(x, final_norm, c.eps), lm_head);
+  outs[0] = linear(rms_norm(x, final_norm, c.eps), lm_head);
   return t.finish(outs);
 }
 
@@ -147,7 +147,7 @@ Graph trace_mlp(const LlamaConfig& c, const Shapes& s) {
   Tensor x = t.input("x", s.dtype, {s.batch, s.tokens, c.d_model});
   Tensor w1 = t.param("w1", s.dtype, {c.d_model, c.ffn});
   Tensor w2 = t.param("w2", s.dtype, {c.ffn, c.d_model});
-  return t.finish({matmul(gelu(matmul(x, w1)), w2)});
+  return t.finish({linear(gelu(linear(x, w1)), w2)});
 }
 
 std::vector<double> rope_table(const LlamaConfig& c, bool sine) {

@@ -16,6 +16,7 @@
 
 #include "ir/graph.h"
 #include "tensorjit/ndarray.h"
+#include "tensorjit/nn.h"
 #include "tensorjit/tensor.h"
 
 namespace tj::models {
