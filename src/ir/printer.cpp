@@ -13,10 +13,12 @@ namespace tj {
 
 namespace {
 
-// Integers print as integers; f32/bf16/f16 values as the shortest text that
-// reads back to the same float (the parser rounds constants to their dtype).
-std::string value_str(double v, DType t) {
-  if (!is_float(t)) return std::to_string(static_cast<int64_t>(v));
+// Integers print as integers, exactly (not through a double); f32/bf16/f16
+// values as the shortest text that reads back to the same float (the parser
+// rounds constants to their dtype).
+std::string value_str(const ConstValues& d, size_t i, DType t) {
+  if (!is_float(t)) return std::to_string(is_float(d.dtype()) ? static_cast<int64_t>(round_to_dtype(d[i], DType::i64)) : d.int_at(i));
+  double v = d[i];
   if (t == DType::f64 || !std::isfinite(v)) return attr_str(AttrKind::Float, v);
   std::array<char, 32> buf;
   auto [p, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), static_cast<float>(v));
@@ -27,7 +29,7 @@ std::string value_str(double v, DType t) {
 
 std::string data_str(const Node& n, const PrintOptions& o) {
   const auto& d = *n.const_data();
-  if (d.size() == 1) return value_str(d[0], n.type.dtype);
+  if (d.size() == 1) return value_str(d, 0, n.type.dtype);
   if (d.size() > o.summarize_constants_over) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "<%zu values, xxh3 %016llx>", d.size(),
@@ -35,7 +37,7 @@ std::string data_str(const Node& n, const PrintOptions& o) {
     return buf;
   }
   std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + value_str(d[i], n.type.dtype);
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + value_str(d, i, n.type.dtype);
   return s + "]";
 }
 

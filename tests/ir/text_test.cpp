@@ -68,6 +68,16 @@ TEST(TextRoundTrip, ConstantsKeepEveryBit) {
 
 // Log dumps summarize large constants (frozen weights): count and hash,
 // never the data; small ones print in full; the default prints everything.
+// Integer constants print exactly, not through a double (INT64_MAX is not
+// 2^63); fuzz_compiled found the old cast to be undefined behaviour.
+TEST(TextPrint, IntegerConstantsPrintExactly) {
+  Graph g("ints");
+  NDArray big = NDArray::of<int64_t>({2}, std::vector<int64_t>{INT64_MAX, (int64_t{1} << 53) + 1});
+  g.set_outputs({g.add_const({DType::i64, {2}}, ConstValues::adopt(big))});
+  std::string text = print_graph(g);
+  EXPECT_NE(text.find("[9223372036854775807, 9007199254740993]"), std::string::npos) << text;
+}
+
 TEST(TextPrint, LogDumpsSummarizeLargeConstants) {
   std::string big = "[";
   for (int i = 0; i < 40; ++i) big += (i ? ", " : "") + std::to_string(i) + ".5";
