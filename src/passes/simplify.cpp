@@ -17,6 +17,8 @@ namespace tj {
 namespace {
 
 // Could this value hold -0.0? Conservative: true unless proven otherwise.
+// Whether a value may be -0.0: an algebraic fact about each op (and its
+// precision), which this analysis lists by op; an op not listed may be.
 class NegZero {
  public:
   explicit NegZero(const Graph& g) : g_(g) {}

@@ -13,6 +13,8 @@
 
 namespace tj::cpp {
 
+// How this backend accumulates each Fuse::reduction op (sum and mean add,
+// amax takes the maximum; mean divides after): a kernel strategy, by op.
 Emitter::Accumulator Emitter::accumulator(const Node& n) {
   bool integer = is_int(n.type.dtype), max = n.op == Op::amax;
   if (integer) return {"int64_t", max ? "INT64_MIN" : "0", true, max};
