@@ -121,6 +121,7 @@ struct CExpr {
   std::string fmt(std::string_view form) const;
   // `v` as a literal of the result type (exact: hex floats).
   std::string lit(double v) const;
+  std::string lit_int(int64_t v) const;  // exactly, INT64_MIN included
 };
 using CExprFn = std::string (*)(const CExpr&);
 

@@ -17,7 +17,7 @@ namespace {
 // values as the shortest text that reads back to the same float (the parser
 // rounds constants to their dtype).
 std::string value_str(const ConstValues& d, size_t i, DType t) {
-  if (!is_float(t)) return std::to_string(is_float(d.dtype()) ? static_cast<int64_t>(round_to_dtype(d[i], DType::i64)) : d.int_at(i));
+  if (!is_float(t)) return std::to_string(d.int_at(i));  // the data is in the node's dtype (Graph::add_const)
   double v = d[i];
   if (t == DType::f64 || !std::isfinite(v)) return attr_str(AttrKind::Float, v);
   std::array<char, 32> buf;

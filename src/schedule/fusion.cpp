@@ -69,7 +69,7 @@ std::vector<bool> free_values(const Graph& g) {
     // Pure: computable from inputs, params, constants and generators alone.
     bool operands_pure = true;
     for (ValueId o : n.inputs) operands_pure = operands_pure && pure[static_cast<size_t>(o)];
-    if (n.def().category == OpCategory::source && c != Fuse::generator) pure[i] = f[i] = true;
+    if (n.def().category == OpCategory::source) pure[i] = f[i] = true;
     else if (c == Fuse::view) f[i] = true, pure[i] = operands_pure;
     else if (c == Fuse::generator) pure[i] = f[i] = operands_pure;
     else if (is_int(n.type.dtype) && c == Fuse::pointwise && all_free(0) && operands_pure && !may_fail(g, n)) pure[i] = f[i] = true;  // index math

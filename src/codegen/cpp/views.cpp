@@ -4,8 +4,6 @@
 // splat constants and gathers (bounds-checked), never a copy.
 #include "codegen/cpp/emitter.h"
 
-#include <limits>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -47,8 +45,10 @@ std::string Emitter::load(ValueId o, const Idx& idx) {
     case Op::constant: {  // a splat (an empty constant has no value: it is never read)
       const auto& d = *n.const_data();
       if (!is_float(n.type.dtype) && !d.empty()) {  // exactly: no round trip through double
-        int64_t v = d.int_at(0);
-        return v == std::numeric_limits<int64_t>::min() ? "(" + T(o) + ")(-9223372036854775807LL-1)" : "(" + T(o) + ")" + std::to_string(v) + "LL";
+        CExpr e;
+        e.T = T(o);
+        e.integer = true;
+        return e.lit_int(d.int_at(0));
       }
       return literal(d.empty() ? 0.0 : d[0], n.type.dtype);
     }

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <unordered_map>
 
 #include "ir/ops/infer.h"
@@ -61,15 +62,18 @@ std::string CExpr::fmt(std::string_view form) const {
 }
 
 std::string CExpr::lit(double v) const {
-  if (integer) {  // constants are doubles in [-2^63, 2^63): -2^63 has no literal of its own
-    if (v <= -9223372036854775808.0) return "(" + T + ")(-9223372036854775807LL-1)";
-    return "(" + T + ")" + std::to_string(static_cast<int64_t>(v)) + "LL";
-  }
+  if (integer)  // constants are doubles in [-2^63, 2^63)
+    return lit_int(v <= -9223372036854775808.0 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(v));
   if (std::isnan(v)) return "(" + T + ")NAN";
   if (std::isinf(v)) return v > 0 ? "(" + T + ")INFINITY" : "(" + T + ")(-INFINITY)";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%a", v);
   return "(" + T + ")" + std::string(buf);
+}
+
+std::string CExpr::lit_int(int64_t v) const {
+  if (v == std::numeric_limits<int64_t>::min()) return "(" + T + ")(-9223372036854775807LL-1)";  // no literal of its own
+  return "(" + T + ")" + std::to_string(v) + "LL";
 }
 
 int64_t CostArgs::out_elems() const {
