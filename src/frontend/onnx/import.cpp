@@ -1,0 +1,183 @@
+// Reading a ModelProto: opset check, inputs, initializers, nodes in order.
+#include "frontend/onnx/import.h"
+
+#include <fstream>
+#include <limits>
+
+#include "frontend/onnx/context.h"
+#include "tensorjit/error.h"
+
+namespace tj::onnx_import {
+
+void Ctx::fail(const std::string& msg) const {
+  std::string where = node ? node->op_type() + " node '" + node->name() + "'" : std::string("graph");
+  throw Error("onnx: " + where + ": " + msg);
+}
+
+bool Ctx::has_input(size_t i) const { return static_cast<int>(i) < node->input_size() && !node->input(static_cast<int>(i)).empty(); }
+
+const Value& Ctx::input(size_t i) const {
+  if (!has_input(i)) fail("missing operand " + std::to_string(i));
+  auto it = values.find(node->input(static_cast<int>(i)));
+  if (it == values.end()) fail("operand '" + node->input(static_cast<int>(i)) + "' is not defined before it is used");
+  return it->second;
+}
+
+const NDArray& Ctx::known(size_t i, const char* what) const {
+  const Value& v = input(i);
+  if (!v.known) fail(std::string(what) + " (operand " + std::to_string(i) + ") must be known when the model is imported");
+  return *v.known;
+}
+
+std::vector<int64_t> Ctx::known_ints(size_t i, const char* what) const {
+  const NDArray& a = known(i, what);
+  if (!is_int(a.dtype())) fail(std::string(what) + " must be integers, got " + a.type_str());
+  std::vector<int64_t> r;
+  for (int64_t k = 0; k < a.numel(); ++k) r.push_back(a.dtype() == DType::i64 ? a.data<int64_t>()[k] : a.data<int32_t>()[k]);
+  return r;
+}
+
+const onnx::AttributeProto* Ctx::attr(const std::string& name) const {
+  for (const auto& a : node->attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t Ctx::attr_int(const std::string& name, int64_t def) const {
+  const auto* a = attr(name);
+  return a ? a->i() : def;
+}
+
+double Ctx::attr_float(const std::string& name, double def) const {
+  const auto* a = attr(name);
+  return a ? a->f() : def;
+}
+
+std::vector<int64_t> Ctx::attr_ints(const std::string& name, std::vector<int64_t> def) const {
+  const auto* a = attr(name);
+  if (!a) return def;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+DType dtype_of_onnx(int32_t t, const std::string& where) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: return DType::f32;
+    case onnx::TensorProto::DOUBLE: return DType::f64;
+    case onnx::TensorProto::FLOAT16: return DType::f16;
+    case onnx::TensorProto::BFLOAT16: return DType::bf16;
+    case onnx::TensorProto::INT32: return DType::i32;
+    case onnx::TensorProto::INT64: return DType::i64;
+    case onnx::TensorProto::BOOL: return DType::boolean;
+    default:
+      throw Error("onnx: " + where + ": element type " + std::to_string(t) + " (" + onnx::TensorProto::DataType_Name(t) +
+                  ") is not supported (f32, f64, f16, bf16, i32, i64, bool are)");
+  }
+}
+
+NDArray tensor_value(const onnx::TensorProto& t, const std::string& where) {
+  std::string what = where + " '" + t.name() + "'";
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) throw Error("onnx: " + what + ": external data is not supported yet");
+  DType dt = dtype_of_onnx(t.data_type(), what);
+  std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
+  NDArray a(dt, shape);
+  size_t n = static_cast<size_t>(a.numel());
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != a.nbytes())
+      throw Error("onnx: " + what + ": " + std::to_string(t.raw_data().size()) + " bytes of raw data for " + a.type_str());
+    return NDArray::copy_of(dt, shape, t.raw_data().data(), a.nbytes());
+  }
+  auto check = [&](size_t got) {
+    if (got != n) throw Error("onnx: " + what + ": " + std::to_string(got) + " values for " + a.type_str());
+  };
+  switch (dt) {
+    case DType::f32: check(static_cast<size_t>(t.float_data_size())); for (size_t i = 0; i < n; ++i) a.data<float>()[i] = t.float_data(static_cast<int>(i)); break;
+    case DType::f64: check(static_cast<size_t>(t.double_data_size())); for (size_t i = 0; i < n; ++i) a.data<double>()[i] = t.double_data(static_cast<int>(i)); break;
+    case DType::i64: check(static_cast<size_t>(t.int64_data_size())); for (size_t i = 0; i < n; ++i) a.data<int64_t>()[i] = t.int64_data(static_cast<int>(i)); break;
+    case DType::i32: check(static_cast<size_t>(t.int32_data_size())); for (size_t i = 0; i < n; ++i) a.data<int32_t>()[i] = t.int32_data(static_cast<int>(i)); break;
+    case DType::boolean: check(static_cast<size_t>(t.int32_data_size())); for (size_t i = 0; i < n; ++i) a.data<uint8_t>()[i] = t.int32_data(static_cast<int>(i)) != 0; break;
+    default:  // f16/bf16 as bits in int32_data
+      check(static_cast<size_t>(t.int32_data_size()));
+      for (size_t i = 0; i < n; ++i) a.data<uint16_t>()[i] = static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
+  }
+  return a;
+}
+
+namespace {
+
+Shape shape_of(const onnx::ValueInfoProto& v) {
+  if (!v.type().has_tensor_type()) throw Error("onnx: input '" + v.name() + "' is not a tensor");
+  const auto& tt = v.type().tensor_type();
+  if (!tt.has_shape()) throw Error("onnx: input '" + v.name() + "' has no shape (its rank is needed)");
+  Shape s;
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) s.push_back(Dim(d.dim_value()));
+    else if (d.has_dim_param() && !d.dim_param().empty()) s.push_back(Dim::symbol(d.dim_param()));
+    else throw Error("onnx: input '" + v.name() + "' has a dim with neither a size nor a name");
+  }
+  return s;
+}
+
+// Small integer constants are kept known: shapes and axes are computed from them.
+constexpr int64_t kKnownElements = 1 << 16;
+
+}  // namespace
+
+OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what) {
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    throw Error("onnx: " + what + ": " + std::to_string(bytes.size()) + " bytes: models over 2 GB need external data");
+  onnx::ModelProto m;
+  if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) throw Error("onnx: " + what + ": not a valid ONNX model (protobuf parse failed)");
+  if (!m.has_graph()) throw Error("onnx: " + what + ": the model has no graph");
+  OnnxModel out;
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") out.opset = o.version();
+    else throw Error("onnx: " + what + ": operator set domain '" + o.domain() + "' is not supported");
+  if (out.opset < 13) throw Error("onnx: " + what + ": opset " + std::to_string(out.opset) + " is not supported (13 and later are)");
+  const onnx::GraphProto& g = m.graph();
+  Tracer t(g.name().empty() ? "onnx" : g.name());
+  Ctx c{t, {}, out.opset, nullptr};
+  for (const auto& init : g.initializer()) {
+    NDArray a = tensor_value(init, "initializer");
+    Value v{t.param(init.name(), a.dtype(), Shape(a.shape().begin(), a.shape().end())), std::nullopt};
+    if (a.numel() <= kKnownElements) v.known = a;
+    out.params.emplace(init.name(), std::move(a));
+    c.values.emplace(init.name(), std::move(v));
+  }
+  for (const auto& in : g.input()) {
+    if (c.values.count(in.name())) continue;  // an initializer listed as an input too (older exporters)
+    DType dt = dtype_of_onnx(in.type().tensor_type().elem_type(), "input '" + in.name() + "'");
+    c.values.emplace(in.name(), Value{t.input(in.name(), dt, shape_of(in)), std::nullopt});
+  }
+  for (const auto& n : g.node()) {
+    c.node = &n;
+    if (!n.domain().empty() && n.domain() != "ai.onnx") c.fail("domain '" + n.domain() + "' is not supported");
+    const Converter* conv = find_converter(n.op_type());
+    if (!conv) c.fail("the op " + n.op_type() + " is not supported yet");
+    std::vector<Value> results;
+    try {
+      results = (*conv)(c);
+    } catch (const ShapeError& e) {
+      c.fail(e.what());
+    }
+    for (int i = 0; i < n.output_size() && static_cast<size_t>(i) < results.size(); ++i)
+      if (!n.output(i).empty()) c.values[n.output(i)] = std::move(results[static_cast<size_t>(i)]);
+  }
+  c.node = nullptr;
+  std::vector<Tensor> outs;
+  for (const auto& o : g.output()) {
+    auto it = c.values.find(o.name());
+    if (it == c.values.end()) throw Error("onnx: " + what + ": output '" + o.name() + "' is not computed by the graph");
+    outs.push_back(it->second.t);
+  }
+  out.graph = t.finish(outs);
+  return out;
+}
+
+OnnxModel import_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("onnx: cannot open " + path);
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return import_bytes(std::as_bytes(std::span(data.data(), data.size())), path);
+}
+
+}  // namespace tj::onnx_import

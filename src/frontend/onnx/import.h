@@ -1,0 +1,31 @@
+// The ONNX frontend: a ModelProto (opset 13 and later) into a tensorjit
+// graph. Graph inputs keep their names, dim_param dims become size symbols
+// (one compilation serves every batch and sequence length), initializers
+// become params (with their values), and each node becomes the ops of its
+// converter (src/frontend/onnx/ops.cpp). The protobuf format is read with
+// the protobuf library and Debian's generated onnx-ml.pb.h (libonnx-dev).
+// Malformed files, unsupported opsets and unknown ops are tj::Errors that
+// name the file, the node and the op.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "tensorjit/ndarray.h"
+
+namespace tj::onnx_import {
+
+struct OnnxModel {
+  Graph graph;
+  Bindings params;    // the initializers, by name
+  int64_t opset = 0;  // of the default (ai.onnx) domain
+};
+
+OnnxModel import_file(const std::string& path);
+// `what` names the model in errors.
+OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what);
+
+}  // namespace tj::onnx_import

@@ -1,0 +1,196 @@
+// The ONNX importer on models built here with the protobuf API: names and
+// symbolic dims kept, initializers as params, node semantics against hand
+// values, and malformed or unsupported models as clear errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include <onnx/onnx_pb.h>
+
+#include "frontend/onnx/import.h"
+#include "ir/text.h"
+#include "runtime/interpreter.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+namespace {
+
+using onnx_import::OnnxModel;
+
+onnx::ModelProto model(int64_t opset = 13) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  m.mutable_graph()->set_name("g");
+  return m;
+}
+
+void input(onnx::GraphProto* g, const std::string& name, int32_t type, const std::vector<std::string>& dims) {
+  auto* v = g->add_input();
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(type);
+  for (const auto& d : dims) {
+    auto* dim = tt->mutable_shape()->add_dim();
+    if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+    else dim->set_dim_param(d);
+  }
+}
+
+void output(onnx::GraphProto* g, const std::string& name) { g->add_output()->set_name(name); }
+
+onnx::NodeProto* node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(op + "_" + std::to_string(g->node_size()));
+  for (auto& s : in) n->add_input(s);
+  for (auto& s : out) n->add_output(s);
+  return n;
+}
+
+void floats(onnx::TensorProto* t, const std::string& name, std::vector<int64_t> dims, const std::vector<float>& v, bool raw) {
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  if (raw) t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+  else for (float x : v) t->add_float_data(x);
+}
+
+void ints_attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+void int_attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+OnnxModel import(const onnx::ModelProto& m) {
+  std::string bytes = m.SerializeAsString();
+  return onnx_import::import_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), "test.onnx");
+}
+
+std::string error_of(const onnx::ModelProto& m) {
+  try {
+    import(m);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// softmax(relu(x @ W + b)), x [batch, 4] with a symbolic batch.
+TEST(OnnxImport, MlpWithSymbolicBatch) {
+  auto m = model();
+  auto* g = m.mutable_graph();
+  input(g, "x", onnx::TensorProto::FLOAT, {"batch", "4"});
+  std::vector<float> w = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};  // [4,3]
+  floats(g->add_initializer(), "W", {4, 3}, w, true);
+  floats(g->add_initializer(), "b", {3}, {0.5f, -10, 0}, false);
+  node(g, "MatMul", {"x", "W"}, {"h"});
+  node(g, "Add", {"h", "b"}, {"y"});
+  node(g, "Relu", {"y"}, {"r"});
+  node(g, "Softmax", {"r"}, {"out"});
+  output(g, "out");
+  OnnxModel o = import(m);
+  EXPECT_EQ(o.opset, 13);
+  ASSERT_EQ(o.graph.inputs().size(), 1u);
+  EXPECT_EQ(o.graph.type(o.graph.inputs()[0]).str(), "f32[batch,4]");
+  EXPECT_EQ(o.graph.node(o.graph.inputs()[0]).name, "x");
+  EXPECT_EQ(o.params.size(), 2u);
+  Bindings in = o.params;
+  in["x"] = NDArray::of<float>({2, 4}, std::vector<float>{1, 2, 3, 0, 0, 0, 0, 0});
+  auto out = interpret(o.graph, in);
+  ASSERT_EQ(out[0].shape(), (std::vector<int64_t>{2, 3}));
+  // Row 0: x@W = [1, 2, 3] + b = [1.5, -8, 3] -> relu [1.5, 0, 3]; row 1: [0.5, 0, 0].
+  auto sm = [](std::vector<double> z) {
+    double s = 0;
+    for (double& v : z) s += (v = std::exp(v));
+    for (double& v : z) v /= s;
+    return z;
+  };
+  std::vector<double> want0 = sm({1.5, 0, 3}), want1 = sm({0.5, 0, 0});
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_NEAR(out[0].data<float>()[j], want0[static_cast<size_t>(j)], 1e-6);
+    EXPECT_NEAR(out[0].data<float>()[3 + j], want1[static_cast<size_t>(j)], 1e-6);
+  }
+}
+
+// Gemm (transB, alpha, beta), Reshape by a Constant shape with 0 and -1,
+// Transpose, ReduceMean (axes attribute at opset 13), Unsqueeze (axes operand).
+TEST(OnnxImport, GemmReshapeTransposeReduce) {
+  auto m = model();
+  auto* g = m.mutable_graph();
+  input(g, "a", onnx::TensorProto::FLOAT, {"2", "3"});
+  floats(g->add_initializer(), "B", {2, 3}, {1, 0, 0, 0, 1, 0}, false);  // B^T picks columns 0 and 1
+  floats(g->add_initializer(), "C", {2}, {1, 1}, false);
+  auto* gemm = node(g, "Gemm", {"a", "B", "C"}, {"y"});  // 2 * a @ B^T + 0.5 * C
+  int_attr(gemm, "transB", 1);
+  auto* alpha = gemm->add_attribute();
+  alpha->set_name("alpha"), alpha->set_type(onnx::AttributeProto::FLOAT), alpha->set_f(2.0f);
+  auto* beta = gemm->add_attribute();
+  beta->set_name("beta"), beta->set_type(onnx::AttributeProto::FLOAT), beta->set_f(0.5f);
+  auto* k = node(g, "Constant", {}, {"shape"});
+  auto* kv = k->add_attribute();
+  kv->set_name("value"), kv->set_type(onnx::AttributeProto::TENSOR);
+  kv->mutable_t()->set_data_type(onnx::TensorProto::INT64), kv->mutable_t()->add_dims(3);
+  for (int64_t d : {0, -1, 1}) kv->mutable_t()->add_int64_data(d);
+  node(g, "Reshape", {"y", "shape"}, {"r"});  // [2, 2, 1]
+  ints_attr(node(g, "Transpose", {"r"}, {"t"}), "perm", {2, 0, 1});  // [1, 2, 2]
+  auto* red = node(g, "ReduceMean", {"t"}, {"mean"});
+  ints_attr(red, "axes", {-1});
+  int_attr(red, "keepdims", 0);  // [1, 2]
+  auto* axes = node(g, "Constant", {}, {"axes"});
+  auto* av = axes->add_attribute();
+  av->set_name("value_ints"), av->set_type(onnx::AttributeProto::INTS), av->add_ints(0);
+  node(g, "Unsqueeze", {"mean", "axes"}, {"out"});  // [1, 1, 2]
+  output(g, "out");
+  OnnxModel o = import(m);
+  Bindings in = o.params;
+  in["a"] = NDArray::of<float>({2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  auto out = interpret(o.graph, in);
+  ASSERT_EQ(out[0].shape(), (std::vector<int64_t>{1, 1, 2}));
+  // y = 2 * [[1, 2], [4, 5]] + 0.5 = [[2.5, 4.5], [8.5, 10.5]]; the mean over y's columns.
+  EXPECT_FLOAT_EQ(out[0].data<float>()[0], 3.5f);
+  EXPECT_FLOAT_EQ(out[0].data<float>()[1], 9.5f);
+}
+
+TEST(OnnxImport, ClearErrors) {
+  std::string junk = "this is not a protobuf message \xff\xff\xff";
+  try {
+    onnx_import::import_bytes(std::as_bytes(std::span(junk.data(), junk.size())), "junk.onnx");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("junk.onnx: not a valid ONNX model"), std::string::npos) << e.what();
+  }
+  auto old = model(11);
+  EXPECT_NE(error_of(old).find("opset 11 is not supported (13 and later are)"), std::string::npos) << error_of(old);
+  auto unknown = model();
+  input(unknown.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"2"});
+  node(unknown.mutable_graph(), "Frobnicate", {"x"}, {"y"});
+  EXPECT_NE(error_of(unknown).find("Frobnicate node 'Frobnicate_1': the op Frobnicate is not supported yet"), std::string::npos)
+      << error_of(unknown);
+  auto undefined = model();
+  input(undefined.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"2"});
+  node(undefined.mutable_graph(), "Add", {"x", "nowhere"}, {"y"});
+  EXPECT_NE(error_of(undefined).find("operand 'nowhere' is not defined"), std::string::npos) << error_of(undefined);
+  auto shapes = model();
+  input(shapes.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"2", "3"});
+  input(shapes.mutable_graph(), "y", onnx::TensorProto::FLOAT, {"4"});
+  node(shapes.mutable_graph(), "Add", {"x", "y"}, {"z"});
+  EXPECT_NE(error_of(shapes).find("Add node 'Add_1'"), std::string::npos) << error_of(shapes);
+  auto strings = model();
+  input(strings.mutable_graph(), "s", onnx::TensorProto::STRING, {"2"});
+  EXPECT_NE(error_of(strings).find("STRING"), std::string::npos) << error_of(strings);
+}
+
+}  // namespace
+}  // namespace tj
