@@ -192,5 +192,30 @@ TEST(OnnxImport, ClearErrors) {
   EXPECT_NE(error_of(strings).find("STRING"), std::string::npos) << error_of(strings);
 }
 
+// The shape arithmetic of exported transformers, evaluated at import:
+// Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
+TEST(OnnxImport, ShapeArithmeticIsEvaluatedAtImport) {
+  auto m = model();
+  auto* g = m.mutable_graph();
+  input(g, "x", onnx::TensorProto::FLOAT, {"2", "3", "4"});
+  node(g, "Shape", {"x"}, {"s"});
+  auto* zero = node(g, "Constant", {}, {"zero"});
+  auto* zv = zero->add_attribute();
+  zv->set_name("value_int"), zv->set_type(onnx::AttributeProto::INT), zv->set_i(0);
+  node(g, "Gather", {"s", "zero"}, {"b"});  // 2, a scalar
+  auto* ax = node(g, "Constant", {}, {"ax"});
+  auto* axv = ax->add_attribute();
+  axv->set_name("value_ints"), axv->set_type(onnx::AttributeProto::INTS), axv->add_ints(0);
+  node(g, "Unsqueeze", {"b", "ax"}, {"b1"});  // [2]
+  auto* minus = node(g, "Constant", {}, {"m1"});
+  auto* mv = minus->add_attribute();
+  mv->set_name("value_ints"), mv->set_type(onnx::AttributeProto::INTS), mv->add_ints(-1);
+  int_attr(node(g, "Concat", {"b1", "m1"}, {"shape"}), "axis", 0);  // [2, -1]
+  node(g, "Reshape", {"x", "shape"}, {"out"});
+  output(g, "out");
+  OnnxModel o = import(m);
+  EXPECT_EQ(o.graph.type(o.graph.outputs()[0]).str(), "f32[2,12]");
+}
+
 }  // namespace
 }  // namespace tj

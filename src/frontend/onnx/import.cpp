@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "frontend/onnx/context.h"
+#include "runtime/interpreter.h"
 #include "tensorjit/error.h"
 
 namespace tj::onnx_import {
@@ -117,8 +118,37 @@ Shape shape_of(const onnx::ValueInfoProto& v) {
   return s;
 }
 
-// Small integer constants are kept known: shapes and axes are computed from them.
+// Small constants are kept known: shapes and axes are computed from them.
 constexpr int64_t kKnownElements = 1 << 16;
+
+// A node whose operands are all known is evaluated at import (shape
+// arithmetic: Shape -> Gather -> Unsqueeze -> Concat -> Reshape): its
+// converter runs again over constants in a graph of its own, which the
+// interpreter computes.
+void evaluate_known(Ctx& c, const Converter& conv, std::vector<Value>* results) {
+  const onnx::NodeProto& n = *c.node;
+  for (int i = 0; i < n.input_size(); ++i)
+    if (!n.input(i).empty() && !c.input(static_cast<size_t>(i)).known) return;
+  bool wanted = false;
+  for (const Value& r : *results) wanted |= !r.known;
+  if (!wanted) return;
+  Tracer t("known");
+  Ctx k{t, {}, c.opset, c.node};
+  for (int i = 0; i < n.input_size(); ++i) {
+    if (n.input(i).empty() || k.values.count(n.input(i))) continue;
+    const NDArray& a = *c.input(static_cast<size_t>(i)).known;
+    k.values.emplace(n.input(i), Value{t.constant(a.dtype(), Shape(a.shape().begin(), a.shape().end()), a.to_vector()), a});
+  }
+  std::vector<Value> r = conv(k);
+  std::vector<Tensor> outs;
+  for (const Value& v : r) outs.push_back(v.t);
+  Graph g = t.finish(outs);
+  for (ValueId o : g.outputs())
+    if (auto e = numel_const(g.type(o).shape); !e || *e > kKnownElements) return;
+  std::vector<NDArray> got = interpret(g, {});
+  for (size_t i = 0; i < results->size() && i < got.size(); ++i)
+    if (!(*results)[i].known) (*results)[i].known = std::move(got[i]);
+}
 
 }  // namespace
 
@@ -156,6 +186,7 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
     std::vector<Value> results;
     try {
       results = (*conv)(c);
+      evaluate_known(c, *conv, &results);
     } catch (const ShapeError& e) {
       c.fail(e.what());
     }
