@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "frontend/onnx/import.h"
 #include "ir/text.h"
 #include "models/branches.h"
 #include "models/llama.h"
@@ -33,6 +34,7 @@ std::string read_source(const std::string& path) {
 }
 
 Graph load_graph(const std::string& path) {
+  if (path.ends_with(".onnx")) return onnx_import::import_file(path).graph;
   std::string text = read_source(path);
   try {
     return parse_graph(text);

@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0);
 
 std::string read_source(const std::string& path);  // "-" is stdin
-tj::Graph load_graph(const std::string& path);     // errors carry FILE:LINE:COL
+tj::Graph load_graph(const std::string& path);     // IR text (errors carry FILE:LINE:COL) or an .onnx model
 tj::DType dtype_arg(const std::string& s);
 tj::Dim dim_arg(const std::string& text, const char* option);
 std::pair<std::string, std::string> split_eq(const std::string& s, const char* what);

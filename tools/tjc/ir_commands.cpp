@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
+#include "frontend/onnx/import.h"
 #include "ir/text.h"
 #include "ir/verifier.h"
 #include "runtime/executable.h"
@@ -242,10 +244,16 @@ void write_outputs(const std::string& dir, const std::vector<NDArray>& outs) {
 
 void cmd_run(const RunArgs& a) {
   if (a.compiled && a.check) throw Error("run: --check runs both; give --compiled or --check, not both");
-  Graph g = load_graph(a.file);
+  // An ONNX model brings its weights (the initializers), unless --weights
+  // gives others; random ones otherwise.
+  std::optional<onnx_import::OnnxModel> onnx;
+  if (ends_with(a.file, ".onnx")) onnx = onnx_import::import_file(a.file);
+  Graph g = onnx ? onnx->graph : load_graph(a.file);
   verify(g);
   if (!a.output.empty()) make_folder(a.output);  // before the work, so that a bad folder fails fast
   Bindings in = make_inputs(g, a);
+  if (onnx && a.weights.empty())
+    for (auto& [name, w] : onnx->params) in[name] = w;
   // Compiled first, on its own copy: the interpreter must still see the
   // caches as they were given, not as kv_write left them in place.
   std::vector<NDArray> compiled;
