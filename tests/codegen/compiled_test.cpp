@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ir/text.h"
+#include "memory/lifetimes.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
 #include "runtime/executable.h"
@@ -149,6 +150,20 @@ TEST_F(Compiled, ReviewCases) {
       "graph g\ninput %x : f64[5,4]\nparam %w : f64[4,4]\n%0 = matmul(%x, %w) : f64[5,4]\n%1 = exp(%0) : f64[5,4]\n"
       "%2 = permute(%1) {perm=[1, 0]} : f64[4,5]\n%3 = matmul(%2, %x) : f64[4,4]\n%4 = add(%0, %0) : f64[5,4]\nreturn %3, %4\n";
   EXPECT_LE(check(parse_graph(perm), 0, DType::f64), 1e-12);
+}
+
+// A kernel with two results: where(m, 0, 1) is planned in place of the
+// exp (dead after this kernel), which the mul reads after it. Found by the
+// ONNX conformance suite (the expanded NegativeLogLikelihoodLoss): storing
+// the where before the mul had read the element gave a wrong sum.
+TEST_F(Compiled, AResultInPlaceOfAnInputIsStoredAfterEveryRead) {
+  const char* text =
+      "graph g\ninput %x : f64[3,1,2]\ninput %m : bool[3,2]\n%0 = exp(%x) : f64[3,1,2]\n%1 = squeeze(%0) {axes=[1]} : f64[3,2]\n"
+      "%c0 = const {value=0.0} : f64[1]\n%c1 = const {value=1.0} : f64[1]\n%2 = where(%m, %c0, %c1) : f64[3,2]\n"
+      "%3 = mul(%1, %2) : f64[3,2]\n%4 = sum(%3) {axes=[0, 1]} : f64[]\n%5 = sum(%2) {axes=[0, 1]} : f64[]\nreturn %4, %5\n";
+  Graph g = parse_graph(text);
+  ASSERT_GE(plan_activations(g, fuse(g)).in_place, 1);
+  EXPECT_LE(check(g, 0, DType::f64), 1e-12);
 }
 
 // Reshapes of strided views (slices of a wider buffer, permuted buffers)

@@ -15,15 +15,18 @@ namespace tj::cpp {
 
 // Elementwise ops from `first` on, in loop nests over the kernel's space,
 // every op in registers; a store (concat, kv_write) ends a nest and runs as
-// a copy loop, in program order.
+// a copy loop, in program order. Each iteration stores its results after
+// it has computed them all: a result planned in place of an input (memory/
+// lifetimes.cpp) must not overwrite the element before every op has read it.
 std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns) {
   Sizes sp = K.space;
   Idx iv = loop_vars(sp.size());
-  std::string code, inner;
+  std::string code, inner, stores;
   local_.clear();
   auto flush = [&] {
-    if (!inner.empty()) code += loops(sp, iv, inner, true, true, columns);
+    if (!inner.empty()) code += loops(sp, iv, inner + stores, true, true, columns);
     inner.clear();
+    stores.clear();
     local_.clear();
   };
   for (size_t i = first; i < K.ops.size(); ++i) {
@@ -37,7 +40,7 @@ std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns)
     if (n.type.shape != sp) throw Error("code generation: op outside the kernel's iteration space");
     std::string var = "v" + std::to_string(v);
     inner += "  const " + T(v) + " " + var + " = " + elementwise_or_gather(n, iv) + ";\n";
-    if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) inner += "  " + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
+    if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) stores += "  " + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
     local_[v] = var;
   }
   flush();
