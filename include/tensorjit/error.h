@@ -19,6 +19,13 @@ class ShapeError : public Error {
   using Error::Error;
 };
 
+// Valid input that uses what tensorjit does not support (yet): an ONNX op,
+// opset, element type or attribute value. The message names it.
+class Unsupported : public Error {
+ public:
+  using Error::Error;
+};
+
 // Malformed IR text: carries the 1-based line and column of the offending token.
 class ParseError : public Error {
  public:

@@ -29,6 +29,7 @@ namespace tj {
 
 class Tracer;
 class Tensor;
+class NDArray;
 using ValueId = int32_t;  // a value of the graph being traced
 
 // Python-style indexing (Tensor::index): a range of an axis, or one position
@@ -96,6 +97,8 @@ class Tracer {
   Tensor input(std::string name, DType dtype, Shape shape);
   Tensor param(std::string name, DType dtype, Shape shape);
   Tensor constant(DType dtype, Shape shape, std::vector<double> data);
+  // An array's values, exactly (integers above 2^53 included).
+  Tensor constant(const NDArray& values);
   Tensor scalar(double value, DType dtype);
 
   const Graph& graph() const { return *g_; }  // the IR being built (src/ir/graph.h)

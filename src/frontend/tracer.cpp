@@ -1,7 +1,9 @@
 #include <algorithm>
 
 #include "frontend/emit.h"
+#include "ir/constant.h"
 #include "ir/text.h"
+#include "tensorjit/ndarray.h"
 #include "tensorjit/tensor.h"
 
 namespace tj {
@@ -75,6 +77,11 @@ Tensor Tracer::param(std::string name, DType dtype, Shape shape) {
 
 Tensor Tracer::constant(DType dtype, Shape shape, std::vector<double> data) {
   return {this, g_->add_const({dtype, std::move(shape)}, std::move(data))};
+}
+
+Tensor Tracer::constant(const NDArray& values) {
+  Type type{values.dtype(), Shape(values.shape().begin(), values.shape().end())};
+  return {this, g_->add_const(std::move(type), ConstValues::adopt(values))};
 }
 
 Tensor Tracer::scalar(double value, DType dtype) { return constant(dtype, {}, {value}); }

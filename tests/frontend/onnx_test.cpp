@@ -78,9 +78,12 @@ OnnxModel import(const onnx::ModelProto& m) {
   return onnx_import::import_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), "test.onnx");
 }
 
+// The error's message, prefixed "unsupported: " for a tj::Unsupported.
 std::string error_of(const onnx::ModelProto& m) {
   try {
     import(m);
+  } catch (const Unsupported& e) {
+    return std::string("unsupported: ") + e.what();
   } catch (const Error& e) {
     return e.what();
   }
@@ -171,13 +174,25 @@ TEST(OnnxImport, ClearErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("junk.onnx: not a valid ONNX model"), std::string::npos) << e.what();
   }
+  // An older opset is read when its ops are defined there as at 13.
   auto old = model(11);
-  EXPECT_NE(error_of(old).find("opset 11 is not supported (13 and later are)"), std::string::npos) << error_of(old);
+  input(old.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"2"});
+  ints_attr(node(old.mutable_graph(), "Unsqueeze", {"x"}, {"y"}), "axes", {0});  // axes became an operand at 13
+  EXPECT_EQ(error_of(old), "unsupported: onnx: test.onnx: opset 11 is not supported (13 and later are; Unsqueeze is defined differently at opset 11 and 13)");
+  auto same = model(7);
+  input(same.mutable_graph(), "a", onnx::TensorProto::BOOL, {"2"});
+  input(same.mutable_graph(), "b", onnx::TensorProto::BOOL, {"2"});
+  node(same.mutable_graph(), "And", {"a", "b"}, {"y"});  // unchanged since opset 7
+  output(same.mutable_graph(), "y");
+  EXPECT_EQ(import(same).graph.type(import(same).graph.outputs()[0]).str(), "bool[2]");
   auto unknown = model();
   input(unknown.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"2"});
   node(unknown.mutable_graph(), "Frobnicate", {"x"}, {"y"});
-  EXPECT_NE(error_of(unknown).find("Frobnicate node 'Frobnicate_1': the op Frobnicate is not supported yet"), std::string::npos)
-      << error_of(unknown);
+  EXPECT_EQ(error_of(unknown), "unsupported: onnx: Frobnicate node 'Frobnicate_1': the op Frobnicate (domain ai.onnx, opset 13) is not supported yet");
+  auto custom = model();
+  input(custom.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"2"});
+  node(custom.mutable_graph(), "Gelu", {"x"}, {"y"})->set_domain("com.microsoft");
+  EXPECT_EQ(error_of(custom), "unsupported: onnx: Gelu node 'Gelu_1': the op Gelu of domain 'com.microsoft' is not supported");
   auto undefined = model();
   input(undefined.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"2"});
   node(undefined.mutable_graph(), "Add", {"x", "nowhere"}, {"y"});
@@ -189,7 +204,38 @@ TEST(OnnxImport, ClearErrors) {
   EXPECT_NE(error_of(shapes).find("Add node 'Add_1'"), std::string::npos) << error_of(shapes);
   auto strings = model();
   input(strings.mutable_graph(), "s", onnx::TensorProto::STRING, {"2"});
-  EXPECT_NE(error_of(strings).find("STRING"), std::string::npos) << error_of(strings);
+  EXPECT_NE(error_of(strings).find("unsupported: onnx: input 's': element type 8 (STRING) is not supported"), std::string::npos) << error_of(strings);
+  auto mixed = model();  // a valid model would never mix these dtypes
+  input(mixed.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"2"});
+  input(mixed.mutable_graph(), "i", onnx::TensorProto::INT64, {"2"});
+  node(mixed.mutable_graph(), "Add", {"x", "i"}, {"y"});
+  EXPECT_NE(error_of(mixed).find("onnx: Add node 'Add_1': add(f32[2], i64[2]): operand dtypes differ"), std::string::npos) << error_of(mixed);
+}
+
+// A shape that is a graph input must be known at import: MustBeKnown says
+// so, and known_inputs fixes it (the input becomes a constant).
+TEST(OnnxImport, ShapeOperandsFromInputsAreKnownOnRequest) {
+  auto m = model();
+  auto* g = m.mutable_graph();
+  input(g, "x", onnx::TensorProto::FLOAT, {"2", "3"});
+  input(g, "shape", onnx::TensorProto::INT64, {"2"});
+  node(g, "Reshape", {"x", "shape"}, {"y"});
+  output(g, "y");
+  std::string bytes = m.SerializeAsString();
+  auto span = std::as_bytes(std::span(bytes.data(), bytes.size()));
+  EXPECT_THROW(onnx_import::import_bytes(span, "r.onnx"), onnx_import::MustBeKnown);
+  onnx_import::ImportOptions o;
+  o.known_inputs["shape"] = NDArray::of<int64_t>({2}, std::vector<int64_t>{3, -1});
+  OnnxModel r = onnx_import::import_bytes(span, "r.onnx", o);
+  EXPECT_EQ(r.graph.inputs().size(), 1u);
+  EXPECT_EQ(r.graph.type(r.graph.outputs()[0]).str(), "f32[3,2]");
+  o.known_inputs["shape"] = NDArray::of<int32_t>({2}, std::vector<int32_t>{3, -1});
+  try {
+    onnx_import::import_bytes(span, "r.onnx", o);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("known input 'shape' is i32[2], the graph's input is i64[2]"), std::string::npos) << e.what();
+  }
 }
 
 // The shape arithmetic of exported transformers, evaluated at import:

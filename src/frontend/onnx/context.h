@@ -28,6 +28,8 @@ struct Ctx {
   const onnx::NodeProto* node = nullptr;
 
   [[noreturn]] void fail(const std::string& msg) const;
+  // What the model asks is valid ONNX that tensorjit does not support (yet).
+  [[noreturn]] void unsupported(const std::string& msg) const;
   // Operand i (an absent optional operand: nullopt).
   bool has_input(size_t i) const;
   const Value& input(size_t i) const;
@@ -50,5 +52,28 @@ NDArray tensor_value(const onnx::TensorProto& t, const std::string& where);
 // The node converters: the op's results, one per node output.
 using Converter = std::vector<Value> (*)(Ctx&);
 const Converter* find_converter(const std::string& op_type);
+
+// The converters by family, each registering its ops.
+using ConverterTable = std::map<std::string, Converter>;
+void add_math_ops(ConverterTable& t);   // ops_math.cpp: elementwise, reductions, softmax
+void add_shape_ops(ConverterTable& t);  // ops_shape.cpp: shapes, views, data movement
+void add_nn_ops(ConverterTable& t);     // ops_nn.cpp: contractions, normalization, conv, pooling
+
+// The nodes of `g` in order, their results into c.values (import.cpp; If
+// converts its branch with it).
+void convert_nodes(Ctx& c, const onnx::GraphProto& g);
+
+// Helpers of the converters.
+using R = std::vector<Value>;
+inline Value v(Tensor t) { return {std::move(t), std::nullopt}; }
+// `axis` in [-rank, rank), normalized to [0, rank).
+int64_t axis_of(const Ctx& c, int64_t axis, int64_t rank);
+// The static size of dim `axis` of `x`, or an Unsupported error saying why it is needed.
+int64_t static_dim(const Ctx& c, const Tensor& x, int64_t axis, const char* why);
+// Every dim of `x` static (else Unsupported, saying `why`).
+std::vector<int64_t> static_shape(const Ctx& c, const Tensor& x, const char* why);
+// out[i..] = x[.., idx[i..], ..] along `axis` (GatherElements; idx of x's
+// rank, negative entries counting from the end; static shapes).
+Tensor take_along(Ctx& c, const Tensor& x, const Tensor& idx, int64_t axis);
 
 }  // namespace tj::onnx_import

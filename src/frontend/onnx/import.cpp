@@ -4,16 +4,22 @@
 #include <fstream>
 #include <limits>
 
+#include <onnx/defs/schema.h>  // the official operator schemas (libonnx): op versions
+
 #include "frontend/onnx/context.h"
 #include "runtime/interpreter.h"
 #include "tensorjit/error.h"
 
 namespace tj::onnx_import {
 
-void Ctx::fail(const std::string& msg) const {
-  std::string where = node ? node->op_type() + " node '" + node->name() + "'" : std::string("graph");
-  throw Error("onnx: " + where + ": " + msg);
+namespace {
+std::string where(const onnx::NodeProto* node) {
+  return node ? node->op_type() + " node '" + node->name() + "'" : std::string("graph");
 }
+}  // namespace
+
+void Ctx::fail(const std::string& msg) const { throw Error("onnx: " + where(node) + ": " + msg); }
+void Ctx::unsupported(const std::string& msg) const { throw Unsupported("onnx: " + where(node) + ": " + msg); }
 
 bool Ctx::has_input(size_t i) const { return static_cast<int>(i) < node->input_size() && !node->input(static_cast<int>(i)).empty(); }
 
@@ -26,7 +32,8 @@ const Value& Ctx::input(size_t i) const {
 
 const NDArray& Ctx::known(size_t i, const char* what) const {
   const Value& v = input(i);
-  if (!v.known) fail(std::string(what) + " (operand " + std::to_string(i) + ") must be known when the model is imported");
+  if (!v.known)
+    throw MustBeKnown("onnx: " + where(node) + ": " + what + " (operand " + std::to_string(i) + ") must be known when the model is imported");
   return *v.known;
 }
 
@@ -70,14 +77,14 @@ DType dtype_of_onnx(int32_t t, const std::string& where) {
     case onnx::TensorProto::INT64: return DType::i64;
     case onnx::TensorProto::BOOL: return DType::boolean;
     default:
-      throw Error("onnx: " + where + ": element type " + std::to_string(t) + " (" + onnx::TensorProto::DataType_Name(t) +
+      throw Unsupported("onnx: " + where + ": element type " + std::to_string(t) + " (" + onnx::TensorProto::DataType_Name(t) +
                   ") is not supported (f32, f64, f16, bf16, i32, i64, bool are)");
   }
 }
 
 NDArray tensor_value(const onnx::TensorProto& t, const std::string& where) {
   std::string what = where + " '" + t.name() + "'";
-  if (t.data_location() == onnx::TensorProto::EXTERNAL) throw Error("onnx: " + what + ": external data is not supported yet");
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) throw Unsupported("onnx: " + what + ": external data is not supported yet");
   DType dt = dtype_of_onnx(t.data_type(), what);
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
   NDArray a(dt, shape);
@@ -106,7 +113,7 @@ NDArray tensor_value(const onnx::TensorProto& t, const std::string& where) {
 namespace {
 
 Shape shape_of(const onnx::ValueInfoProto& v) {
-  if (!v.type().has_tensor_type()) throw Error("onnx: input '" + v.name() + "' is not a tensor");
+  if (!v.type().has_tensor_type()) throw Unsupported("onnx: input '" + v.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
   const auto& tt = v.type().tensor_type();
   if (!tt.has_shape()) throw Error("onnx: input '" + v.name() + "' has no shape (its rank is needed)");
   Shape s;
@@ -118,6 +125,25 @@ Shape shape_of(const onnx::ValueInfoProto& v) {
   return s;
 }
 
+// A model of an older opset is read as opset 13 when each of its ops has
+// the same definition in both (no new version between them, as ONNX's own
+// schema registry says); else the first op that changed is named.
+void check_older_opset(const onnx::GraphProto& g, int64_t opset, const std::string& what) {
+  auto changed = [&](const std::string& op) {
+    const auto* then = ::onnx::OpSchemaRegistry::Schema(op, static_cast<int>(opset), "");
+    const auto* at13 = ::onnx::OpSchemaRegistry::Schema(op, 13, "");
+    return !then || !at13 || then->since_version() != at13->since_version();
+  };
+  for (const auto& n : g.node()) {
+    if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+    if (changed(n.op_type()))
+      throw Unsupported("onnx: " + what + ": opset " + std::to_string(opset) + " is not supported (13 and later are; " + n.op_type() +
+                        " is defined differently at opset " + std::to_string(opset) + " and 13)");
+    for (const auto& a : n.attribute())
+      if (a.has_g()) check_older_opset(a.g(), opset, what);
+  }
+}
+
 // Small constants are kept known: shapes and axes are computed from them.
 constexpr int64_t kKnownElements = 1 << 16;
 
@@ -127,6 +153,8 @@ constexpr int64_t kKnownElements = 1 << 16;
 // interpreter computes.
 void evaluate_known(Ctx& c, const Converter& conv, std::vector<Value>* results) {
   const onnx::NodeProto& n = *c.node;
+  for (const auto& a : n.attribute())
+    if (a.has_g() || a.graphs_size() > 0) return;  // subgraphs read values from outside the node
   for (int i = 0; i < n.input_size(); ++i)
     if (!n.input(i).empty() && !c.input(static_cast<size_t>(i)).known) return;
   bool wanted = false;
@@ -137,7 +165,7 @@ void evaluate_known(Ctx& c, const Converter& conv, std::vector<Value>* results) 
   for (int i = 0; i < n.input_size(); ++i) {
     if (n.input(i).empty() || k.values.count(n.input(i))) continue;
     const NDArray& a = *c.input(static_cast<size_t>(i)).known;
-    k.values.emplace(n.input(i), Value{t.constant(a.dtype(), Shape(a.shape().begin(), a.shape().end()), a.to_vector()), a});
+    k.values.emplace(n.input(i), Value{t.constant(a), a});
   }
   std::vector<Value> r = conv(k);
   std::vector<Tensor> outs;
@@ -152,17 +180,39 @@ void evaluate_known(Ctx& c, const Converter& conv, std::vector<Value>* results) 
 
 }  // namespace
 
-OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what) {
+void convert_nodes(Ctx& c, const onnx::GraphProto& g) {
+  for (const auto& n : g.node()) {
+    c.node = &n;
+    if (!n.domain().empty() && n.domain() != "ai.onnx") c.unsupported("the op " + n.op_type() + " of domain '" + n.domain() + "' is not supported");
+    const Converter* conv = find_converter(n.op_type());
+    if (!conv) c.unsupported("the op " + n.op_type() + " (domain ai.onnx, opset " + std::to_string(c.opset) + ") is not supported yet");
+    std::vector<Value> results;
+    try {
+      results = (*conv)(c);
+      c.node = &n;  // a converter of subgraphs (If) converts other nodes on the way
+      evaluate_known(c, *conv, &results);
+    } catch (const ShapeError& e) {
+      c.node = &n;
+      c.fail(e.what());
+    }
+    for (int i = 0; i < n.output_size() && static_cast<size_t>(i) < results.size(); ++i)
+      if (!n.output(i).empty()) c.values[n.output(i)] = std::move(results[static_cast<size_t>(i)]);
+  }
+}
+
+OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what, const ImportOptions& opts) {
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     throw Error("onnx: " + what + ": " + std::to_string(bytes.size()) + " bytes: models over 2 GB need external data");
   onnx::ModelProto m;
   if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) throw Error("onnx: " + what + ": not a valid ONNX model (protobuf parse failed)");
   if (!m.has_graph()) throw Error("onnx: " + what + ": the model has no graph");
   OnnxModel out;
+  // Other domains (ai.onnx.ml, ...) may be imported; a node that uses one is
+  // unsupported.
   for (const auto& o : m.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") out.opset = o.version();
-    else throw Error("onnx: " + what + ": operator set domain '" + o.domain() + "' is not supported");
-  if (out.opset < 13) throw Error("onnx: " + what + ": opset " + std::to_string(out.opset) + " is not supported (13 and later are)");
+  if (out.opset == 0) throw Unsupported("onnx: " + what + ": the model uses only operator sets other than the default one (ai.onnx)");
+  if (out.opset < 13) check_older_opset(m.graph(), out.opset, what);
   const onnx::GraphProto& g = m.graph();
   Tracer t(g.name().empty() ? "onnx" : g.name());
   Ctx c{t, {}, out.opset, nullptr};
@@ -175,24 +225,19 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
   }
   for (const auto& in : g.input()) {
     if (c.values.count(in.name())) continue;  // an initializer listed as an input too (older exporters)
+    Shape s = shape_of(in);
     DType dt = dtype_of_onnx(in.type().tensor_type().elem_type(), "input '" + in.name() + "'");
-    c.values.emplace(in.name(), Value{t.input(in.name(), dt, shape_of(in)), std::nullopt});
-  }
-  for (const auto& n : g.node()) {
-    c.node = &n;
-    if (!n.domain().empty() && n.domain() != "ai.onnx") c.fail("domain '" + n.domain() + "' is not supported");
-    const Converter* conv = find_converter(n.op_type());
-    if (!conv) c.fail("the op " + n.op_type() + " is not supported yet");
-    std::vector<Value> results;
-    try {
-      results = (*conv)(c);
-      evaluate_known(c, *conv, &results);
-    } catch (const ShapeError& e) {
-      c.fail(e.what());
+    if (auto k = opts.known_inputs.find(in.name()); k != opts.known_inputs.end()) {
+      const NDArray& a = k->second;
+      if (a.dtype() != dt || a.shape().size() != s.size())
+        throw Error("onnx: " + what + ": known input '" + in.name() + "' is " + a.type_str() + ", the graph's input is " + std::string(dtype_name(dt)) +
+                    shape_str(s));
+      c.values.emplace(in.name(), Value{t.constant(a), a});
+      continue;
     }
-    for (int i = 0; i < n.output_size() && static_cast<size_t>(i) < results.size(); ++i)
-      if (!n.output(i).empty()) c.values[n.output(i)] = std::move(results[static_cast<size_t>(i)]);
+    c.values.emplace(in.name(), Value{t.input(in.name(), dt, s), std::nullopt});
   }
+  convert_nodes(c, g);
   c.node = nullptr;
   std::vector<Tensor> outs;
   for (const auto& o : g.output()) {
@@ -204,11 +249,11 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
   return out;
 }
 
-OnnxModel import_file(const std::string& path) {
+OnnxModel import_file(const std::string& path, const ImportOptions& o) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("onnx: cannot open " + path);
   std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return import_bytes(std::as_bytes(std::span(data.data(), data.size())), path);
+  return import_bytes(std::as_bytes(std::span(data.data(), data.size())), path, o);
 }
 
 }  // namespace tj::onnx_import

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "tensorjit/error.h"
 #include "tensorjit/ndarray.h"
 
 namespace tj::onnx_import {
@@ -24,8 +25,22 @@ struct OnnxModel {
   int64_t opset = 0;  // of the default (ai.onnx) domain
 };
 
-OnnxModel import_file(const std::string& path);
+struct ImportOptions {
+  // Graph inputs whose values are fixed at import: they become constants
+  // (a specialization, as a guard on their values would be). For models that
+  // take shapes or axes as inputs.
+  Bindings known_inputs;
+};
+
+// An operand that must be known at import (a shape, axes, split sizes)
+// depends on a graph input: known_inputs can fix it.
+class MustBeKnown : public Unsupported {
+ public:
+  using Unsupported::Unsupported;
+};
+
+OnnxModel import_file(const std::string& path, const ImportOptions& o = {});
 // `what` names the model in errors.
-OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what);
+OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what, const ImportOptions& o = {});
 
 }  // namespace tj::onnx_import

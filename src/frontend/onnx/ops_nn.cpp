@@ -1,0 +1,391 @@
+// ONNX converters: contractions (MatMul, Gemm, Einsum), normalizations,
+// convolution and pooling. Conv and the pools are written over the IR's ops
+// (static shapes): one strided slice of the padded input per kernel offset;
+// Conv contracts them with the weights in one matmul per group.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "frontend/onnx/context.h"
+
+namespace tj::onnx_import {
+
+namespace {
+
+R matmul_(Ctx& c) {
+  Tensor a = c.in(0), b = c.in(1);
+  // 1-D operands as numpy: promoted to a matrix, the added dim dropped after.
+  bool va = a.rank() == 1, vb = b.rank() == 1;
+  if (va) a = unsqueeze(a, {0});
+  if (vb) b = unsqueeze(b, {1});
+  Tensor r = matmul(a, b);
+  if (va) r = squeeze(r, {r.rank() - 2});
+  if (vb) r = squeeze(r, {r.rank() - 1});
+  return {v(r)};
+}
+
+// Y = alpha * A' @ B' + beta * C.
+R gemm(Ctx& c) {
+  Tensor a = c.in(0), b = c.in(1);
+  if (c.attr_int("transA", 0)) a = transpose(a);
+  if (c.attr_int("transB", 0)) b = transpose(b);
+  Tensor y = matmul(a, b);
+  if (double alpha = c.attr_float("alpha", 1.0); alpha != 1.0) y = y * alpha;
+  if (c.has_input(2)) {
+    Tensor bias = c.in(2);
+    if (double beta = c.attr_float("beta", 1.0); beta != 1.0) bias = bias * beta;
+    y = y + bias;
+  }
+  return {v(y)};
+}
+
+// ---- einsum ----------------------------------------------------------------
+
+// Labels of each operand and of the result ("..." given letters of its own).
+struct Equation {
+  std::vector<std::string> in;
+  std::string out;
+};
+
+Equation parse_einsum(Ctx& c, std::string eq, const std::vector<int64_t>& ranks) {
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::optional<std::string> rhs;
+  if (arrow != std::string::npos) rhs = eq.substr(arrow + 2);
+  Equation e;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    e.in.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (e.in.size() != ranks.size()) c.fail("the equation has " + std::to_string(e.in.size()) + " operands, the node " + std::to_string(ranks.size()));
+  // "..." stands for the leading dims not named; they broadcast right-aligned
+  // and take the labels '0', '1', ... (not letters).
+  int64_t ell = 0;
+  for (size_t i = 0; i < e.in.size(); ++i)
+    if (e.in[i].find("...") != std::string::npos) ell = std::max<int64_t>(ell, ranks[i] - static_cast<int64_t>(e.in[i].size() - 3));
+  auto expand_ell = [&](std::string s, int64_t n) {
+    size_t p = s.find("...");
+    if (p == std::string::npos) return s;
+    std::string labels;
+    for (int64_t k = ell - n; k < ell; ++k) labels += static_cast<char>('0' + k);
+    return s.substr(0, p) + labels + s.substr(p + 3);
+  };
+  for (size_t i = 0; i < e.in.size(); ++i) {
+    int64_t named = static_cast<int64_t>(e.in[i].size()) - (e.in[i].find("...") != std::string::npos ? 3 : 0);
+    e.in[i] = expand_ell(e.in[i], ranks[i] - named);
+    if (static_cast<int64_t>(e.in[i].size()) != ranks[i]) c.fail("operand " + std::to_string(i) + " has rank " + std::to_string(ranks[i]) + ", the equation names " + std::to_string(e.in[i].size()) + " dims");
+    for (char ch : e.in[i])
+      if (std::count(e.in[i].begin(), e.in[i].end(), ch) > 1) c.unsupported("Einsum with a repeated label in one operand (a diagonal) is not supported");
+  }
+  if (rhs) {
+    e.out = expand_ell(*rhs, ell);
+  } else {  // implicit: the broadcast dims, then the labels used once, sorted
+    std::map<char, int> count;
+    for (const auto& s : e.in)
+      for (char ch : s) ++count[ch];
+    for (int64_t k = 0; k < ell; ++k) e.out += static_cast<char>('0' + k);
+    for (auto [ch, n] : count)
+      if (n == 1 && !(ch >= '0' && ch <= '9')) e.out += ch;
+  }
+  return e;
+}
+
+// x, labelled `have`, with the labels not in `keep` summed away.
+Tensor sum_away(const Tensor& x, std::string& have, const std::string& keep) {
+  std::vector<int64_t> axes;
+  std::string left;
+  for (size_t i = 0; i < have.size(); ++i)
+    if (keep.find(have[i]) == std::string::npos) axes.push_back(static_cast<int64_t>(i));
+    else left += have[i];
+  have = left;
+  return axes.empty() ? x : sum(x, axes);
+}
+
+Tensor permute_to(const Tensor& x, const std::string& have, const std::string& want) {
+  std::vector<int64_t> perm;
+  for (char ch : want) perm.push_back(static_cast<int64_t>(have.find(ch)));
+  bool id = true;
+  for (size_t i = 0; i < perm.size(); ++i) id = id && perm[i] == static_cast<int64_t>(i);
+  return id ? x : permute(x, perm);
+}
+
+Dim dim_of(const Tensor& x, const std::string& labels, char ch) { return x.shape()[labels.find(ch)]; }
+
+// a (labelled la) and b (lb) contracted to the labels `keep` needs, as one
+// batched matmul: [batch.., M, K] @ [batch.., K, N].
+Tensor contract(Tensor a, std::string la, Tensor b, std::string lb, const std::string& keep, std::string* lout) {
+  std::string need_a = keep + lb, need_b = keep + la;
+  a = sum_away(a, la, need_a);
+  b = sum_away(b, lb, need_b);
+  std::string batch, con, fa, fb;
+  for (char ch : la)
+    if (lb.find(ch) != std::string::npos) (keep.find(ch) != std::string::npos ? batch : con) += ch;
+    else fa += ch;
+  for (char ch : lb)
+    if (la.find(ch) == std::string::npos) fb += ch;
+  Tensor pa = permute_to(a, la, batch + fa + con), pb = permute_to(b, lb, batch + con + fb);
+  Shape sa, sb, so;
+  Dim m(1), k(1), n(1);
+  for (char ch : batch) {
+    Dim da = dim_of(a, la, ch), db = dim_of(b, lb, ch);
+    sa.push_back(da), sb.push_back(db), so.push_back(da == Dim(1) ? db : da);
+  }
+  for (char ch : fa) m = m * dim_of(a, la, ch), so.push_back(dim_of(a, la, ch));
+  for (char ch : con) k = k * dim_of(a, la, ch);
+  for (char ch : fb) n = n * dim_of(b, lb, ch), so.push_back(dim_of(b, lb, ch));
+  sa.push_back(m), sa.push_back(k), sb.push_back(k), sb.push_back(n);
+  Tensor r = reshape(matmul(reshape(pa, sa), reshape(pb, sb)), so);
+  *lout = batch + fa + fb;
+  return r;
+}
+
+R einsum(Ctx& c) {
+  const auto* a = c.attr("equation");
+  if (!a) c.fail("Einsum needs an equation");
+  std::vector<int64_t> ranks;
+  for (int i = 0; i < c.node->input_size(); ++i) ranks.push_back(c.in(static_cast<size_t>(i)).rank());
+  Equation e = parse_einsum(c, a->s(), ranks);
+  Tensor acc = c.in(0);
+  std::string have = e.in[0];
+  for (size_t i = 1; i < e.in.size(); ++i) {
+    std::string later = e.out;
+    for (size_t j = i + 1; j < e.in.size(); ++j) later += e.in[j];
+    acc = contract(acc, have, c.in(i), e.in[i], later, &have);
+  }
+  acc = sum_away(acc, have, e.out);
+  for (char ch : e.out)
+    if (have.find(ch) == std::string::npos) c.fail(std::string("the result names '") + ch + "', which no operand has");
+  return {v(permute_to(acc, have, e.out))};
+}
+
+// ---- normalization ---------------------------------------------------------
+
+// Over axes [axis, rank); the fused layer_norm op when that is the last axis
+// alone and only Y is wanted. Mean and InvStdDev keep the reduced dims as 1.
+R layer_norm_(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t axis = axis_of(c, c.attr_int("axis", -1), x.rank());
+  double eps = c.attr_float("epsilon", 1e-5);
+  bool stats = (c.node->output_size() > 1 && !c.node->output(1).empty()) || (c.node->output_size() > 2 && !c.node->output(2).empty());
+  if (axis == x.rank() - 1 && !stats && x.dtype() != DType::f64) {
+    Tensor b = c.has_input(2) ? c.in(2) : expand(c.scalar(0, x.dtype()), {x.shape().back()});
+    if (c.in(1).rank() == 1 && b.rank() == 1) return {v(layer_norm(x, c.in(1), b, eps))};
+  }
+  std::vector<int64_t> axes;
+  for (int64_t i = axis; i < x.rank(); ++i) axes.push_back(i);
+  Tensor m = mean(x, axes, true), d = x - m;
+  Tensor inv = rsqrt(mean(d * d, axes, true) + eps);
+  Tensor y = d * inv * c.in(1);
+  if (c.has_input(2)) y = y + c.in(2);
+  return {v(y), v(m), v(inv)};
+}
+
+// A per-channel vector [C] shaped to broadcast over [N, C, d1, ..].
+Tensor per_channel(const Ctx& c, const Tensor& p, int64_t rank) {
+  if (p.rank() != 1 || rank < 2) c.fail("per-channel operands must be vectors, and the input of rank 2 or more");
+  Shape s(static_cast<size_t>(std::max<int64_t>(rank - 1, 1)), Dim(1));
+  s[0] = p.shape()[0];
+  return reshape(p, s);
+}
+
+R batch_norm(Ctx& c) {
+  if (c.attr_int("training_mode", 0)) c.unsupported("BatchNormalization in training mode is not supported");
+  Tensor x = c.in(0);
+  int64_t r = x.rank();
+  double eps = c.attr_float("epsilon", 1e-5);
+  Tensor scale = per_channel(c, c.in(1), r), bias = per_channel(c, c.in(2), r), m = per_channel(c, c.in(3), r), var = per_channel(c, c.in(4), r);
+  return {v((x - m) * rsqrt(var + eps) * scale + bias)};
+}
+
+R instance_norm(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> axes;
+  for (int64_t i = 2; i < x.rank(); ++i) axes.push_back(i);
+  Tensor m = mean(x, axes, true), d = x - m;
+  Tensor inv = rsqrt(mean(d * d, axes, true) + c.attr_float("epsilon", 1e-5));
+  return {v(d * inv * per_channel(c, c.in(1), x.rank()) + per_channel(c, c.in(2), x.rank()))};
+}
+
+template <bool Max>
+R global_pool(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> axes;
+  for (int64_t i = 2; i < x.rank(); ++i) axes.push_back(i);
+  return {v(Max ? amax(x, axes, true) : mean(x, axes, true))};
+}
+
+// ---- convolution and pooling -------------------------------------------------
+
+// The geometry of a sliding window over the spatial dims of [N, C, d1, ..].
+struct Window {
+  std::vector<int64_t> in, kernel, stride, dilation, pad_begin, pad_end, out;
+};
+
+Window window(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel, bool ceil_mode) {
+  size_t n = in.size();
+  Window w{in, kernel, c.attr_ints("strides", std::vector<int64_t>(n, 1)), c.attr_ints("dilations", std::vector<int64_t>(n, 1)), {}, {}, {}};
+  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
+  if (w.stride.size() != n || w.dilation.size() != n || pads.size() != 2 * n) c.fail("strides, dilations or pads do not match the spatial rank " + std::to_string(n));
+  const auto* ap = c.attr("auto_pad");
+  std::string auto_pad = ap ? ap->s() : "NOTSET";
+  for (size_t i = 0; i < n; ++i) {
+    if (w.stride[i] < 1 || w.dilation[i] < 1 || kernel[i] < 1) c.fail("strides, dilations and kernel sizes must be positive");
+    int64_t span = (kernel[i] - 1) * w.dilation[i] + 1;
+    int64_t b = pads[i], e = pads[i + n];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      int64_t out = (in[i] + w.stride[i] - 1) / w.stride[i];
+      int64_t total = std::max<int64_t>((out - 1) * w.stride[i] + span - in[i], 0);
+      b = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      e = total - b;
+    } else if (auto_pad == "VALID") {
+      b = e = 0;
+    } else if (auto_pad != "NOTSET") {
+      c.fail("unknown auto_pad '" + auto_pad + "'");
+    }
+    if (b < 0 || e < 0) c.fail("negative pads");
+    int64_t room = in[i] + b + e - span;
+    if (room < 0) c.fail("the kernel is larger than the padded input");
+    int64_t out = (ceil_mode ? (room + w.stride[i] - 1) / w.stride[i] : room / w.stride[i]) + 1;
+    // A window of ceil_mode must start inside the input or the begin pad.
+    if (ceil_mode && (out - 1) * w.stride[i] >= in[i] + b) --out;
+    e += std::max<int64_t>((out - 1) * w.stride[i] + span - (in[i] + b + e), 0);  // room for ceil_mode's last window
+    w.pad_begin.push_back(b), w.pad_end.push_back(e), w.out.push_back(out);
+  }
+  return w;
+}
+
+// x [N, C, d..] padded on the spatial dims with `fill`.
+Tensor pad_spatial(Ctx& c, Tensor x, const Window& w, double fill) {
+  for (size_t i = 0; i < w.in.size(); ++i) {
+    int64_t axis = static_cast<int64_t>(i) + 2;
+    std::vector<Tensor> parts;
+    auto block = [&](int64_t len) {
+      Shape s = x.shape();
+      s[static_cast<size_t>(axis)] = Dim(len);
+      return expand(c.scalar(fill, x.dtype()), s);
+    };
+    if (w.pad_begin[i] > 0) parts.push_back(block(w.pad_begin[i]));
+    parts.push_back(x);
+    if (w.pad_end[i] > 0) parts.push_back(block(w.pad_end[i]));
+    if (parts.size() > 1) x = concat(parts, axis);
+  }
+  return x;
+}
+
+// Per kernel offset (row-major over the kernel), the input under it at
+// every output position: [N, C, out..].
+std::vector<Tensor> windows(const Tensor& padded, const Window& w) {
+  std::vector<Tensor> r;
+  size_t n = w.in.size();
+  std::vector<int64_t> off(n, 0);
+  for (;;) {
+    Tensor s = padded;
+    for (size_t i = 0; i < n; ++i) {
+      int64_t start = off[i] * w.dilation[i];
+      s = slice(s, static_cast<int64_t>(i) + 2, Dim(start), Dim(start + (w.out[i] - 1) * w.stride[i] + 1), w.stride[i]);
+    }
+    r.push_back(s);
+    size_t i = n;
+    while (i > 0 && ++off[i - 1] == w.kernel[i - 1]) off[--i] = 0;
+    if (i == 0) return r;
+  }
+}
+
+std::vector<int64_t> spatial(const std::vector<int64_t>& shape) { return {shape.begin() + 2, shape.end()}; }
+
+R conv(Ctx& c) {
+  Tensor x = c.in(0), wt = c.in(1);
+  std::vector<int64_t> xs = static_shape(c, x, "Conv of a symbolic shape"), ws = static_shape(c, wt, "Conv of a symbolic shape");
+  if (xs.size() < 3 || ws.size() != xs.size()) c.fail("Conv needs [N, C, d..] input and [M, C/group, k..] weights of the same rank");
+  int64_t g = c.attr_int("group", 1), n = xs[0], ch = xs[1], m = ws[0];
+  if (g < 1 || ch % g != 0 || m % g != 0 || ws[1] != ch / g) c.fail("channels " + std::to_string(ch) + " and weights " + shape_str(Shape(ws.begin(), ws.end())) + " do not match group " + std::to_string(g));
+  std::vector<int64_t> ks = spatial(ws);
+  if (auto k = c.attr_ints("kernel_shape", ks); k != ks) c.fail("kernel_shape differs from the weights'");
+  Window w = window(c, spatial(xs), ks, false);
+  int64_t taps = 1, pos = 1;
+  for (int64_t k : ks) taps *= k;
+  for (int64_t o : w.out) pos *= o;
+  std::vector<Tensor> cols = windows(pad_spatial(c, x, w, 0), w);
+  for (Tensor& t : cols) t = unsqueeze(t, {2});
+  // [N, C, taps, out..] -> [N, g, C/g * taps, P]; weights [g, M/g, C/g * taps].
+  Tensor col = reshape(cols.size() == 1 ? cols[0] : concat(cols, 2), {Dim(n), Dim(g), Dim(ch / g * taps), Dim(pos)});
+  Tensor wm = reshape(wt, {Dim(g), Dim(m / g), Dim(ch / g * taps)});
+  Shape out{Dim(n), Dim(m)};
+  for (int64_t o : w.out) out.push_back(Dim(o));
+  Tensor y = reshape(matmul(wm, col), out);
+  if (c.has_input(2)) y = y + per_channel(c, c.in(2), y.rank());
+  return {v(y)};
+}
+
+std::vector<int64_t> pool_kernel(Ctx& c) {
+  std::vector<int64_t> k = c.attr_ints("kernel_shape", {});
+  if (k.empty()) c.fail("kernel_shape is required");
+  return k;
+}
+
+R max_pool(Ctx& c) {
+  if (c.node->output_size() > 1 && !c.node->output(1).empty()) c.unsupported("MaxPool's Indices output is not supported");
+  Tensor x = c.in(0);
+  std::vector<int64_t> xs = static_shape(c, x, "MaxPool of a symbolic shape");
+  std::vector<int64_t> k = pool_kernel(c);
+  if (k.size() + 2 != xs.size()) c.fail("kernel_shape does not match the input's spatial rank");
+  Window w = window(c, spatial(xs), k, c.attr_int("ceil_mode", 0) != 0);
+  double low = is_float(x.dtype()) ? -INFINITY : x.dtype() == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+  std::vector<Tensor> ws = windows(pad_spatial(c, x, w, low), w);
+  Tensor r = ws[0];
+  for (size_t i = 1; i < ws.size(); ++i) r = maximum(r, ws[i]);
+  return {v(r)};
+}
+
+// The mean of each window; without count_include_pad, of its elements that
+// are not padding (counted by pooling ones padded with zeros). Padding that
+// ceil_mode adds is never counted.
+R average_pool(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> xs = static_shape(c, x, "AveragePool of a symbolic shape");
+  std::vector<int64_t> k = pool_kernel(c);
+  if (k.size() + 2 != xs.size()) c.fail("kernel_shape does not match the input's spatial rank");
+  bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+  Window w = window(c, spatial(xs), k, ceil_mode);
+  // The sum of each window of t padded (zeros) as `pads` says.
+  auto pooled_sum = [&](const Tensor& t, const Window& pads) {
+    std::vector<Tensor> ws = windows(pad_spatial(c, t, pads, 0), w);
+    Tensor r = ws[0];
+    for (size_t i = 1; i < ws.size(); ++i) r = r + ws[i];
+    return r;
+  };
+  Tensor s = pooled_sum(x, w);
+  if (c.attr_int("count_include_pad", 0)) {
+    // Ones over the input and its declared pads, zeros where ceil_mode's
+    // last windows reach beyond them.
+    Window declared = window(c, spatial(xs), k, false), extra = w;
+    Shape counted(2, Dim(1));
+    for (size_t i = 0; i < k.size(); ++i) {
+      counted.push_back(Dim(xs[i + 2] + w.pad_begin[i] + declared.pad_end[i]));
+      extra.pad_begin[i] = 0;
+      extra.pad_end[i] = w.pad_end[i] - declared.pad_end[i];
+    }
+    return {v(s / pooled_sum(expand(c.scalar(1, x.dtype()), counted), extra))};
+  }
+  Shape in(2, Dim(1));
+  for (int64_t d : spatial(xs)) in.push_back(Dim(d));
+  return {v(s / pooled_sum(expand(c.scalar(1, x.dtype()), in), w))};
+}
+
+}  // namespace
+
+void add_nn_ops(ConverterTable& t) {
+  t.insert({
+      {"MatMul", matmul_}, {"Gemm", gemm}, {"Einsum", einsum},
+      {"LayerNormalization", layer_norm_}, {"BatchNormalization", batch_norm}, {"InstanceNormalization", instance_norm},
+      {"GlobalAveragePool", global_pool<false>}, {"GlobalMaxPool", global_pool<true>},
+      {"Conv", conv}, {"MaxPool", max_pool}, {"AveragePool", average_pool},
+  });
+}
+
+}  // namespace tj::onnx_import

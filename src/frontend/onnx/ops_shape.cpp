@@ -1,0 +1,401 @@
+// ONNX converters: constants, shapes, views and data movement. Operands
+// that are shapes, axes, sizes or pads must be known at import (constants,
+// initializers, or shape arithmetic evaluated there), as in ONNX Runtime's
+// and TVM's importers; they become static or symbolic dims of the IR.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include "frontend/onnx/context.h"
+#include "frontend/onnx/import.h"
+
+namespace tj::onnx_import {
+
+namespace {
+
+Shape shape_from(const std::vector<int64_t>& d) { return Shape(d.begin(), d.end()); }
+Value known_value(Ctx& c, NDArray a) {
+  Tensor t = c.tracer.constant(a);
+  return {t, std::move(a)};
+}
+NDArray int_vector(const std::vector<int64_t>& d) { return NDArray::of<int64_t>({static_cast<int64_t>(d.size())}, d); }
+
+R constant(Ctx& c) {
+  const auto* a = c.attr("value");
+  NDArray value;
+  if (a && a->has_t()) value = tensor_value(a->t(), "Constant");
+  else if (const auto* f = c.attr("value_float")) value = NDArray::of<float>({}, std::vector<float>{f->f()});
+  else if (const auto* i = c.attr("value_int")) value = NDArray::of<int64_t>({}, std::vector<int64_t>{i->i()});
+  else if (const auto* fs = c.attr("value_floats")) value = NDArray::of<float>({fs->floats_size()}, std::vector<float>(fs->floats().begin(), fs->floats().end()));
+  else if (const auto* is = c.attr("value_ints")) value = NDArray::of<int64_t>({is->ints_size()}, std::vector<int64_t>(is->ints().begin(), is->ints().end()));
+  else if (c.attr("sparse_value") || c.attr("value_string") || c.attr("value_strings")) c.unsupported("sparse and string constants are not supported");
+  else c.fail("a Constant needs value, value_float(s) or value_int(s)");
+  return {known_value(c, std::move(value))};
+}
+
+R shape(Ctx& c) {
+  std::vector<int64_t> dims = static_shape(c, c.in(0), "Shape of a symbolic dim");
+  int64_t r = static_cast<int64_t>(dims.size());
+  int64_t start = c.attr_int("start", 0), end = c.attr_int("end", r);
+  start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
+  end = std::clamp<int64_t>(end < 0 ? end + r : end, 0, r);
+  return {known_value(c, int_vector({dims.begin() + start, dims.begin() + std::max(start, end)}))};
+}
+
+R size(Ctx& c) {
+  std::vector<int64_t> dims = static_shape(c, c.in(0), "Size of a symbolic shape");
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return {known_value(c, NDArray::of<int64_t>({}, std::vector<int64_t>{n}))};
+}
+
+// `value` (one element, default f32 0) in the shape operand's shape.
+R constant_of_shape(Ctx& c) {
+  std::vector<int64_t> to = c.known_ints(0, "the shape");
+  NDArray value = NDArray::of<float>({}, std::vector<float>{0.f});
+  if (const auto* a = c.attr("value"); a && a->has_t()) value = tensor_value(a->t(), "ConstantOfShape value");
+  if (value.numel() != 1) c.fail("value must have one element");
+  for (int64_t d : to)
+    if (d < 0) c.fail("negative dim " + std::to_string(d));
+  NDArray one(value.dtype(), {});
+  std::memcpy(one.raw(), value.raw(), one.nbytes());
+  return {v(expand(c.tracer.constant(one), shape_from(to)))};
+}
+
+R identity(Ctx& c) { return {c.input(0)}; }
+
+// Inference: the input unchanged; the mask (when asked for) all true.
+R dropout(Ctx& c) {
+  if (c.has_input(2)) {
+    const Value& tm = c.input(2);
+    if (!tm.known) c.unsupported("Dropout with a training_mode that is not known at import");
+    if (tm.known->get(0) != 0) {
+      double ratio = c.has_input(1) ? c.known(1, "the ratio").get(0) : 0.5;
+      if (ratio != 0) c.unsupported("Dropout in training mode (random) is not supported");
+    }
+  }
+  Tensor x = c.in(0);
+  R r{c.input(0)};
+  if (c.node->output_size() > 1) r.push_back(v(expand(c.tracer.scalar(1, DType::boolean), x.shape())));
+  return r;
+}
+
+R cast_(Ctx& c) {
+  DType to = dtype_of_onnx(static_cast<int32_t>(c.attr_int("to", 0)), "Cast");
+  if (c.attr_int("saturate", 1) == 0) c.unsupported("saturate=0 is not supported");
+  return {v(cast(c.in(0), to))};
+}
+R cast_like(Ctx& c) { return {v(cast(c.in(0), c.in(1).dtype()))}; }
+
+R transpose_(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> rev;
+  for (int64_t i = x.rank() - 1; i >= 0; --i) rev.push_back(i);
+  return {v(permute(x, c.attr_ints("perm", rev)))};
+}
+
+// 0 copies the input's dim (unless allowzero), -1 is inferred.
+R reshape_(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> to = c.known_ints(1, "the shape");
+  bool allowzero = c.attr_int("allowzero", 0) != 0;
+  Shape s;
+  for (size_t i = 0; i < to.size(); ++i) {
+    if (to[i] == 0 && !allowzero) {
+      if (static_cast<int64_t>(i) >= x.rank()) c.fail("shape entry " + std::to_string(i) + " is 0 but the input has rank " + std::to_string(x.rank()));
+      s.push_back(x.shape()[i]);
+    } else {
+      if (to[i] < -1) c.fail("shape entry " + std::to_string(to[i]));
+      s.push_back(Dim(to[i]));
+    }
+  }
+  return {v(reshape(x, s))};
+}
+
+R flatten(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t axis = c.attr_int("axis", 1);
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis > x.rank()) c.fail("axis out of range");
+  Dim outer(1), inner(1);
+  for (int64_t i = 0; i < x.rank(); ++i) (i < axis ? outer : inner) = (i < axis ? outer : inner) * x.shape()[static_cast<size_t>(i)];
+  return {v(reshape(x, {outer, inner}))};
+}
+
+R unsqueeze_(Ctx& c) {
+  if (!c.has_input(1)) c.fail("Unsqueeze needs axes");
+  return {v(unsqueeze(c.in(0), c.known_ints(1, "the axes")))};
+}
+
+R squeeze_(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> axes = c.has_input(1) ? c.known_ints(1, "the axes") : std::vector<int64_t>{};
+  if (axes.empty())
+    for (int64_t i = 0; i < x.rank(); ++i)
+      if (x.shape()[static_cast<size_t>(i)] == Dim(1)) axes.push_back(i);
+  return {v(squeeze(x, axes))};
+}
+
+// Bidirectional broadcast of the input and the shape operand.
+R expand_(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> to = c.known_ints(1, "the shape");
+  size_t r = std::max(to.size(), static_cast<size_t>(x.rank()));
+  Shape out(r, Dim(1));
+  for (size_t i = 0; i < r; ++i) {
+    size_t from_end = r - 1 - i;
+    Dim xd = from_end < static_cast<size_t>(x.rank()) ? x.shape()[static_cast<size_t>(x.rank()) - 1 - from_end] : Dim(1);
+    int64_t td = from_end < to.size() ? to[to.size() - 1 - from_end] : 1;
+    out[i] = td == 1 ? xd : Dim(td);
+  }
+  return {v(expand(x, out))};
+}
+
+R concat_(Ctx& c) {
+  std::vector<Tensor> xs;
+  for (int i = 0; i < c.node->input_size(); ++i)
+    if (c.has_input(static_cast<size_t>(i))) xs.push_back(c.in(static_cast<size_t>(i)));
+  return {v(concat(xs, c.attr_int("axis", 0)))};
+}
+
+// Sizes from the split operand, or num_outputs (opset 18) parts of
+// ceil(dim / n) (the last smaller), or as many equal parts as outputs.
+R split_(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t axis = axis_of(c, c.attr_int("axis", 0), x.rank());
+  int64_t n = static_dim(c, x, axis, "Split of a symbolic dim");
+  int64_t parts = c.node->output_size();
+  std::vector<int64_t> sizes;
+  if (c.has_input(1)) {
+    sizes = c.known_ints(1, "the split sizes");
+  } else {
+    int64_t k = c.attr_int("num_outputs", parts);
+    int64_t each = c.attr("num_outputs") ? (n + k - 1) / std::max<int64_t>(k, 1) : (k > 0 && n % k == 0 ? n / k : -1);
+    if (each < 0) c.fail("dim " + std::to_string(n) + " does not split into " + std::to_string(k) + " equal parts");
+    for (int64_t i = 0, left = n; i < k; ++i, left -= each) sizes.push_back(std::min(each, std::max<int64_t>(left, 0)));
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) c.fail("negative split size");
+    total += s;
+  }
+  if (total != n || static_cast<int64_t>(sizes.size()) != parts)
+    c.fail(std::to_string(sizes.size()) + " parts summing to " + std::to_string(total) + " for " + std::to_string(parts) + " outputs of a dim of " +
+           std::to_string(n));
+  R r;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    r.push_back(v(slice(x, axis, Dim(at), Dim(at + s))));
+    at += s;
+  }
+  return r;
+}
+
+// Elements `idx` along `axis`, as a gather with constant indices.
+Tensor take(Ctx& c, const Tensor& x, int64_t axis, const std::vector<int64_t>& idx) {
+  return gather(x, c.tracer.constant(int_vector(idx)), axis);
+}
+
+R slice_(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> starts = c.known_ints(1, "the starts"), ends = c.known_ints(2, "the ends");
+  std::vector<int64_t> axes, steps;
+  if (c.has_input(3)) axes = c.known_ints(3, "the axes");
+  else
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  steps = c.has_input(4) ? c.known_ints(4, "the steps") : std::vector<int64_t>(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.fail("starts, ends, axes and steps differ in length");
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t axis = axis_of(c, axes[k], x.rank()), step = steps[k];
+    if (step == 0) c.fail("step 0");
+    Dim d = x.shape()[static_cast<size_t>(axis)];
+    auto n = d.as_const();
+    if (!n) {  // a symbolic dim: forward ranges that stay within it
+      int64_t e = ends[k];
+      if (step != 1 || starts[k] < 0 || e < 0) c.unsupported("Slice of a symbolic dim other than [start:end] with start, end >= 0");
+      x = slice(x, axis, Dim(starts[k]), e >= std::numeric_limits<int32_t>::max() ? d : Dim(e));
+      continue;
+    }
+    int64_t s = starts[k], e = ends[k];
+    s = s < 0 ? std::max<int64_t>(s, -*n) + *n : s;  // no overflow for INT64_MIN
+    e = e < 0 ? std::max<int64_t>(e, -*n - 1) + *n : e;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, *n), e = std::clamp<int64_t>(e, 0, *n);
+      x = slice(x, axis, Dim(s), Dim(std::max(s, e)), step);
+    } else {
+      s = std::clamp<int64_t>(s, 0, *n - 1), e = std::clamp<int64_t>(e, -1, *n - 1);
+      std::vector<int64_t> idx;
+      for (int64_t i = s; i > e; i += step) idx.push_back(i);
+      x = take(c, x, axis, idx);
+    }
+  }
+  return {v(x)};
+}
+
+// Negative indices count from the end; known ones are normalized here,
+// others in the graph (an axis of static size).
+R gather_(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t axis = axis_of(c, c.attr_int("axis", 0), x.rank());
+  const Value& iv = c.input(1);
+  Tensor idx = iv.t;
+  auto n = x.shape()[static_cast<size_t>(axis)].as_const();
+  if (n && iv.known && is_int(iv.known->dtype())) {
+    NDArray k(DType::i64, iv.known->shape());
+    for (int64_t i = 0; i < k.numel(); ++i) {
+      int64_t j = iv.known->dtype() == DType::i64 ? iv.known->data<int64_t>()[i] : iv.known->data<int32_t>()[i];
+      if (j < -*n || j >= *n) c.fail("index " + std::to_string(j) + " out of range for a dim of " + std::to_string(*n));
+      k.data<int64_t>()[i] = j < 0 ? j + *n : j;
+    }
+    idx = c.tracer.constant(k);
+  } else if (n) {
+    idx = where(idx < 0.0, idx + static_cast<double>(*n), idx);
+  }
+  return {v(gather(x, idx, axis))};
+}
+
+R gather_elements(Ctx& c) {
+  Tensor x = c.in(0);
+  return {v(take_along(c, x, c.in(1), axis_of(c, c.attr_int("axis", 0), x.rank())))};
+}
+
+// The taken branch of an If whose condition is known at import, inlined.
+R if_(Ctx& c) {
+  const Value& cond = c.input(0);
+  if (!cond.known) c.unsupported("If with a condition that is not known at import is not supported yet");
+  if (cond.known->numel() != 1) c.fail("the condition must have one element");
+  const auto* branch = c.attr(cond.known->get(0) != 0 ? "then_branch" : "else_branch");
+  if (!branch || !branch->has_g()) c.fail("If needs then_branch and else_branch graphs");
+  const onnx::NodeProto* node = c.node;
+  convert_nodes(c, branch->g());
+  c.node = node;
+  R r;
+  for (const auto& o : branch->g().output()) {
+    auto it = c.values.find(o.name());
+    if (it == c.values.end()) c.fail("the branch's output '" + o.name() + "' is not computed");
+    r.push_back(it->second);
+  }
+  if (static_cast<int>(r.size()) != c.node->output_size()) c.fail("the branch has " + std::to_string(r.size()) + " outputs, the node " + std::to_string(c.node->output_size()));
+  return r;
+}
+
+// repeats[i] copies along axis i: [.., 1, d_i, ..] expanded to [.., r_i, d_i, ..], merged.
+R tile(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> reps = c.known_ints(1, "the repeats");
+  if (static_cast<int64_t>(reps.size()) != x.rank()) c.fail("repeats has " + std::to_string(reps.size()) + " entries for rank " + std::to_string(x.rank()));
+  Shape wide, merged;
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (reps[static_cast<size_t>(i)] < 0) c.fail("negative repeat");
+    axes.push_back(2 * i);
+    wide.push_back(Dim(reps[static_cast<size_t>(i)]));
+    wide.push_back(x.shape()[static_cast<size_t>(i)]);
+    merged.push_back(Dim(reps[static_cast<size_t>(i)]) * x.shape()[static_cast<size_t>(i)]);
+  }
+  return {v(reshape(expand(unsqueeze(x, axes), wide), merged))};
+}
+
+// pads = [b_0, .., b_n, e_0, .., e_n] over `axes` (default all); negative
+// pads crop. constant: concatenated fill; edge, reflect, wrap: a gather with
+// the source index of each output position.
+R pad(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> pads = c.known_ints(1, "the pads");
+  std::vector<int64_t> axes;
+  if (c.has_input(3)) axes = c.known_ints(3, "the axes");
+  else
+    for (int64_t i = 0; i < x.rank(); ++i) axes.push_back(i);
+  if (pads.size() != 2 * axes.size()) c.fail(std::to_string(pads.size()) + " pads for " + std::to_string(axes.size()) + " axes");
+  const auto* m = c.attr("mode");
+  std::string mode = m ? m->s() : "constant";
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap") c.fail("unknown mode '" + mode + "'");
+  Tensor fill = c.has_input(2) ? reshape(c.in(2), {}) : c.scalar(0, x.dtype());
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int64_t axis = axis_of(c, axes[k], x.rank());
+    int64_t b = pads[k], e = pads[k + axes.size()];
+    int64_t n = static_dim(c, x, axis, "Pad of a symbolic dim");
+    if (b < 0 || e < 0) {
+      x = slice(x, axis, Dim(std::max<int64_t>(-b, 0)), Dim(n - std::max<int64_t>(-e, 0)));
+      n -= std::max<int64_t>(-b, 0) + std::max<int64_t>(-e, 0);
+      b = std::max<int64_t>(b, 0), e = std::max<int64_t>(e, 0);
+    }
+    if (b == 0 && e == 0) continue;
+    if (mode == "constant") {
+      std::vector<Tensor> parts;
+      auto block = [&](int64_t len) {
+        Shape s = x.shape();
+        s[static_cast<size_t>(axis)] = Dim(len);
+        return expand(fill, s);
+      };
+      if (b > 0) parts.push_back(block(b));
+      parts.push_back(x);
+      if (e > 0) parts.push_back(block(e));
+      x = concat(parts, axis);
+      continue;
+    }
+    if (n == 0) c.fail(mode + " padding of an empty dim");
+    if (mode == "reflect" && n == 1) c.fail("reflect padding of a dim of 1");
+    std::vector<int64_t> idx;
+    for (int64_t i = -b; i < n + e; ++i) {
+      int64_t j = i;
+      if (mode == "edge") j = std::clamp<int64_t>(i, 0, n - 1);
+      else if (mode == "wrap") j = ((i % n) + n) % n;
+      else {  // reflect, period 2n - 2
+        int64_t p = 2 * n - 2;
+        j = ((i % p) + p) % p;
+        if (j >= n) j = p - j;
+      }
+      idx.push_back(j);
+    }
+    x = take(c, x, axis, idx);
+  }
+  return {v(x)};
+}
+
+// start, limit, delta known: the values, computed here.
+R range(Ctx& c) {
+  const NDArray &s = c.known(0, "start"), &l = c.known(1, "limit"), &d = c.known(2, "delta");
+  if (s.numel() != 1 || l.numel() != 1 || d.numel() != 1) c.fail("start, limit and delta must be scalars");
+  DType dt = s.dtype();
+  double start = s.get(0), limit = l.get(0), delta = d.get(0);
+  if (delta == 0) c.fail("delta is 0");
+  double count = std::ceil((limit - start) / delta);
+  if (!(count <= static_cast<double>(int64_t{1} << 24))) c.unsupported("Range of more than 2^24 elements (computed at import) is not supported");
+  int64_t n = std::max<int64_t>(static_cast<int64_t>(count), 0);
+  NDArray out(dt, {n});
+  for (int64_t i = 0; i < n; ++i)
+    if (is_int(dt)) out.set(i, static_cast<double>(static_cast<int64_t>(start) + i * static_cast<int64_t>(delta)));
+    else out.set(i, start + static_cast<double>(i) * delta);
+  return {known_value(c, std::move(out))};
+}
+
+// The upper (or lower) triangle of the last two dims from diagonal k.
+R trilu(Ctx& c) {
+  Tensor x = c.in(0);
+  if (x.rank() < 2) c.fail("the input needs rank 2 or more");
+  int64_t k = 0;
+  if (c.has_input(1)) k = c.known_ints(1, "k").at(0);
+  Dim rows = x.shape()[static_cast<size_t>(x.rank() - 2)], cols = x.shape()[static_cast<size_t>(x.rank() - 1)];
+  Tensor i = reshape(iota(x, rows), {rows, Dim(1)}), j = reshape(iota(x, cols), {Dim(1), cols});
+  Tensor diag = j - i;
+  Tensor keep = c.attr_int("upper", 1) ? diag >= static_cast<double>(k) : diag <= static_cast<double>(k);
+  return {v(where(keep, x, c.scalar(0, x.dtype())))};
+}
+
+}  // namespace
+
+void add_shape_ops(ConverterTable& t) {
+  t.insert({
+      {"Constant", constant}, {"Shape", shape}, {"Size", size}, {"ConstantOfShape", constant_of_shape},
+      {"Identity", identity}, {"Dropout", dropout}, {"Cast", cast_}, {"CastLike", cast_like},
+      {"Transpose", transpose_}, {"Reshape", reshape_}, {"Flatten", flatten}, {"Unsqueeze", unsqueeze_}, {"Squeeze", squeeze_},
+      {"Expand", expand_}, {"Concat", concat_}, {"Split", split_}, {"Slice", slice_}, {"Gather", gather_},
+      {"GatherElements", gather_elements}, {"If", if_}, {"Tile", tile}, {"Pad", pad}, {"Range", range}, {"Trilu", trilu},
+  });
+}
+
+}  // namespace tj::onnx_import
