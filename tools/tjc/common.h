@@ -63,5 +63,6 @@ void add_opt_commands(CLI::App& app);
 void add_analysis_commands(CLI::App& app);
 void add_bench_commands(CLI::App& app);
 void add_dynamic_demo_command(CLI::App& app);
+void add_onnx_commands(CLI::App& app);
 
 }  // namespace tjc

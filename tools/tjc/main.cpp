@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   tjc::add_bench_commands(app);
   tjc::add_demo_command(app);
   tjc::add_dynamic_demo_command(app);
+  tjc::add_onnx_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
