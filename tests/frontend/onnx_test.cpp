@@ -263,5 +263,42 @@ TEST(OnnxImport, ShapeArithmeticIsEvaluatedAtImport) {
   EXPECT_EQ(o.graph.type(o.graph.outputs()[0]).str(), "f32[2,12]");
 }
 
+// The same arithmetic on symbolic dims (dim_param inputs): the shapes stay
+// symbolic, and Range(0, seq) becomes an iota of the symbol; the model runs
+// at any batch and sequence length.
+TEST(OnnxImport, SymbolicShapeArithmeticKeepsSizeSymbols) {
+  auto m = model();
+  auto* g = m.mutable_graph();
+  input(g, "x", onnx::TensorProto::FLOAT, {"batch", "seq", "4"});
+  node(g, "Shape", {"x"}, {"s"});
+  auto constant_ints = [&](const std::string& name, std::vector<int64_t> v) {
+    auto* a = node(g, "Constant", {}, {name})->add_attribute();
+    a->set_name("value_ints"), a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  constant_ints("first2", {0, 1});
+  node(g, "Gather", {"s", "first2"}, {"bs"});  // [batch, seq]
+  constant_ints("tail", {2, 2});
+  int_attr(node(g, "Concat", {"bs", "tail"}, {"shape"}), "axis", 0);  // [batch, seq, 2, 2]
+  node(g, "Reshape", {"x", "shape"}, {"y"});
+  auto* one = node(g, "Constant", {}, {"one"})->add_attribute();
+  one->set_name("value_int"), one->set_type(onnx::AttributeProto::INT), one->set_i(1);
+  node(g, "Gather", {"s", "one"}, {"seq"});  // a scalar: seq
+  auto* zero = node(g, "Constant", {}, {"zero"})->add_attribute();
+  zero->set_name("value_int"), zero->set_type(onnx::AttributeProto::INT), zero->set_i(0);
+  node(g, "Range", {"zero", "seq", "one"}, {"pos"});  // [seq]
+  output(g, "y");
+  output(g, "pos");
+  OnnxModel o = import(m);
+  EXPECT_EQ(o.graph.type(o.graph.outputs()[0]).str(), "f32[batch,seq,2,2]");
+  EXPECT_EQ(o.graph.type(o.graph.outputs()[1]).str(), "i64[seq]");
+  Bindings in;
+  in["x"] = NDArray::of<float>({1, 3, 4}, std::vector<float>(12, 1.f));
+  auto out = interpret(o.graph, in);
+  EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{1, 3, 2, 2}));
+  ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(out[1].data<int64_t>()[2], 2);
+}
+
 }  // namespace
 }  // namespace tj

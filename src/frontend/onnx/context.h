@@ -18,7 +18,11 @@ namespace tj::onnx_import {
 
 struct Value {
   Tensor t;
-  std::optional<NDArray> known;  // contents, when known at import (small constants)
+  std::optional<NDArray> known = {};  // contents, when known at import (small constants)
+  // An integer scalar or vector whose elements are dims, some symbolic: a
+  // shape (or part of one) computed at import (sym_shapes.cpp). `t` holds
+  // the same values at run time, for ops that read them as data.
+  std::optional<std::vector<Dim>> dims = {};
 };
 
 struct Ctx {
@@ -37,6 +41,9 @@ struct Ctx {
   // Operand i's contents, which must be known at import (shapes, axes).
   const NDArray& known(size_t i, const char* what) const;
   std::vector<int64_t> known_ints(size_t i, const char* what) const;
+  // Operand i as dims: known integers, or a shape computed at import with
+  // symbolic dims.
+  std::vector<Dim> known_dims(size_t i, const char* what) const;
 
   const onnx::AttributeProto* attr(const std::string& name) const;
   int64_t attr_int(const std::string& name, int64_t def) const;
@@ -62,6 +69,15 @@ void add_nn_ops(ConverterTable& t);     // ops_nn.cpp: contractions, normalizati
 // The nodes of `g` in order, their results into c.values (import.cpp; If
 // converts its branch with it).
 void convert_nodes(Ctx& c, const onnx::GraphProto& g);
+
+// Shape arithmetic over symbolic dims (sym_shapes.cpp): the node's results
+// when an operand is a symbolic shape and the op computes shapes from it
+// (Shape, Gather, Concat, Unsqueeze, Add, Equal, Where, ...); nullopt
+// otherwise, and the node is converted as data.
+std::optional<std::vector<Value>> eval_symbolic(Ctx& c);
+// A value of `dims` (a scalar when `scalar`): known if every dim is static,
+// computed at run time from the shapes otherwise.
+Value dims_value(Ctx& c, std::vector<Dim> dims, bool scalar);
 
 // Helpers of the converters.
 using R = std::vector<Value>;

@@ -45,6 +45,14 @@ std::vector<int64_t> Ctx::known_ints(size_t i, const char* what) const {
   return r;
 }
 
+std::vector<Dim> Ctx::known_dims(size_t i, const char* what) const {
+  const Value& v = input(i);
+  if (v.dims) return *v.dims;
+  std::vector<Dim> r;
+  for (int64_t k : known_ints(i, what)) r.push_back(Dim(k));
+  return r;
+}
+
 const onnx::AttributeProto* Ctx::attr(const std::string& name) const {
   for (const auto& a : node->attribute())
     if (a.name() == name) return &a;
@@ -188,7 +196,11 @@ void convert_nodes(Ctx& c, const onnx::GraphProto& g) {
     if (!conv) c.unsupported("the op " + n.op_type() + " (domain ai.onnx, opset " + std::to_string(c.opset) + ") is not supported yet");
     std::vector<Value> results;
     try {
-      results = (*conv)(c);
+      if (auto sym = eval_symbolic(c)) {
+        results = std::move(*sym);
+      } else {
+        results = (*conv)(c);
+      }
       c.node = &n;  // a converter of subgraphs (If) converts other nodes on the way
       evaluate_known(c, *conv, &results);
     } catch (const ShapeError& e) {
@@ -244,6 +256,7 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
     auto it = c.values.find(o.name());
     if (it == c.values.end()) throw Error("onnx: " + what + ": output '" + o.name() + "' is not computed by the graph");
     outs.push_back(it->second.t);
+    out.output_names.push_back(o.name());
   }
   out.graph = t.finish(outs);
   return out;

@@ -22,6 +22,7 @@ namespace tj::onnx_import {
 struct OnnxModel {
   Graph graph;
   Bindings params;    // the initializers, by name
+  std::vector<std::string> output_names;  // the graph outputs' ONNX names, in order
   int64_t opset = 0;  // of the default (ai.onnx) domain
 };
 

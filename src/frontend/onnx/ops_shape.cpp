@@ -15,7 +15,6 @@ namespace tj::onnx_import {
 
 namespace {
 
-Shape shape_from(const std::vector<int64_t>& d) { return Shape(d.begin(), d.end()); }
 Value known_value(Ctx& c, NDArray a) {
   Tensor t = c.tracer.constant(a);
   return {t, std::move(a)};
@@ -35,33 +34,31 @@ R constant(Ctx& c) {
   return {known_value(c, std::move(value))};
 }
 
+// The shape (dims, symbolic ones included: sym_shapes.cpp).
 R shape(Ctx& c) {
-  std::vector<int64_t> dims = static_shape(c, c.in(0), "Shape of a symbolic dim");
+  const Shape& dims = c.in(0).shape();
   int64_t r = static_cast<int64_t>(dims.size());
   int64_t start = c.attr_int("start", 0), end = c.attr_int("end", r);
   start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
   end = std::clamp<int64_t>(end < 0 ? end + r : end, 0, r);
-  return {known_value(c, int_vector({dims.begin() + start, dims.begin() + std::max(start, end)}))};
+  return {dims_value(c, std::vector<Dim>(dims.begin() + start, dims.begin() + std::max(start, end)), false)};
 }
 
 R size(Ctx& c) {
-  std::vector<int64_t> dims = static_shape(c, c.in(0), "Size of a symbolic shape");
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return {known_value(c, NDArray::of<int64_t>({}, std::vector<int64_t>{n}))};
+  return {dims_value(c, {numel(c.in(0).shape())}, true)};
 }
 
 // `value` (one element, default f32 0) in the shape operand's shape.
 R constant_of_shape(Ctx& c) {
-  std::vector<int64_t> to = c.known_ints(0, "the shape");
+  std::vector<Dim> to = c.known_dims(0, "the shape");
   NDArray value = NDArray::of<float>({}, std::vector<float>{0.f});
   if (const auto* a = c.attr("value"); a && a->has_t()) value = tensor_value(a->t(), "ConstantOfShape value");
   if (value.numel() != 1) c.fail("value must have one element");
-  for (int64_t d : to)
-    if (d < 0) c.fail("negative dim " + std::to_string(d));
+  for (const Dim& d : to)
+    if (auto k = d.as_const(); k && *k < 0) c.fail("negative dim " + std::to_string(*k));
   NDArray one(value.dtype(), {});
   std::memcpy(one.raw(), value.raw(), one.nbytes());
-  return {v(expand(c.tracer.constant(one), shape_from(to)))};
+  return {v(expand(c.tracer.constant(one), Shape(to.begin(), to.end())))};
 }
 
 R identity(Ctx& c) { return {c.input(0)}; }
@@ -99,16 +96,17 @@ R transpose_(Ctx& c) {
 // 0 copies the input's dim (unless allowzero), -1 is inferred.
 R reshape_(Ctx& c) {
   Tensor x = c.in(0);
-  std::vector<int64_t> to = c.known_ints(1, "the shape");
+  std::vector<Dim> to = c.known_dims(1, "the shape");
   bool allowzero = c.attr_int("allowzero", 0) != 0;
   Shape s;
   for (size_t i = 0; i < to.size(); ++i) {
-    if (to[i] == 0 && !allowzero) {
+    auto k = to[i].as_const();
+    if (k && *k == 0 && !allowzero) {
       if (static_cast<int64_t>(i) >= x.rank()) c.fail("shape entry " + std::to_string(i) + " is 0 but the input has rank " + std::to_string(x.rank()));
       s.push_back(x.shape()[i]);
     } else {
-      if (to[i] < -1) c.fail("shape entry " + std::to_string(to[i]));
-      s.push_back(Dim(to[i]));
+      if (k && *k < -1) c.fail("shape entry " + std::to_string(*k));
+      s.push_back(to[i]);
     }
   }
   return {v(reshape(x, s))};
@@ -141,14 +139,14 @@ R squeeze_(Ctx& c) {
 // Bidirectional broadcast of the input and the shape operand.
 R expand_(Ctx& c) {
   Tensor x = c.in(0);
-  std::vector<int64_t> to = c.known_ints(1, "the shape");
+  std::vector<Dim> to = c.known_dims(1, "the shape");
   size_t r = std::max(to.size(), static_cast<size_t>(x.rank()));
   Shape out(r, Dim(1));
   for (size_t i = 0; i < r; ++i) {
     size_t from_end = r - 1 - i;
     Dim xd = from_end < static_cast<size_t>(x.rank()) ? x.shape()[static_cast<size_t>(x.rank()) - 1 - from_end] : Dim(1);
-    int64_t td = from_end < to.size() ? to[to.size() - 1 - from_end] : 1;
-    out[i] = td == 1 ? xd : Dim(td);
+    Dim td = from_end < to.size() ? to[to.size() - 1 - from_end] : Dim(1);
+    out[i] = td == Dim(1) ? xd : td;
   }
   return {v(expand(x, out))};
 }
@@ -200,7 +198,9 @@ Tensor take(Ctx& c, const Tensor& x, int64_t axis, const std::vector<int64_t>& i
 
 R slice_(Ctx& c) {
   Tensor x = c.in(0);
-  std::vector<int64_t> starts = c.known_ints(1, "the starts"), ends = c.known_ints(2, "the ends");
+  std::vector<int64_t> starts = c.known_ints(1, "the starts"), ends;
+  std::vector<Dim> end_dims = c.known_dims(2, "the ends");
+  for (const Dim& e : end_dims) ends.push_back(e.as_const().value_or(std::numeric_limits<int64_t>::min()));
   std::vector<int64_t> axes, steps;
   if (c.has_input(3)) axes = c.known_ints(3, "the axes");
   else
@@ -212,6 +212,11 @@ R slice_(Ctx& c) {
     int64_t axis = axis_of(c, axes[k], x.rank()), step = steps[k];
     if (step == 0) c.fail("step 0");
     Dim d = x.shape()[static_cast<size_t>(axis)];
+    if (!end_dims[k].as_const()) {  // a symbolic end: x[start:end] (it must be within the dim)
+      if (step != 1 || starts[k] < 0) c.unsupported("Slice to a symbolic end other than [start:end] with start >= 0");
+      x = slice(x, axis, Dim(starts[k]), end_dims[k]);
+      continue;
+    }
     auto n = d.as_const();
     if (!n) {  // a symbolic dim: forward ranges that stay within it
       int64_t e = ends[k];
@@ -358,6 +363,14 @@ R pad(Ctx& c) {
 
 // start, limit, delta known: the values, computed here.
 R range(Ctx& c) {
+  // A symbolic limit, start 0 and delta 1 (exported from torch.arange(n)):
+  // iota of the limit.
+  if (c.input(1).dims && !c.input(1).known) {
+    const Value &s0 = c.input(0), &d0 = c.input(2);
+    if (!s0.known || !d0.known || s0.known->get(0) != 0 || d0.known->get(0) != 1 || c.input(1).dims->size() != 1)
+      c.unsupported("Range with a symbolic limit other than Range(0, n, 1) is not supported");
+    return {v(iota(c.in(0), c.input(1).dims->at(0), c.in(0).dtype()))};
+  }
   const NDArray &s = c.known(0, "start"), &l = c.known(1, "limit"), &d = c.known(2, "delta");
   if (s.numel() != 1 || l.numel() != 1 || d.numel() != 1) c.fail("start, limit and delta must be scalars");
   DType dt = s.dtype();
