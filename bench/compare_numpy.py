@@ -245,7 +245,7 @@ class BusyLoad:
         for i in range(jobs):
             obj = os.path.join(folder, f"busy{i}.o")
             loop = (f"end=$(( $(date +%s) + {int(seconds)} )); while [ $(date +%s) -lt $end ]; do "
-                    f"c++ -O2 -std=c++20 -I'{ROOT}/include' -I'{ROOT}/src' -c '{ROOT}/src/ir/ops.cpp' -o '{obj}' >/dev/null 2>&1; done")
+                    f"c++ -O2 -std=c++20 -I'{ROOT}/include' -I'{ROOT}/src' -c '{ROOT}/src/ir/ops/table.cpp' -o '{obj}' >/dev/null 2>&1; done")
             self.procs.append(subprocess.Popen(["sh", "-c", loop], start_new_session=True))
         time.sleep(1)  # the jobs under way
 

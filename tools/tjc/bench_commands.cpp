@@ -19,6 +19,7 @@
 #include "runtime/executable.h"
 #include "runtime/npy.h"
 #include "runtime/random_inputs.h"
+#include "frontend/onnx/import.h"
 #include "support/paths.h"
 #include "tensorjit/error.h"
 #include "tjc/busy.h"
@@ -50,18 +51,39 @@ double median_seconds(F f, int min_runs, double budget) {
 struct Model {
   Graph graph;
   Bindings params, inputs;
+  SymEnv sizes;  // --sym
 };
 
-// Seeded weights with real RoPE tables; inputs for `mode`.
+// Seeded weights with real RoPE tables; inputs for `mode`. An ONNX model
+// brings its weights (the initializers); its inputs are seeded random
+// (indices within their tables), --sym and --set applied.
 Model make_model(const TraceArgs& a, double* trace_seconds = nullptr) {
   Model m;
   auto t0 = Clock::now();
-  m.graph = trace_model(a);
+  Bindings onnx_params;
+  if (a.ir.size() > 5 && a.ir.ends_with(".onnx")) {
+    auto o = onnx_import::import_file(a.ir);
+    m.graph = std::move(o.graph);
+    onnx_params = std::move(o.params);
+  } else {
+    m.graph = trace_model(a);
+  }
   if (trace_seconds) *trace_seconds = seconds_since(t0);
   RandomInputOptions ro;
   ro.seed = 7;
   if (m.graph.find("pos") >= 0) ro.fixed["pos"] = 0;
+  for (const auto& s : a.syms) {
+    auto [k, val] = split_eq(s, "--sym");
+    ro.sizes[k] = size_arg(val, "--sym " + k);
+  }
+  for (const auto& s : a.sets) {
+    auto [k, val] = split_eq(s, "--set");
+    if (m.graph.find(k) < 0) throw Error("--set: the graph has no input named '" + k + "'");
+    ro.fixed[k] = parse_number(val, "--set " + k);
+  }
   Bindings all = random_inputs(m.graph, ro);
+  for (auto& [k, w] : onnx_params) all[k] = std::move(w);
+  m.sizes = ro.sizes;
   if (a.ir.empty() && a.model != "branches") {
     const auto& c = models::llama_config(a.config);
     DType dt = dtype_arg(a.dtype);
@@ -269,7 +291,9 @@ void cmd_bench(const BenchArgs& a) {
   double t_copy = median_seconds([&] { exe.run(run_inputs, got); }, 10, a.budget / 2);
 
   // Work and limits.
-  Schedule s = fuse(exe.optimized());
+  FusionOptions counted;
+  counted.size_hint = m.sizes;
+  Schedule s = fuse(exe.optimized(), counted);
   int64_t flops = 0, bytes = 0, weight_bytes = 0;
   for (const Kernel& k : s.kernels) flops += k.flops, bytes += k.bytes_read + k.bytes_written;
   for (const auto& [k, v] : m.params)
@@ -312,8 +336,11 @@ void cmd_bench(const BenchArgs& a) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("%s %s %s (f32), %zu kernels; compiled vs interpreter max rel diff %.2e\n", a.trace.model.c_str(),
-              a.trace.config.c_str(), a.trace.mode.c_str(), exe.stats().kernels, d.max_rel);
+  if (a.trace.ir.empty())
+    std::printf("%s %s %s (f32), %zu kernels; compiled vs interpreter max rel diff %.2e\n", a.trace.model.c_str(), a.trace.config.c_str(),
+                a.trace.mode.c_str(), exe.stats().kernels, d.max_rel);
+  else
+    std::printf("%s, %zu kernels; compiled vs interpreter max rel diff %.2e\n", a.trace.ir.c_str(), exe.stats().kernels, d.max_rel);
   std::printf("interpreter %12.1f us\ncompiled    %12.1f us   %.1fx faster", t_interp * 1e6, t_comp * 1e6, t_interp / t_comp);
   std::printf(t_copy > t_comp * 1.02 || t_copy < t_comp * 0.98 ? "   (%.1f us copying the updated caches out too)\n" : "\n", t_copy * 1e6);
   std::printf("compiled: %.2f GFLOP/s, %.2f GB/s; limit (%s) %.1f us: %.0f%% of it\n", flops / t_comp / 1e9, bytes / t_comp / 1e9,
@@ -364,6 +391,7 @@ void add_bench_commands(CLI::App& app) {
   auto ba = std::make_shared<BenchArgs>();
   auto* b = app.add_subcommand("bench", "time the interpreter and the compiled code side by side");
   add_trace_options(b, ba->trace);
+  add_size_options(b, ba->trace);
   b->add_flag("--json", ba->json, "JSON output");
   b->add_option("--seconds", ba->budget, "time budget per measurement, 0.001 to 3600")->check(finite_range(0.001, 3600));
   b->add_flag("--profile", ba->profile, "also time each kernel");
@@ -378,6 +406,7 @@ void add_bench_commands(CLI::App& app) {
   auto ca = std::make_shared<CodegenArgs>();
   auto* c = app.add_subcommand("codegen", "write the generated C++ for a model");
   add_trace_options(c, ca->trace);
+  add_size_options(c, ca->trace);
   c->add_option("-o,--out", ca->out, "output folder")->required();
   c->callback([ca] { cmd_codegen(*ca); });
 }

@@ -110,7 +110,14 @@ std::vector<std::string> trace_argv(const TraceArgs& a) {
   if (a.layers > 0) r.insert(r.end(), {"--layers", std::to_string(a.layers)});
   if (a.flash) r.push_back("--flash");
   if (!a.ir.empty()) r.insert(r.end(), {"--ir", a.ir});
+  for (const auto& x : a.syms) r.insert(r.end(), {"--sym", x});
+  for (const auto& x : a.sets) r.insert(r.end(), {"--set", x});
   return r;
+}
+
+void add_size_options(CLI::App* c, TraceArgs& a) {
+  c->add_option("--sym", a.syms, "with --ir: the size of a symbolic dim, NAME=N (repeatable)");
+  c->add_option("--set", a.sets, "with --ir: every element of an input, NAME=V (repeatable)");
 }
 
 std::pair<std::string, std::string> split_eq(const std::string& s, const char* what) {

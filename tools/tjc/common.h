@@ -44,12 +44,16 @@ constexpr int64_t kMaxLayers = 1024, kMaxBatch = 1024, kMaxTokens = int64_t{1} <
 
 struct TraceArgs {
   std::string model = "llama-layer", config = "tiny", mode = "prefill", tokens, kv_len, dtype = "f32";
-  std::string ir;  // read this IR file instead of tracing a model
+  std::string ir;  // read this IR file (or .onnx model) instead of tracing a model
+  // With --ir: sizes of its symbolic dims (NAME=N) and scalar values of
+  // inputs (NAME=V), for the commands that make inputs (bench, codegen).
+  std::vector<std::string> syms, sets;
   int64_t layers = 0;
   int64_t batch = 1;
   bool flash = false;
 };
 void add_trace_options(CLI::App* c, TraceArgs& a);
+void add_size_options(CLI::App* c, TraceArgs& a);  // --sym, --set
 // The options that give `a` again, for a fresh tjc process.
 std::vector<std::string> trace_argv(const TraceArgs& a);
 tj::Graph trace_model(const TraceArgs& a);

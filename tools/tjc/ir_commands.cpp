@@ -28,7 +28,7 @@ struct RunArgs {
   std::string file, dtype = "f32", output;
   uint64_t seed = 0;
   std::vector<std::string> syms, sets, inputs, weights;
-  bool compiled = false, check = false;
+  bool compiled = false, check = false, interpret = false;
   double tol = -1;  // < 0: by dtype
 };
 
@@ -236,14 +236,22 @@ bool check_outputs(const std::vector<NDArray>& want, const std::vector<NDArray>&
   return ok;
 }
 
-void write_outputs(const std::string& dir, const std::vector<NDArray>& outs) {
+// DIR/NAME.npy per output: the ONNX output names, else output0, output1, ...
+void write_outputs(const std::string& dir, const std::vector<NDArray>& outs, const std::vector<std::string>& names) {
   make_folder(dir);
-  for (size_t i = 0; i < outs.size(); ++i)
-    write_npy((std::filesystem::path(dir) / ("output" + std::to_string(i) + ".npy")).string(), outs[i]);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::string name = i < names.size() ? names[i] : "output" + std::to_string(i);
+    for (char& ch : name)
+      if (ch == '/' || ch == '\\' || ch == ':') ch = '_';  // a file name, not a path
+    write_npy((std::filesystem::path(dir) / (name + ".npy")).string(), outs[i]);
+  }
 }
 
-void cmd_run(const RunArgs& a) {
+void cmd_run(RunArgs a) {
   if (a.compiled && a.check) throw Error("run: --check runs both; give --compiled or --check, not both");
+  if (a.interpret && (a.compiled || a.check)) throw Error("run: --interpret runs the interpreter only; not with --compiled or --check");
+  // ONNX models run compiled unless --interpret says otherwise.
+  if (ends_with(a.file, ".onnx") && !a.interpret && !a.check) a.compiled = true;
   // An ONNX model brings its weights (the initializers), unless --weights
   // gives others; random ones otherwise.
   std::optional<onnx_import::OnnxModel> onnx;
@@ -269,7 +277,7 @@ void cmd_run(const RunArgs& a) {
   print_outputs(outs);
   if (a.compiled) std::fprintf(stderr, "compiled and ran %zu nodes in %.3f s\n", g.size(), dt);
   else std::fprintf(stderr, "interpreted %zu nodes in %.3f ms (%s)\n", g.size(), dt * 1e3, a.dtype.c_str());
-  if (!a.output.empty()) write_outputs(a.output, outs);
+  if (!a.output.empty()) write_outputs(a.output, outs, onnx ? onnx->output_names : std::vector<std::string>{});
   if (a.check && !check_outputs(outs, compiled, a.tol)) throw Error("outputs differ");
 }
 
@@ -302,18 +310,19 @@ void add_fmt_command(CLI::App& app) {
 void add_run_command(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* c = app.add_subcommand("run", "interpret (or compile and run) a graph on seeded random or given inputs");
-  c->add_option("file", a->file, "IR file, or - for stdin")->required();
+  c->add_option("file", a->file, "IR file, .onnx model, or - for stdin")->required();
   c->add_option("--dtype", a->dtype, "compute dtype: f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
   c->add_option("--seed", a->seed, "random seed")->check(seed_check());
   c->add_option("--sym", a->syms, "size of a symbolic dim, NAME=N (repeatable)");
   c->add_option("--set", a->sets, "value of a scalar input (every element of a larger one), NAME=V (repeatable)");
   c->add_option("--input", a->inputs, "an input's values: NAME=FILE.npy or NAME=v1,v2,... (repeatable)");
   c->add_option("--weights", a->weights, "a safetensors file: its tensors named like inputs or params bind them (repeatable)");
-  c->add_flag("--compiled", a->compiled, "run the generated code instead of the interpreter");
+  c->add_flag("--compiled", a->compiled, "run the generated code instead of the interpreter (the default for .onnx models)");
+  c->add_flag("--interpret", a->interpret, "run the interpreter (the default for IR files)");
   c->add_flag("--check", a->check, "run the interpreter and the generated code on the same inputs and compare (exit 1 if they differ)");
   c->add_option("--tol", a->tol, "--check: relative tolerance of float outputs (default: 1e-4 f32, 1e-9 f64, 1e-2 f16/bf16)")
       ->check(finite_range(0, 1));
-  c->add_option("--output", a->output, "write the outputs as DIR/output0.npy, output1.npy, ... (creating DIR)");
+  c->add_option("--output", a->output, "write the outputs as DIR/NAME.npy (an ONNX model's output names; output0, output1, ... for IR), creating DIR");
   c->callback([a] { cmd_run(*a); });
 }
 
