@@ -3,7 +3,11 @@
 // values, and malformed or unsupported models as clear errors.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <onnx/onnx_pb.h>
@@ -210,6 +214,69 @@ TEST(OnnxImport, ClearErrors) {
   input(mixed.mutable_graph(), "i", onnx::TensorProto::INT64, {"2"});
   node(mixed.mutable_graph(), "Add", {"x", "i"}, {"y"});
   EXPECT_NE(error_of(mixed).find("onnx: Add node 'Add_1': add(f32[2], i64[2]): operand dtypes differ"), std::string::npos) << error_of(mixed);
+}
+
+// Initializers in an external-data file (the spec's location, offset,
+// length) are read from the model's folder; a missing or short file, or a
+// location outside the folder, is a clear error. A truncated model file is
+// one too.
+TEST(OnnxImport, ExternalDataAndTruncatedFiles) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(::testing::TempDir()) / ("tj_onnx_ext_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  {
+    std::ofstream f(dir / "weights.bin", std::ios::binary);
+    f.write("pad!", 4);  // the tensor starts at offset 4
+    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size() * sizeof(float)));
+  }
+  auto with_location = [&](const std::string& location, const std::string& offset) {
+    auto m = model();
+    auto* g = m.mutable_graph();
+    auto* t = g->add_initializer();
+    t->set_name("w"), t->set_data_type(onnx::TensorProto::FLOAT), t->add_dims(2), t->add_dims(3);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* e = t->add_external_data();
+    e->set_key("location"), e->set_value(location);
+    auto* o = t->add_external_data();
+    o->set_key("offset"), o->set_value(offset);
+    node(g, "Neg", {"w"}, {"y"});
+    output(g, "y");
+    fs::path p = dir / "model.onnx";
+    std::ofstream f(p, std::ios::binary);
+    f << m.SerializeAsString();
+    return p.string();
+  };
+  auto error_of_file = [](const std::string& p) -> std::string {
+    try {
+      onnx_import::import_file(p);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  OnnxModel o = onnx_import::import_file(with_location("weights.bin", "4"));
+  ASSERT_EQ(o.params.at("w").shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(o.params.at("w").data<float>()[5], 6.f);
+  EXPECT_NE(error_of_file(with_location("missing.bin", "0")).find("external data file"), std::string::npos);
+  EXPECT_NE(error_of_file(with_location("weights.bin", "8")).find("runs past the end"), std::string::npos);
+  EXPECT_NE(error_of_file(with_location("../weights.bin", "0")).find("outside the model's folder"), std::string::npos);
+  EXPECT_NE(error_of_file(with_location("weights.bin", "four")).find("offset 'four' is not a number"), std::string::npos);
+  // The same model cut short.
+  std::string bytes;
+  {
+    std::ifstream f(with_location("weights.bin", "4"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  for (size_t keep : {bytes.size() / 2, bytes.size() - 3}) {
+    try {
+      onnx_import::import_bytes(std::as_bytes(std::span(bytes.data(), keep)), "cut.onnx");
+      ADD_FAILURE() << keep << " of " << bytes.size() << " bytes imported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cut.onnx"), std::string::npos) << e.what();
+    }
+  }
+  fs::remove_all(dir);
 }
 
 // A shape that is a graph input must be known at import: MustBeKnown says

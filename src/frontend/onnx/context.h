@@ -30,6 +30,7 @@ struct Ctx {
   std::map<std::string, Value> values;
   int64_t opset = 0;
   const onnx::NodeProto* node = nullptr;
+  std::string base_dir;  // of external-data files
 
   [[noreturn]] void fail(const std::string& msg) const;
   // What the model asks is valid ONNX that tensorjit does not support (yet).
@@ -53,8 +54,9 @@ struct Ctx {
 };
 
 DType dtype_of_onnx(int32_t elem_type, const std::string& where);
-// A TensorProto's contents (raw_data or the typed fields).
-NDArray tensor_value(const onnx::TensorProto& t, const std::string& where);
+// A TensorProto's contents (raw_data, the typed fields, or external data:
+// a file under base_dir, at an offset).
+NDArray tensor_value(const onnx::TensorProto& t, const std::string& where, const std::string& base_dir = "");
 
 // The node converters: the op's results, one per node output.
 using Converter = std::vector<Value> (*)(Ctx&);

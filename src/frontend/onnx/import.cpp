@@ -1,7 +1,9 @@
 // Reading a ModelProto: opset check, inputs, initializers, nodes in order.
 #include "frontend/onnx/import.h"
 
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <limits>
 
 #include <onnx/defs/schema.h>  // the official operator schemas (libonnx): op versions
@@ -90,11 +92,58 @@ DType dtype_of_onnx(int32_t t, const std::string& where) {
   }
 }
 
-NDArray tensor_value(const onnx::TensorProto& t, const std::string& where) {
+namespace {
+
+// External data: `location` (a path under the model's folder), `offset`
+// and `length` (default: the rest of the file), as the spec's
+// external_data entries say.
+NDArray external_value(const onnx::TensorProto& t, DType dt, const std::vector<int64_t>& shape, const std::string& what, const std::string& base_dir) {
+  std::string location;
+  uint64_t offset = 0;
+  std::optional<uint64_t> length;
+  auto number = [&](const std::string& key, const std::string& v) {
+    if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
+      throw Error("onnx: " + what + ": external data " + key + " '" + v + "' is not a number");
+    return static_cast<uint64_t>(std::stoull(v));
+  };
+  for (const auto& e : t.external_data()) {
+    if (e.key() == "location") location = e.value();
+    else if (e.key() == "offset") offset = number("offset", e.value());
+    else if (e.key() == "length") length = number("length", e.value());
+  }
+  if (location.empty()) throw Error("onnx: " + what + ": external data without a location");
+  std::filesystem::path rel(location);
+  bool escapes = rel.is_absolute();
+  for (const auto& part : rel) escapes |= part == "..";
+  if (escapes) throw Error("onnx: " + what + ": external data location '" + location + "' is outside the model's folder");
+  if (base_dir.empty()) throw Error("onnx: " + what + ": external data ('" + location + "') needs the model's folder: import the file, not its bytes");
+  std::filesystem::path file = std::filesystem::path(base_dir) / rel;
+  std::ifstream f(file, std::ios::binary);
+  if (!f) throw Error("onnx: " + what + ": external data file '" + file.string() + "' cannot be opened");
+  std::error_code ec;
+  uint64_t size = std::filesystem::file_size(file, ec);
+  if (ec) throw Error("onnx: " + what + ": external data file '" + file.string() + "': " + ec.message());
+  NDArray a(dt, shape);
+  uint64_t want = length.value_or(a.nbytes());
+  if (want != a.nbytes()) throw Error("onnx: " + what + ": external data length " + std::to_string(want) + " for " + a.type_str() + " (" + std::to_string(a.nbytes()) + " bytes)");
+  if (offset > size || size - offset < want)
+    throw Error("onnx: " + what + ": external data runs past the end of '" + file.string() + "' (" + std::to_string(size) + " bytes, offset " +
+                std::to_string(offset) + ", length " + std::to_string(want) + ")");
+  f.seekg(static_cast<std::streamoff>(offset));
+  if (want > 0 && !f.read(static_cast<char*>(a.raw()), static_cast<std::streamsize>(want)))
+    throw Error("onnx: " + what + ": cannot read external data from '" + file.string() + "'");
+  return a;
+}
+
+}  // namespace
+
+NDArray tensor_value(const onnx::TensorProto& t, const std::string& where, const std::string& base_dir) {
   std::string what = where + " '" + t.name() + "'";
-  if (t.data_location() == onnx::TensorProto::EXTERNAL) throw Unsupported("onnx: " + what + ": external data is not supported yet");
   DType dt = dtype_of_onnx(t.data_type(), what);
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
+  for (int64_t d : shape)
+    if (d < 0) throw Error("onnx: " + what + ": negative dim " + std::to_string(d));
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) return external_value(t, dt, shape, what, base_dir);
   NDArray a(dt, shape);
   size_t n = static_cast<size_t>(a.numel());
   if (t.has_raw_data()) {
@@ -169,7 +218,7 @@ void evaluate_known(Ctx& c, const Converter& conv, std::vector<Value>* results) 
   for (const Value& r : *results) wanted |= !r.known;
   if (!wanted) return;
   Tracer t("known");
-  Ctx k{t, {}, c.opset, c.node};
+  Ctx k{t, {}, c.opset, c.node, c.base_dir};
   for (int i = 0; i < n.input_size(); ++i) {
     if (n.input(i).empty() || k.values.count(n.input(i))) continue;
     const NDArray& a = *c.input(static_cast<size_t>(i)).known;
@@ -227,9 +276,9 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
   if (out.opset < 13) check_older_opset(m.graph(), out.opset, what);
   const onnx::GraphProto& g = m.graph();
   Tracer t(g.name().empty() ? "onnx" : g.name());
-  Ctx c{t, {}, out.opset, nullptr};
+  Ctx c{t, {}, out.opset, nullptr, opts.base_dir};
   for (const auto& init : g.initializer()) {
-    NDArray a = tensor_value(init, "initializer");
+    NDArray a = tensor_value(init, "initializer", opts.base_dir);
     Value v{t.param(init.name(), a.dtype(), Shape(a.shape().begin(), a.shape().end())), std::nullopt};
     if (a.numel() <= kKnownElements) v.known = a;
     out.params.emplace(init.name(), std::move(a));
@@ -262,7 +311,10 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
   return out;
 }
 
-OnnxModel import_file(const std::string& path, const ImportOptions& o) {
+OnnxModel import_file(const std::string& path, const ImportOptions& opts) {
+  ImportOptions o = opts;
+  if (o.base_dir.empty()) o.base_dir = std::filesystem::path(path).parent_path().string();
+  if (o.base_dir.empty()) o.base_dir = ".";
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("onnx: cannot open " + path);
   std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -31,6 +31,9 @@ struct ImportOptions {
   // (a specialization, as a guard on their values would be). For models that
   // take shapes or axes as inputs.
   Bindings known_inputs;
+  // Where external-data files are (relative to it); import_file sets it to
+  // the model's folder. Empty: external data is an error.
+  std::string base_dir;
 };
 
 // An operand that must be known at import (a shape, axes, split sizes)

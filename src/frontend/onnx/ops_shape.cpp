@@ -24,7 +24,7 @@ NDArray int_vector(const std::vector<int64_t>& d) { return NDArray::of<int64_t>(
 R constant(Ctx& c) {
   const auto* a = c.attr("value");
   NDArray value;
-  if (a && a->has_t()) value = tensor_value(a->t(), "Constant");
+  if (a && a->has_t()) value = tensor_value(a->t(), "Constant", c.base_dir);
   else if (const auto* f = c.attr("value_float")) value = NDArray::of<float>({}, std::vector<float>{f->f()});
   else if (const auto* i = c.attr("value_int")) value = NDArray::of<int64_t>({}, std::vector<int64_t>{i->i()});
   else if (const auto* fs = c.attr("value_floats")) value = NDArray::of<float>({fs->floats_size()}, std::vector<float>(fs->floats().begin(), fs->floats().end()));
@@ -52,7 +52,7 @@ R size(Ctx& c) {
 R constant_of_shape(Ctx& c) {
   std::vector<Dim> to = c.known_dims(0, "the shape");
   NDArray value = NDArray::of<float>({}, std::vector<float>{0.f});
-  if (const auto* a = c.attr("value"); a && a->has_t()) value = tensor_value(a->t(), "ConstantOfShape value");
+  if (const auto* a = c.attr("value"); a && a->has_t()) value = tensor_value(a->t(), "ConstantOfShape value", c.base_dir);
   if (value.numel() != 1) c.fail("value must have one element");
   for (const Dim& d : to)
     if (auto k = d.as_const(); k && *k < 0) c.fail("negative dim " + std::to_string(*k));
