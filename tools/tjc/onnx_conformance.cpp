@@ -126,8 +126,9 @@ onnx::ModelProto read_model(const fs::path& p) {
 }
 
 // One data set of a case, in the child: imported, interpreted, compiled.
-// Models that take shapes or axes as inputs are imported again with the
-// integer inputs known (a specialization on their values).
+// Models that take shapes or axes as inputs are imported again with their
+// integer and bool inputs and their scalars known (a specialization on
+// their values).
 Outcome run_set(const fs::path& model, const DataSet& d, const Case& c, const std::string& where, bool interpret_only, bool* specialized) {
   onnx_import::OnnxModel m;
   try {
@@ -136,7 +137,7 @@ Outcome run_set(const fs::path& model, const DataSet& d, const Case& c, const st
     } catch (const onnx_import::MustBeKnown&) {
       onnx_import::ImportOptions o;
       for (const auto& [name, a] : d.inputs)
-        if (is_int(a.dtype()) && a.numel() <= 4096) o.known_inputs[name] = a;
+        if ((is_int(a.dtype()) && a.numel() <= 4096) || a.dtype() == DType::boolean || a.numel() == 1) o.known_inputs[name] = a;
       m = onnx_import::import_file(model.string(), o);
       *specialized = true;
     }
