@@ -298,11 +298,22 @@ std::vector<Tensor> windows(const Tensor& padded, const Window& w) {
 
 std::vector<int64_t> spatial(const std::vector<int64_t>& shape) { return {shape.begin() + 2, shape.end()}; }
 
+// [N, C, d..] with static C and d (N may be symbolic: the batch); N is given
+// back as 1 in the vector, its dim in *batch.
+std::vector<int64_t> image_shape(const Ctx& c, const Tensor& x, const char* why, Dim* batch = nullptr) {
+  if (x.rank() < 3) c.fail("the input must be [N, C, d..], got " + x.type().str());
+  std::vector<int64_t> s{1};
+  for (int64_t i = 1; i < x.rank(); ++i) s.push_back(static_dim(c, x, i, why));
+  if (batch) *batch = x.shape()[0];
+  return s;
+}
+
 R conv(Ctx& c) {
   Tensor x = c.in(0), wt = c.in(1);
-  std::vector<int64_t> xs = static_shape(c, x, "Conv of a symbolic shape"), ws = static_shape(c, wt, "Conv of a symbolic shape");
-  if (xs.size() < 3 || ws.size() != xs.size()) c.fail("Conv needs [N, C, d..] input and [M, C/group, k..] weights of the same rank");
-  int64_t g = c.attr_int("group", 1), n = xs[0], ch = xs[1], m = ws[0];
+  Dim n;
+  std::vector<int64_t> xs = image_shape(c, x, "Conv of a symbolic channel or spatial dim", &n), ws = static_shape(c, wt, "Conv of symbolic weights");
+  if (ws.size() != xs.size()) c.fail("Conv needs [N, C, d..] input and [M, C/group, k..] weights of the same rank");
+  int64_t g = c.attr_int("group", 1), ch = xs[1], m = ws[0];
   if (g < 1 || ch % g != 0 || m % g != 0 || ws[1] != ch / g) c.fail("channels " + std::to_string(ch) + " and weights " + shape_str(Shape(ws.begin(), ws.end())) + " do not match group " + std::to_string(g));
   std::vector<int64_t> ks = spatial(ws);
   if (auto k = c.attr_ints("kernel_shape", ks); k != ks) c.fail("kernel_shape differs from the weights'");
@@ -313,9 +324,9 @@ R conv(Ctx& c) {
   std::vector<Tensor> cols = windows(pad_spatial(c, x, w, 0), w);
   for (Tensor& t : cols) t = unsqueeze(t, {2});
   // [N, C, taps, out..] -> [N, g, C/g * taps, P]; weights [g, M/g, C/g * taps].
-  Tensor col = reshape(cols.size() == 1 ? cols[0] : concat(cols, 2), {Dim(n), Dim(g), Dim(ch / g * taps), Dim(pos)});
+  Tensor col = reshape(cols.size() == 1 ? cols[0] : concat(cols, 2), {n, Dim(g), Dim(ch / g * taps), Dim(pos)});
   Tensor wm = reshape(wt, {Dim(g), Dim(m / g), Dim(ch / g * taps)});
-  Shape out{Dim(n), Dim(m)};
+  Shape out{n, Dim(m)};
   for (int64_t o : w.out) out.push_back(Dim(o));
   Tensor y = reshape(matmul(wm, col), out);
   if (c.has_input(2)) y = y + per_channel(c, c.in(2), y.rank());
@@ -331,7 +342,7 @@ std::vector<int64_t> pool_kernel(Ctx& c) {
 R max_pool(Ctx& c) {
   if (c.node->output_size() > 1 && !c.node->output(1).empty()) c.unsupported("MaxPool's Indices output is not supported");
   Tensor x = c.in(0);
-  std::vector<int64_t> xs = static_shape(c, x, "MaxPool of a symbolic shape");
+  std::vector<int64_t> xs = image_shape(c, x, "MaxPool of a symbolic channel or spatial dim");
   std::vector<int64_t> k = pool_kernel(c);
   if (k.size() + 2 != xs.size()) c.fail("kernel_shape does not match the input's spatial rank");
   Window w = window(c, spatial(xs), k, c.attr_int("ceil_mode", 0) != 0);
@@ -347,7 +358,7 @@ R max_pool(Ctx& c) {
 // ceil_mode adds is never counted.
 R average_pool(Ctx& c) {
   Tensor x = c.in(0);
-  std::vector<int64_t> xs = static_shape(c, x, "AveragePool of a symbolic shape");
+  std::vector<int64_t> xs = image_shape(c, x, "AveragePool of a symbolic channel or spatial dim");
   std::vector<int64_t> k = pool_kernel(c);
   if (k.size() + 2 != xs.size()) c.fail("kernel_shape does not match the input's spatial rank");
   bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;

@@ -369,7 +369,8 @@ R range(Ctx& c) {
     const Value &s0 = c.input(0), &d0 = c.input(2);
     if (!s0.known || !d0.known || s0.known->get(0) != 0 || d0.known->get(0) != 1 || c.input(1).dims->size() != 1)
       c.unsupported("Range with a symbolic limit other than Range(0, n, 1) is not supported");
-    return {v(iota(c.in(0), c.input(1).dims->at(0), c.in(0).dtype()))};
+    Tensor n = iota(c.in(0), c.input(1).dims->at(0));
+    return {v(c.in(0).dtype() == DType::i64 ? n : cast(n, c.in(0).dtype()))};
   }
   const NDArray &s = c.known(0, "start"), &l = c.known(1, "limit"), &d = c.known(2, "delta");
   if (s.numel() != 1 || l.numel() != 1 || d.numel() != 1) c.fail("start, limit and delta must be scalars");

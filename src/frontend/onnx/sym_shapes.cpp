@@ -97,10 +97,19 @@ std::optional<std::vector<Value>> eval_symbolic(Ctx& c) {
   static const std::set<std::string> of_operand0 = {"Identity", "Cast", "Gather", "Unsqueeze", "Squeeze", "Reshape", "Slice"};
   if (of_operand0.count(op) && !in(0)) return std::nullopt;
   if (op == "Identity") return one(c, *in(0), rank(0) == 0);
-  if (op == "Cast") {
+  if (op == "Cast") {  // dims stay dims in any numeric type (torch.arange(float(n)))
     DType to = dtype_of_onnx(static_cast<int32_t>(c.attr_int("to", 0)), "Cast");
-    if (to != DType::i64) return std::nullopt;  // read as data
-    return one(c, *in(0), rank(0) == 0);
+    if (to == DType::boolean) return std::nullopt;  // read as data
+    Value r = dims_value(c, *in(0), rank(0) == 0);
+    if (to != DType::i64) {
+      r.t = cast(r.t, to);
+      if (r.known) {
+        NDArray k(to, r.known->shape());
+        for (int64_t i = 0; i < k.numel(); ++i) k.set(i, r.known->get(i));
+        r.known = std::move(k);
+      }
+    }
+    return std::vector<Value>{std::move(r)};
   }
   if (op == "Gather") {
     auto d = in(0);
