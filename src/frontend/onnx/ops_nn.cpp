@@ -308,6 +308,21 @@ std::vector<int64_t> image_shape(const Ctx& c, const Tensor& x, const char* why,
   return s;
 }
 
+// The convolution of x (padded as w says) with weights [M, C/g, k..].
+Tensor conv_core(Ctx& c, const Tensor& x, const Tensor& wt, const Window& w, Dim n, int64_t ch, int64_t m, int64_t g) {
+  int64_t taps = 1, pos = 1;
+  for (int64_t k : w.kernel) taps *= k;
+  for (int64_t o : w.out) pos *= o;
+  std::vector<Tensor> cols = windows(pad_spatial(c, x, w, 0), w);
+  for (Tensor& t : cols) t = unsqueeze(t, {2});
+  // [N, C, taps, out..] -> [N, g, C/g * taps, P]; weights [g, M/g, C/g * taps].
+  Tensor col = reshape(cols.size() == 1 ? cols[0] : concat(cols, 2), {n, Dim(g), Dim(ch / g * taps), Dim(pos)});
+  Tensor wm = reshape(wt, {Dim(g), Dim(m / g), Dim(ch / g * taps)});
+  Shape out{n, Dim(m)};
+  for (int64_t o : w.out) out.push_back(Dim(o));
+  return reshape(matmul(wm, col), out);
+}
+
 R conv(Ctx& c) {
   Tensor x = c.in(0), wt = c.in(1);
   Dim n;
@@ -317,18 +332,80 @@ R conv(Ctx& c) {
   if (g < 1 || ch % g != 0 || m % g != 0 || ws[1] != ch / g) c.fail("channels " + std::to_string(ch) + " and weights " + shape_str(Shape(ws.begin(), ws.end())) + " do not match group " + std::to_string(g));
   std::vector<int64_t> ks = spatial(ws);
   if (auto k = c.attr_ints("kernel_shape", ks); k != ks) c.fail("kernel_shape differs from the weights'");
-  Window w = window(c, spatial(xs), ks, false);
-  int64_t taps = 1, pos = 1;
-  for (int64_t k : ks) taps *= k;
-  for (int64_t o : w.out) pos *= o;
-  std::vector<Tensor> cols = windows(pad_spatial(c, x, w, 0), w);
-  for (Tensor& t : cols) t = unsqueeze(t, {2});
-  // [N, C, taps, out..] -> [N, g, C/g * taps, P]; weights [g, M/g, C/g * taps].
-  Tensor col = reshape(cols.size() == 1 ? cols[0] : concat(cols, 2), {n, Dim(g), Dim(ch / g * taps), Dim(pos)});
-  Tensor wm = reshape(wt, {Dim(g), Dim(m / g), Dim(ch / g * taps)});
-  Shape out{n, Dim(m)};
-  for (int64_t o : w.out) out.push_back(Dim(o));
-  Tensor y = reshape(matmul(wm, col), out);
+  Tensor y = conv_core(c, x, wt, window(c, spatial(xs), ks, false), n, ch, m, g);
+  if (c.has_input(2)) y = y + per_channel(c, c.in(2), y.rank());
+  return {v(y)};
+}
+
+// The transposed convolution as a convolution: the input with stride - 1
+// zeros between its elements, padded by span - 1 - pad on each side (plus
+// output_padding at the end; negative: cropped), with the weights' spatial
+// dims flipped and their channel dims swapped per group.
+R conv_transpose(Ctx& c) {
+  Tensor x = c.in(0), wt = c.in(1);
+  Dim n;
+  std::vector<int64_t> xs = image_shape(c, x, "ConvTranspose of a symbolic channel or spatial dim", &n);
+  std::vector<int64_t> ws = static_shape(c, wt, "ConvTranspose of symbolic weights");
+  if (ws.size() != xs.size()) c.fail("ConvTranspose needs [N, C, d..] input and [C, M/group, k..] weights of the same rank");
+  size_t sp = xs.size() - 2;
+  int64_t g = c.attr_int("group", 1), ch = xs[1];
+  if (g < 1 || ch % g != 0 || ws[0] != ch) c.fail("channels " + std::to_string(ch) + " do not match the weights' " + std::to_string(ws[0]));
+  int64_t m = ws[1] * g;
+  std::vector<int64_t> ks = spatial(ws);
+  std::vector<int64_t> stride = c.attr_ints("strides", std::vector<int64_t>(sp, 1)), dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> outpad = c.attr_ints("output_padding", std::vector<int64_t>(sp, 0)), pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape", {});
+  if (stride.size() != sp || dil.size() != sp || outpad.size() != sp || pads.size() != 2 * sp) c.fail("strides, dilations, pads or output_padding do not match the spatial rank");
+  const auto* ap = c.attr("auto_pad");
+  std::string auto_pad = ap ? ap->s() : "NOTSET";
+  for (size_t i = 0; i < sp; ++i) {
+    if (stride[i] < 1 || dil[i] < 1) c.fail("strides and dilations must be positive");
+    int64_t span = (ks[i] - 1) * dil[i] + 1, full = stride[i] * (xs[i + 2] - 1) + outpad[i] + span;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      int64_t want = !out_shape.empty() ? out_shape.at(out_shape.size() - sp + i) : xs[i + 2] * stride[i];
+      int64_t total = full - want;  // negative: zeros appended at the end
+      bool upper = auto_pad != "SAME_LOWER";
+      pads[i] = total < 0 ? 0 : upper ? total / 2 : total - total / 2;
+      pads[i + sp] = total - pads[i];
+    } else if (auto_pad == "VALID") {
+      pads[i] = pads[i + sp] = 0;
+    }
+  }
+  // Zeros between the elements.
+  for (size_t i = 0; i < sp; ++i) {
+    int64_t axis = static_cast<int64_t>(i) + 2, len = xs[i + 2], s = stride[i];
+    if (s == 1 || len == 0) continue;
+    Tensor col = unsqueeze(x, {axis + 1});
+    Shape zs = col.shape();
+    zs[static_cast<size_t>(axis + 1)] = Dim(s - 1);
+    Shape merged = x.shape();
+    merged[static_cast<size_t>(axis)] = Dim(len * s);
+    x = slice(reshape(concat({col, expand(c.scalar(0, x.dtype()), zs)}, axis + 1), merged), axis, Dim(0), Dim((len - 1) * s + 1));
+  }
+  // Pad (or crop) to span - 1 - pad each side.
+  Window w;
+  for (size_t i = 0; i < sp; ++i) {
+    int64_t axis = static_cast<int64_t>(i) + 2, span = (ks[i] - 1) * dil[i] + 1;
+    int64_t b = span - 1 - pads[i], e = span - 1 - pads[i + sp] + outpad[i];
+    int64_t len = (xs[i + 2] - 1) * stride[i] + 1;
+    if (b < 0) x = slice(x, axis, Dim(-b), Dim(len)), len += b, b = 0;
+    if (e < 0) x = slice(x, axis, Dim(0), Dim(len + e)), len += e, e = 0;
+    int64_t out = len + b + e - span + 1;
+    if (out < 0) c.fail("the result would have a negative size");
+    w.in.push_back(len), w.kernel.push_back(ks[i]), w.stride.push_back(1), w.dilation.push_back(dil[i]);
+    w.pad_begin.push_back(b), w.pad_end.push_back(e), w.out.push_back(out);
+  }
+  // [C, M/g, k..] -> [g, C/g, M/g, k..] -> [g, M/g, C/g, k..] -> [M, C/g, k..], flipped.
+  std::vector<int64_t> perm = {0, 2, 1};
+  Shape grouped{Dim(g), Dim(ch / g), Dim(m / g)}, back{Dim(m), Dim(ch / g)};
+  for (size_t i = 0; i < sp; ++i) perm.push_back(static_cast<int64_t>(i) + 3), grouped.push_back(Dim(ks[i])), back.push_back(Dim(ks[i]));
+  Tensor wf = reshape(permute(reshape(wt, grouped), perm), back);
+  for (size_t i = 0; i < sp; ++i) {
+    std::vector<int64_t> rev;
+    for (int64_t k = ks[i] - 1; k >= 0; --k) rev.push_back(k);
+    wf = gather(wf, c.tracer.constant(NDArray::of<int64_t>({ks[i]}, rev)), static_cast<int64_t>(i) + 2);
+  }
+  Tensor y = conv_core(c, x, wf, w, n, ch, m, g);
   if (c.has_input(2)) y = y + per_channel(c, c.in(2), y.rank());
   return {v(y)};
 }
@@ -395,7 +472,7 @@ void add_nn_ops(ConverterTable& t) {
       {"MatMul", matmul_}, {"Gemm", gemm}, {"Einsum", einsum},
       {"LayerNormalization", layer_norm_}, {"BatchNormalization", batch_norm}, {"InstanceNormalization", instance_norm},
       {"GlobalAveragePool", global_pool<false>}, {"GlobalMaxPool", global_pool<true>},
-      {"Conv", conv}, {"MaxPool", max_pool}, {"AveragePool", average_pool},
+      {"Conv", conv}, {"ConvTranspose", conv_transpose}, {"MaxPool", max_pool}, {"AveragePool", average_pool},
   });
 }
 

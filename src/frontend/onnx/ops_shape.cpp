@@ -267,6 +267,129 @@ R gather_elements(Ctx& c) {
   return {v(take_along(c, x, c.in(1), axis_of(c, c.attr_int("axis", 0), x.rank())))};
 }
 
+// data[i[..., 0], .., i[..., k-1], ...] for each index tuple of the last
+// axis (batch_dims 0): a gather from data with its first k dims merged, at
+// the tuples' flat positions.
+R gather_nd(Ctx& c) {
+  if (c.attr_int("batch_dims", 0) != 0) c.unsupported("GatherND with batch_dims is not supported");
+  Tensor x = c.in(0), idx = cast(c.in(1), DType::i64);
+  if (idx.rank() < 1) c.fail("the indices need rank 1 or more");
+  int64_t k = static_dim(c, idx, idx.rank() - 1, "GatherND with a symbolic index length");
+  if (k < 1 || k > x.rank()) c.fail("index tuples of " + std::to_string(k) + " for data of rank " + std::to_string(x.rank()));
+  std::vector<int64_t> dims, strides(static_cast<size_t>(k));
+  for (int64_t d = 0; d < k; ++d) dims.push_back(static_dim(c, x, d, "GatherND over a symbolic dim"));
+  int64_t stride = 1;
+  for (int64_t d = k - 1; d >= 0; --d) strides[static_cast<size_t>(d)] = stride, stride *= dims[static_cast<size_t>(d)];
+  Tensor dv = c.tracer.constant(NDArray::of<int64_t>({k}, dims)), sv = c.tracer.constant(NDArray::of<int64_t>({k}, strides));
+  Tensor norm = where(idx < 0.0, idx + dv, idx);
+  Tensor flat = sum(norm * sv, {idx.rank() - 1});
+  Shape merged{Dim(stride)};
+  for (int64_t d = k; d < x.rank(); ++d) merged.push_back(x.shape()[static_cast<size_t>(d)]);
+  return {v(gather(reshape(x, merged), flat, 0))};
+}
+
+// Scatters with known indices: per data element, the updates that write it
+// (in order), computed here; the result selects (or combines) gathered
+// updates where there are any.
+Tensor scatter(Ctx& c, const Tensor& data, const Tensor& updates, const std::vector<std::vector<int64_t>>& writers) {
+  const auto* r = c.attr("reduction");
+  std::string red = r ? r->s() : "none";
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min") c.fail("unknown reduction '" + red + "'");
+  size_t layers = 0;
+  for (const auto& w : writers) layers = std::max(layers, red == "none" ? std::min<size_t>(w.size(), 1) : w.size());
+  Tensor flat_updates = reshape(updates, {Dim(-1)}), out = data;
+  int64_t n = static_cast<int64_t>(writers.size());
+  for (size_t l = 0; l < layers; ++l) {
+    NDArray at(DType::i64, {n}), has(DType::boolean, {n});
+    for (int64_t p = 0; p < n; ++p) {
+      const auto& w = writers[static_cast<size_t>(p)];
+      bool any = red == "none" ? !w.empty() && l == 0 : l < w.size();
+      has.data<uint8_t>()[p] = any;
+      at.data<int64_t>()[p] = any ? (red == "none" ? w.back() : w[l]) : 0;  // none: the last write wins
+    }
+    Tensor u = reshape(gather(flat_updates, c.tracer.constant(at), 0), data.shape());
+    Tensor mask = reshape(c.tracer.constant(has), data.shape());
+    Tensor merged = red == "none" ? u : red == "add" ? out + u : red == "mul" ? out * u : red == "max" ? maximum(out, u) : minimum(out, u);
+    out = where(mask, merged, out);
+  }
+  return out;
+}
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+constexpr int64_t kMaxScatter = 1 << 20;  // data elements of a scatter computed at import
+
+R scatter_nd(Ctx& c) {
+  Tensor data = c.in(0), updates = c.in(2);
+  std::vector<int64_t> ds = static_shape(c, data, "ScatterND of a symbolic shape");
+  const NDArray& ia = c.known(1, "the indices");
+  if (numel_of(ds) > kMaxScatter) c.unsupported("ScatterND of more than 2^20 elements");
+  std::vector<int64_t> ix = c.known_ints(1, "the indices");
+  if (ia.shape().empty()) c.fail("the indices need rank 1 or more");
+  int64_t k = ia.shape().back();
+  if (k < 1 || k > static_cast<int64_t>(ds.size())) c.fail("index tuples of " + std::to_string(k) + " for data of rank " + std::to_string(ds.size()));
+  std::vector<int64_t> strides = row_major_strides(ds);
+  int64_t slice = 1;
+  for (size_t d = static_cast<size_t>(k); d < ds.size(); ++d) slice *= ds[d];
+  int64_t tuples = k == 0 ? 0 : static_cast<int64_t>(ix.size()) / k;
+  if (updates.shape() != [&] {
+        Shape s(ia.shape().begin(), ia.shape().end() - 1);
+        for (size_t d = static_cast<size_t>(k); d < ds.size(); ++d) s.push_back(Dim(ds[d]));
+        return s;
+      }())
+    c.fail("updates " + updates.type().str() + " do not match the indices and the data");
+  std::vector<std::vector<int64_t>> writers(static_cast<size_t>(numel_of(ds)));
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t base = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t i = ix[static_cast<size_t>(t * k + j)], n = ds[static_cast<size_t>(j)];
+      if (i < -n || i >= n) c.fail("index " + std::to_string(i) + " out of range for a dim of " + std::to_string(n));
+      base += (i < 0 ? i + n : i) * strides[static_cast<size_t>(j)];
+    }
+    for (int64_t e = 0; e < slice; ++e) writers[static_cast<size_t>(base + e)].push_back(t * slice + e);
+  }
+  return {v(scatter(c, data, updates, writers))};
+}
+
+R scatter_elements(Ctx& c) {
+  Tensor data = c.in(0), updates = c.in(2);
+  std::vector<int64_t> ds = static_shape(c, data, "ScatterElements of a symbolic shape");
+  std::vector<int64_t> us = static_shape(c, updates, "ScatterElements of a symbolic shape");
+  int64_t axis = axis_of(c, c.attr_int("axis", 0), data.rank());
+  if (numel_of(ds) > kMaxScatter) c.unsupported("ScatterElements of more than 2^20 elements");
+  std::vector<int64_t> ix = c.known_ints(1, "the indices");
+  if (us.size() != ds.size() || static_cast<int64_t>(ix.size()) != numel_of(us)) c.fail("indices, updates and data do not match");
+  std::vector<int64_t> dstr = row_major_strides(ds), ustr = row_major_strides(us);
+  std::vector<std::vector<int64_t>> writers(static_cast<size_t>(numel_of(ds)));
+  for (int64_t u = 0; u < numel_of(us); ++u) {
+    int64_t at = 0, rest = u;
+    for (size_t d = 0; d < us.size(); ++d) {
+      int64_t coord = rest / ustr[d];
+      rest %= ustr[d];
+      if (static_cast<int64_t>(d) == axis) {
+        int64_t i = ix[static_cast<size_t>(u)], n = ds[d];
+        if (i < -n || i >= n) c.fail("index " + std::to_string(i) + " out of range for a dim of " + std::to_string(n));
+        coord = i < 0 ? i + n : i;
+      } else if (coord >= ds[d]) {
+        c.fail("updates are larger than the data outside the axis");
+      }
+      at += coord * dstr[d];
+    }
+    writers[static_cast<size_t>(at)].push_back(u);
+  }
+  return {v(scatter(c, data, updates, writers))};
+}
+
 // The taken branch of an If whose condition is known at import, inlined.
 R if_(Ctx& c) {
   const Value& cond = c.input(0);
@@ -408,7 +531,8 @@ void add_shape_ops(ConverterTable& t) {
       {"Identity", identity}, {"Dropout", dropout}, {"Cast", cast_}, {"CastLike", cast_like},
       {"Transpose", transpose_}, {"Reshape", reshape_}, {"Flatten", flatten}, {"Unsqueeze", unsqueeze_}, {"Squeeze", squeeze_},
       {"Expand", expand_}, {"Concat", concat_}, {"Split", split_}, {"Slice", slice_}, {"Gather", gather_},
-      {"GatherElements", gather_elements}, {"If", if_}, {"Tile", tile}, {"Pad", pad}, {"Range", range}, {"Trilu", trilu},
+      {"GatherElements", gather_elements}, {"GatherND", gather_nd}, {"ScatterND", scatter_nd},
+      {"ScatterElements", scatter_elements}, {"If", if_}, {"Tile", tile}, {"Pad", pad}, {"Range", range}, {"Trilu", trilu},
   });
 }
 
