@@ -13,6 +13,8 @@
 #include <onnx/onnx_pb.h>
 
 #include "frontend/onnx/import.h"
+#include "tensorjit/compile.h"
+#include "tensorjit/onnx.h"
 #include "ir/text.h"
 #include "runtime/interpreter.h"
 #include "tensorjit/error.h"
@@ -129,6 +131,28 @@ TEST(OnnxImport, MlpWithSymbolicBatch) {
     EXPECT_NEAR(out[0].data<float>()[j], want0[static_cast<size_t>(j)], 1e-6);
     EXPECT_NEAR(out[0].data<float>()[3 + j], want1[static_cast<size_t>(j)], 1e-6);
   }
+  // The same model through the public API (tensorjit/onnx.h): one Program
+  // for every batch size, compiled, with the interpreter's values.
+  std::string path = std::string(::testing::TempDir()) + "tj_onnx_mlp_" + std::to_string(::getpid()) + ".onnx";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << m.SerializeAsString();
+  }
+  tj::OnnxModel pm = tj::load_onnx(path);
+  EXPECT_EQ(pm.output_names, std::vector<std::string>{"out"});
+  tj::Program prog = tj::Program::compile(pm.graph, pm.params);
+  EXPECT_TRUE(prog.compiled());
+  for (int64_t batch : {2, 5}) {
+    std::vector<float> xs(static_cast<size_t>(batch * 4));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 5) - 1.5f;
+    Bindings b = o.params;
+    b["x"] = NDArray::of<float>({batch, 4}, xs);
+    auto want = interpret(o.graph, b);
+    auto got = prog.run(Bindings{{"x", b.at("x")}});
+    ASSERT_EQ(got[0].shape(), want[0].shape());
+    for (int64_t k = 0; k < want[0].numel(); ++k) EXPECT_NEAR(got[0].get(k), want[0].get(k), 1e-6);
+  }
+  std::remove(path.c_str());
 }
 
 // Gemm (transB, alpha, beta), Reshape by a Constant shape with 0 and -1,
