@@ -1,6 +1,8 @@
 // Reading a ModelProto: opset check, inputs, initializers, nodes in order.
 #include "frontend/onnx/import.h"
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -10,6 +12,7 @@
 
 #include "frontend/onnx/context.h"
 #include "runtime/interpreter.h"
+#include "support/log.h"
 #include "tensorjit/error.h"
 
 namespace tj::onnx_import {
@@ -315,10 +318,21 @@ OnnxModel import_file(const std::string& path, const ImportOptions& opts) {
   ImportOptions o = opts;
   if (o.base_dir.empty()) o.base_dir = std::filesystem::path(path).parent_path().string();
   if (o.base_dir.empty()) o.base_dir = ".";
-  std::ifstream f(path, std::ios::binary);
+  auto t0 = std::chrono::steady_clock::now();
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) throw Error("onnx: cannot open " + path);
-  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return import_bytes(std::as_bytes(std::span(data.data(), data.size())), path, o);
+  std::streamoff size = f.tellg();
+  if (size < 0) throw Error("onnx: cannot read " + path);
+  std::string data(static_cast<size_t>(size), '\0');
+  f.seekg(0);
+  if (size > 0 && !f.read(data.data(), size)) throw Error("onnx: cannot read " + path);
+  auto t1 = std::chrono::steady_clock::now();
+  OnnxModel m = import_bytes(std::as_bytes(std::span(data.data(), data.size())), path, o);
+  if (log_enabled("compile"))
+    std::fprintf(stderr, "[onnx] %s: read %.1f MB in %.0f ms, imported %zu nodes in %.0f ms\n", path.c_str(), static_cast<double>(size) / 1e6,
+                 std::chrono::duration<double, std::milli>(t1 - t0).count(), m.graph.size(),
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
+  return m;
 }
 
 }  // namespace tj::onnx_import
