@@ -26,6 +26,30 @@ std::vector<int64_t> static_shape(const Ctx& c, const Tensor& x, const char* why
   return s;
 }
 
+Tensor take(Ctx& c, const Tensor& x, int64_t axis, const std::vector<int64_t>& idx) {
+  return gather(x, c.tracer.constant(NDArray::of<int64_t>({static_cast<int64_t>(idx.size())}, idx)), axis);
+}
+
+Tensor reverse_axis(Ctx& c, const Tensor& x, int64_t axis, const char* why) {
+  std::vector<int64_t> rev;
+  for (int64_t i = static_dim(c, x, axis, why) - 1; i >= 0; --i) rev.push_back(i);
+  return take(c, x, axis, rev);
+}
+
+Tensor pad_axis(const Tensor& x, int64_t axis, int64_t begin, int64_t end, const Tensor& fill) {
+  if (begin <= 0 && end <= 0) return x;
+  auto block = [&](int64_t len) {
+    Shape s = x.shape();
+    s[static_cast<size_t>(axis)] = Dim(len);
+    return expand(fill, s);
+  };
+  std::vector<Tensor> parts;
+  if (begin > 0) parts.push_back(block(begin));
+  parts.push_back(x);
+  if (end > 0) parts.push_back(block(end));
+  return concat(parts, axis);
+}
+
 // A gather from the flattened x at flat positions: the index along `axis`,
 // the element's own coordinate along every other.
 Tensor take_along(Ctx& c, const Tensor& x, const Tensor& idx, int64_t axis) {

@@ -183,11 +183,8 @@ R reduce(Ctx& c) {
 // `key` along the axis. The last is the first of the reversed axis.
 Tensor arg_best(Ctx& c, const Tensor& key, int64_t axis, bool keep) {
   if (!c.attr_int("select_last_index", 0)) return argmax(key, axis, keep);
-  int64_t n = static_dim(c, key, axis, "select_last_index over a symbolic dim");
-  std::vector<int64_t> rev;
-  for (int64_t i = n - 1; i >= 0; --i) rev.push_back(i);
-  Tensor flipped = gather(key, c.tracer.constant(NDArray::of<int64_t>({n}, rev)), axis);
-  return static_cast<double>(n - 1) - argmax(flipped, axis, keep);
+  Tensor flipped = reverse_axis(c, key, axis, "select_last_index over a symbolic dim");
+  return static_cast<double>(*key.shape()[static_cast<size_t>(axis)].as_const() - 1) - argmax(flipped, axis, keep);
 }
 
 R argmax_(Ctx& c) {

@@ -261,19 +261,8 @@ Window window(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>
 
 // x [N, C, d..] padded on the spatial dims with `fill`.
 Tensor pad_spatial(Ctx& c, Tensor x, const Window& w, double fill) {
-  for (size_t i = 0; i < w.in.size(); ++i) {
-    int64_t axis = static_cast<int64_t>(i) + 2;
-    std::vector<Tensor> parts;
-    auto block = [&](int64_t len) {
-      Shape s = x.shape();
-      s[static_cast<size_t>(axis)] = Dim(len);
-      return expand(c.scalar(fill, x.dtype()), s);
-    };
-    if (w.pad_begin[i] > 0) parts.push_back(block(w.pad_begin[i]));
-    parts.push_back(x);
-    if (w.pad_end[i] > 0) parts.push_back(block(w.pad_end[i]));
-    if (parts.size() > 1) x = concat(parts, axis);
-  }
+  Tensor f = c.scalar(fill, x.dtype());
+  for (size_t i = 0; i < w.in.size(); ++i) x = pad_axis(x, static_cast<int64_t>(i) + 2, w.pad_begin[i], w.pad_end[i], f);
   return x;
 }
 
@@ -400,11 +389,7 @@ R conv_transpose(Ctx& c) {
   Shape grouped{Dim(g), Dim(ch / g), Dim(m / g)}, back{Dim(m), Dim(ch / g)};
   for (size_t i = 0; i < sp; ++i) perm.push_back(static_cast<int64_t>(i) + 3), grouped.push_back(Dim(ks[i])), back.push_back(Dim(ks[i]));
   Tensor wf = reshape(permute(reshape(wt, grouped), perm), back);
-  for (size_t i = 0; i < sp; ++i) {
-    std::vector<int64_t> rev;
-    for (int64_t k = ks[i] - 1; k >= 0; --k) rev.push_back(k);
-    wf = gather(wf, c.tracer.constant(NDArray::of<int64_t>({ks[i]}, rev)), static_cast<int64_t>(i) + 2);
-  }
+  for (size_t i = 0; i < sp; ++i) wf = reverse_axis(c, wf, static_cast<int64_t>(i) + 2, "ConvTranspose of symbolic weights");
   Tensor y = conv_core(c, x, wf, w, n, ch, m, g);
   if (c.has_input(2)) y = y + per_channel(c, c.in(2), y.rank());
   return {v(y)};

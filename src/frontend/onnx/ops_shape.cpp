@@ -19,7 +19,6 @@ Value known_value(Ctx& c, NDArray a) {
   Tensor t = c.tracer.constant(a);
   return {t, std::move(a)};
 }
-NDArray int_vector(const std::vector<int64_t>& d) { return NDArray::of<int64_t>({static_cast<int64_t>(d.size())}, d); }
 
 R constant(Ctx& c) {
   const auto* a = c.attr("value");
@@ -189,11 +188,6 @@ R split_(Ctx& c) {
     at += s;
   }
   return r;
-}
-
-// Elements `idx` along `axis`, as a gather with constant indices.
-Tensor take(Ctx& c, const Tensor& x, int64_t axis, const std::vector<int64_t>& idx) {
-  return gather(x, c.tracer.constant(int_vector(idx)), axis);
 }
 
 R slice_(Ctx& c) {
@@ -453,16 +447,7 @@ R pad(Ctx& c) {
     }
     if (b == 0 && e == 0) continue;
     if (mode == "constant") {
-      std::vector<Tensor> parts;
-      auto block = [&](int64_t len) {
-        Shape s = x.shape();
-        s[static_cast<size_t>(axis)] = Dim(len);
-        return expand(fill, s);
-      };
-      if (b > 0) parts.push_back(block(b));
-      parts.push_back(x);
-      if (e > 0) parts.push_back(block(e));
-      x = concat(parts, axis);
+      x = pad_axis(x, axis, b, e, fill);
       continue;
     }
     if (n == 0) c.fail(mode + " padding of an empty dim");
