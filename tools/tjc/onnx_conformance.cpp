@@ -22,6 +22,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <span>
 
 #include <onnx/onnx_pb.h>
 
@@ -118,27 +119,42 @@ DataSet read_set(const fs::path& set, const onnx::GraphProto& g) {
   return d;
 }
 
-onnx::ModelProto read_model(const fs::path& p) {
+// A case's model, read once: its bytes (imported per data set) and the
+// proto (the graph's input and output types, for reading the data).
+struct ModelFile {
+  fs::path path;
+  std::string bytes;
+  onnx::ModelProto proto;
+};
+
+ModelFile read_model(const fs::path& p) {
+  ModelFile m{p, {}, {}};
   std::ifstream f(p, std::ios::binary);
-  onnx::ModelProto m;
-  if (!f || !m.ParseFromIstream(&f)) throw Error(p.string() + ": not a valid ONNX model");
+  m.bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  if (!f.good() && !f.eof()) throw Error(p.string() + ": cannot read");
+  if (!m.proto.ParseFromString(m.bytes)) throw Error(p.string() + ": not a valid ONNX model");
   return m;
+}
+
+onnx_import::OnnxModel import_model(const ModelFile& f, onnx_import::ImportOptions o) {
+  o.base_dir = f.path.parent_path().string();
+  return onnx_import::import_bytes(std::as_bytes(std::span(f.bytes.data(), f.bytes.size())), f.path.string(), o);
 }
 
 // One data set of a case, in the child: imported, interpreted, compiled.
 // Models that take shapes or axes as inputs are imported again with their
 // integer and bool inputs and their scalars known (a specialization on
 // their values).
-Outcome run_set(const fs::path& model, const DataSet& d, const Case& c, const std::string& where, bool interpret_only, bool* specialized) {
+Outcome run_set(const ModelFile& model, const DataSet& d, const Case& c, const std::string& where, bool interpret_only, bool* specialized) {
   onnx_import::OnnxModel m;
   try {
     try {
-      m = onnx_import::import_file(model.string());
+      m = import_model(model, {});
     } catch (const onnx_import::MustBeKnown&) {
       onnx_import::ImportOptions o;
       for (const auto& [name, a] : d.inputs)
         if ((is_int(a.dtype()) && a.numel() <= 4096) || a.dtype() == DType::boolean || a.numel() == 1) o.known_inputs[name] = a;
-      m = onnx_import::import_file(model.string(), o);
+      m = import_model(model, std::move(o));
       *specialized = true;
     }
     verify(m.graph);
@@ -184,7 +200,7 @@ Outcome run_set(const fs::path& model, const DataSet& d, const Case& c, const st
 }
 
 Outcome run_case(const fs::path& dir, const Case& c, bool interpret_only) {
-  onnx::ModelProto model;
+  ModelFile model;
   try {
     model = read_model(dir / "model.onnx");
   } catch (const Error& e) {
@@ -198,13 +214,13 @@ Outcome run_case(const fs::path& dir, const Case& c, bool interpret_only) {
   for (const fs::path& set : sets) {
     DataSet d;
     try {
-      d = read_set(set, model.graph());
+      d = read_set(set, model.proto.graph());
     } catch (const Unsupported& e) {
       return {"unsupported", e.what()};
     } catch (const Error& e) {
       return {"failed", e.what()};
     }
-    Outcome r = run_set(dir / "model.onnx", d, c, set.filename().string(), interpret_only, &specialized);
+    Outcome r = run_set(model, d, c, set.filename().string(), interpret_only, &specialized);
     if (r.status != "passed") return r;
   }
   return {"passed", specialized ? "shape operands known at import" : ""};
