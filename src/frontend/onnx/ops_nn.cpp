@@ -1,6 +1,6 @@
 // ONNX converters: contractions (MatMul, Gemm, Einsum), normalizations,
 // convolution and pooling. Conv and the pools are written over the IR's ops
-// (static shapes): one strided slice of the padded input per kernel offset;
+// (static channels and spatial dims, any batch): one strided slice of the padded input per kernel offset;
 // Conv contracts them with the weights in one matmul per group.
 #include <algorithm>
 #include <cmath>
