@@ -1,7 +1,5 @@
 #include "cost/calibrate.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "runtime/gemm.h"
 #include "runtime/thread_pool.h"
 #include "support/paths.h"
 #include "tensorjit/error.h"
@@ -33,8 +32,8 @@ double best_seconds(int reps, F f) {
   return best;
 }
 
-// Single-threaded OpenBLAS on column blocks over the pool: how generated
-// code runs a large matmul.
+// The runtime's single-threaded f32 GEMM on column blocks over the pool:
+// how generated code runs a large matmul.
 double measure_sgemm() {
   const int n = 1024;
   std::vector<float> a(static_cast<size_t>(n) * n, 1.0f), b(a.size(), 0.5f), c(a.size());
@@ -42,7 +41,7 @@ double measure_sgemm() {
     ThreadPool::global().run_parts(ThreadPool::global().threads(), [&](int64_t p, int64_t parts, int) {
       const int n0 = static_cast<int>(n * p / parts / 16 * 16), n1 = p + 1 == parts ? n : static_cast<int>(n * (p + 1) / parts / 16 * 16);
       if (n1 > n0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n1 - n0, n, 1.0f, a.data(), n, b.data() + n0, n, 0.0f, c.data() + n0, n);
+        gemm_f32(false, false, n, n1 - n0, n, a.data(), n, b.data() + n0, n, c.data() + n0, n);
     });
   };
   run();  // warm up threads and pages

@@ -14,6 +14,7 @@
 #include "memory/lifetimes.h"
 #include "passes/rewriter.h"
 #include "jit/specialize.h"
+#include "runtime/gemm.h"
 #include "runtime/host_program.h"
 #include "runtime/thread_pool.h"
 #include "support/log.h"
@@ -140,7 +141,7 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
   s->table.assign(g.size() + 3, nullptr);
   const ThreadPool& pool = o.pool ? *o.pool : ThreadPool::global();  // the threads generated code splits its work over
   s->threads = pool.threads();
-  s->table[g.size() + 1] = const_cast<tj_parallel_api*>(pool.api());
+  s->table[g.size() + 1] = const_cast<tj_runtime_api*>(pool.api());
   int64_t const_bytes = 0;
   auto users = users_of(g);  // params that freezing left without users are not copied
   for (size_t i = 0; i < g.size(); ++i) {
@@ -329,7 +330,8 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   for (auto* k : s.kernels) k(t);
   auto check_status = [&] {
     if (*s.status != 0)
-      throw Error(*s.status == 3 ? "run: kv_write position outside the cache"
+      throw Error(*s.status == 4   ? std::string("run: the matrix library failed: ") + gemm_f32_library()
+                  : *s.status == 3 ? "run: kv_write position outside the cache"
                   : *s.status == 2 ? "run: integer division by zero"
                                    : "run: gather index out of range");
   };

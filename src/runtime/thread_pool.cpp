@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/gemm.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -212,6 +213,8 @@ ThreadPool::ThreadPool(int threads) : threads_(std::max(1, threads)), s_(new Sta
   };
   api_.pool = this;
   api_.threads = threads_;
+  api_.sgemm = gemm_f32;
+  api_.dgemm = gemm_f64;
 }
 
 ThreadPool::~ThreadPool() {
@@ -223,8 +226,8 @@ ThreadPool::~ThreadPool() {
 }
 
 ThreadPool& ThreadPool::global() {
-  // Generated code splits matmuls over this pool: OpenBLAS's own threads
-  // would be more threads than cores.
+  // Generated code splits matmuls over this pool: OpenBLAS's own threads (f64
+  // products) would be more threads than cores. (oneDNN's: runtime/gemm.cpp.)
   static ThreadPool* pool = [] {
     openblas_set_num_threads(1);
     return new ThreadPool(default_threads());  // never destroyed: workers may outlive static destructors

@@ -17,12 +17,15 @@
 #include <cstdint>
 
 extern "C" {
-// What generated code sees of the pool (its prelude declares the same
-// struct): t[n+1] points to one of these.
-struct tj_parallel_api {
+// What generated code sees of the runtime (its prelude declares the same
+// struct): t[n+1] points to one of these. The pool, and the matrix products
+// (src/runtime/gemm.h): generated code links no BLAS library of its own.
+struct tj_runtime_api {
   void (*run)(void* pool, int64_t parts, void (*body)(void*, int64_t, int64_t, int), void* ctx);
   void* pool;
   int64_t threads;
+  int (*sgemm)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t);
+  int (*dgemm)(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t, double*, int64_t);
 };
 }
 
@@ -58,15 +61,15 @@ class ThreadPool {
   void run_parts(int64_t parts, const F& f) {
     run(parts, [](void* c, int64_t p, int64_t n, int th) { (*static_cast<const F*>(c))(p, n, th); }, const_cast<F*>(&f));
   }
-  // For generated code (tj_parallel_api).
-  const tj_parallel_api* api() const { return &api_; }
+  // For generated code (tj_runtime_api).
+  const tj_runtime_api* api() const { return &api_; }
 
   struct State;
 
  private:
   int threads_;
   State* s_;
-  tj_parallel_api api_;
+  tj_runtime_api api_;
 };
 
 }  // namespace tj

@@ -134,7 +134,7 @@ KernelDirs& kernel_dirs() {
 }
 
 // The probe: exported, and returns a value no broken toolchain returns by
-// accident. Built with the real flags (OpenMP, BLAS, sanitizers).
+// accident. Built with the real flags (sanitizers included).
 constexpr int kProbeAnswer = 0x7e5a;
 const char* const kProbeSource = "extern \"C\" int tj_probe() { return 0x7e5a; }\n";
 
@@ -222,7 +222,7 @@ std::optional<Compiler> find_compiler() {
 // otherwise keeps scalar.
 std::vector<std::string> default_flags() {
   std::vector<std::string> flags = {"-O3",     "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd",
-                                    "-shared", "-fPIC",         "-std=c++20",      "-lopenblas"};
+                                    "-shared", "-fPIC",         "-std=c++20"};
 #ifdef TJ_SANITIZE_FLAGS
   // This process is instrumented (CMake's TJ_SANITIZE): so is its generated
   // code, or the sanitizer runtime would not see its memory accesses.

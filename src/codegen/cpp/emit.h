@@ -5,9 +5,9 @@
 // of value v's data for every value held in memory (inputs, params,
 // constants, planned kernel outputs and kernel-local temporaries); t[n] is
 // per-thread scratch; t[n+2] the size symbols' values; t[n+1] the process's
-// thread pool (a tj_parallel_api, src/runtime/thread_pool.h: parallel loops
-// run as parts on it, and its thread count is what the scratch was sized
-// for). Reads through views, generators and
+// runtime (a tj_runtime_api, src/runtime/thread_pool.h: parallel loops
+// run as parts on its pool, whose thread count is what the scratch was
+// sized for, and matrix products call its GEMM). Reads through views, generators and
 // free gathers are index arithmetic (strided where the view chain allows, div
 // and mod otherwise), never copies.
 //
@@ -17,7 +17,7 @@
 //   rowwise    a loop over rows; row-space ops into per-thread row scratch,
 //              reductions and per-row ops as scalars
 //   reduction  a loop over the input accumulating into the output
-//   matmul     OpenBLAS GEMM per batch (GEMV for one row), then the epilogue
+//   matmul     the runtime's GEMM per batch (GEMV for one row), then the epilogue
 //              over the output while it is in cache
 //   attention  online-softmax flash attention tiled over keys, causal and
 //              grouped-query, never materializing the scores

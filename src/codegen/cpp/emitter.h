@@ -146,7 +146,8 @@ class Emitter {
 
   // ---- kernels/matmul.cpp
   struct BlasOperand {
-    std::string p, trans;  // pointer expression; CblasTrans or CblasNoTrans
+    std::string p;  // pointer expression
+    bool trans = false;
     Dim ld = 1;
     Sizes batch_strides;
   };

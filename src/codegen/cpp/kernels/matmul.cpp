@@ -1,5 +1,6 @@
-// The C++ emitter's matmul kernels: OpenBLAS GEMM per batch (column blocks on
-// the pool), hand-written GEMVs for one row, then the epilogue.
+// The C++ emitter's matmul kernels: the runtime's GEMM per batch (column
+// blocks on the pool; src/runtime/gemm.h), hand-written GEMVs for one row,
+// then the epilogue.
 #include "codegen/cpp/emitter.h"
 
 #include <algorithm>
@@ -31,7 +32,7 @@ Emitter::BlasOperand Emitter::blas_operand(ValueId x, const Dim& rows, const Dim
   }
   BlasOperand o;
   bool t = !fits(*st, false);
-  o.trans = t ? "CblasTrans" : "CblasNoTrans";
+  o.trans = t;
   o.ld = t ? (cols == Dim(1) ? rows : st->strides[rx - 1]) : (rows == Dim(1) ? cols : st->strides[rx - 2]);
   if (o.ld == Dim(0)) o.ld = Dim(1);
   o.p = ptr(st->base) + " + " + C(st->offset);
@@ -39,7 +40,7 @@ Emitter::BlasOperand Emitter::blas_operand(ValueId x, const Dim& rows, const Dim
   return o;
 }
 
-// GEMM per batch through OpenBLAS (GEMV for one row), then the epilogue.
+// GEMM per batch through the runtime (GEMV for one row), then the epilogue.
 std::string Emitter::matmul_body(const Kernel& K) {
   ValueId mm = K.ops[0];
   const Node& n = g_.node(mm);
@@ -49,10 +50,10 @@ std::string Emitter::matmul_body(const Kernel& K) {
   Dim M = so[r - 2], N = so[r - 1], Kd = sa.back();
   std::string code;
   std::string ty = T(mm);
-  std::string blas = ty == "float" ? "s" : ty == "double" ? "d" : "";
-  if (blas.empty()) throw Error("code generation: matmul of " + ty);
+  if (ty != "float" && ty != "double") throw Error("code generation: matmul of " + ty);
   BlasOperand A0 = blas_operand(a, M, Kd, &code), B0 = blas_operand(b, Kd, N, &code);
-  const std::string &pa = A0.p, &pb = B0.p, &ta = A0.trans, &tb = B0.trans;
+  const std::string &pa = A0.p, &pb = B0.p;
+  const bool ta = A0.trans, tb = B0.trans;
   const Dim &lda = A0.ld, &ldb = B0.ld;
   const Sizes &bsa = A0.batch_strides, &bsb = B0.batch_strides;
   // Batch loop (numpy-broadcast batch dims).
@@ -71,34 +72,35 @@ std::string Emitter::matmul_body(const Kernel& K) {
   bool stores = false, epilogue_in_blocks = false;
   for (ValueId v : K.ops) stores |= g_.node(v).def().fuse == Fuse::store;
   int64_t weights = hint(Kd * N);
-  bool team = M == Dim(1) && ta == "CblasNoTrans" && count(batch) == Dim(1) && code.empty() && !stores && weights >= kTeamSplitElements &&
+  bool team = M == Dim(1) && !ta && count(batch) == Dim(1) && code.empty() && !stores && weights >= kTeamSplitElements &&
               weights < kGemvParallelElements;
   if (team) {
     team_work_ = weights;
     code += columns_of(N);
     call = gemv_columns(g_.type(mm).dtype, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")",
-                        tb == "CblasTrans", ldb, c_ptr, Kd, N);
-  } else if (M == Dim(1) && ta == "CblasNoTrans") {
-    call = gemv(ty, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")", tb == "CblasTrans", ldb,
+                        tb, ldb, c_ptr, Kd, N);
+  } else if (M == Dim(1) && !ta) {
+    call = gemv(ty, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")", tb, ldb,
                 c_ptr, Kd, N);
   } else {
-    // OpenBLAS runs single-threaded; large products are split over output
-    // columns between this library's OpenMP threads, so BLAS and the other
-    // kernels share one thread pool instead of fighting over the cores.
-    // Column blocks fixed by N, not by the thread count: OpenBLAS rounds a
-    // column differently in blocks of other widths.
+    // The GEMM runs single-threaded; large products are split over output
+    // columns on the pool, so the matrix library and the other kernels share
+    // one set of threads instead of fighting over the cores. Column blocks
+    // are fixed by N, not by the thread count: a GEMM may round a column
+    // differently in blocks of other widths.
     bool split = hint(M * N * Kd) >= kSplitMatmul && hint(N) >= 128;
     std::string blocks = "tj_matmul_blocks(" + C(N) + ")";
     std::string A = pa + " + (" + batch_offset(bsa, sab) + ")", Bp = pb + " + (" + batch_offset(bsb, sbb) + ")";
-    std::string colB = tb == "CblasNoTrans" ? "n0" : "n0*" + C(ldb);
+    std::string colB = tb ? "n0*" + C(ldb) : "n0";
     call = "  {\n";
     call += split ? open_parallel(blocks) : "";
     // Not split: one thread, even when called inside a split kernel.
     call += split ? "    {\n      const int nt = (int)tj_parts, id = (int)tj_part;\n" : "    {\n      const int nt = 1, id = 0;\n";
     call += "      const int64_t n0 = " + C(N) + " * id / nt / 16 * 16, n1 = id + 1 == nt ? " + C(N) + " : " + C(N) +
             " * (id + 1) / nt / 16 * 16;\n";
-    call += "      if (n1 > n0) cblas_" + blas + "gemm(CblasRowMajor, " + ta + ", " + tb + ", " + C(M) + ", n1 - n0, " + C(Kd) + ", 1, " + A +
-            ", " + C(lda) + ", " + Bp + " + " + colB + ", " + C(ldb) + ", 0, " + c_ptr + " + n0, " + C(N) + ");\n";
+    call += "      if (n1 > n0) tj_gemm(" + pool() + ", " + (ta ? "true" : "false") + ", " + (tb ? "true" : "false") + ", " + C(M) +
+            ", n1 - n0, " + C(Kd) + ", " + A + ", " + C(lda) + ", " + Bp + " + " + colB + ", " + C(ldb) + ", " + c_ptr + " + n0, " + C(N) +
+            ");\n";
     // One product: each block runs the epilogue over its own columns
     // while they are in cache, instead of one thread over all of them.
     epilogue_in_blocks = split && count(batch) == Dim(1) && !stores && K.ops.size() > 1;

@@ -1,0 +1,69 @@
+#include "runtime/gemm.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <string>
+
+namespace tj {
+
+namespace {
+
+// oneDNN as Debian builds it runs its parallel regions on OpenMP (libgomp,
+// loaded with it): left alone, each sgemm called from a pool thread would
+// start a team of its own, more threads than cores spinning at their
+// barriers. The team size is a per-thread setting, so each thread sets it to
+// one before its first product. Looked up in the OpenMP runtime oneDNN
+// loaded (not linked here: a clang build may link another OpenMP runtime);
+// a oneDNN built without OpenMP needs nothing.
+void one_openmp_thread() {
+  using SetThreads = void (*)(int);
+  static const SetThreads set = [] {
+    void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return gomp ? reinterpret_cast<SetThreads>(dlsym(gomp, "omp_set_num_threads")) : nullptr;
+  }();
+  thread_local bool done = [] {
+    if (set) set(1);
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace
+
+int gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+              float* c, int64_t ldc) {
+  one_openmp_thread();
+  return static_cast<int>(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc));
+}
+
+int gemm_f64(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+              int64_t ldb, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), 1.0, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0, c,
+              static_cast<blasint>(ldc));
+  return 0;
+}
+
+const char* gemm_f32_library() {
+  static const std::string name = [] {
+    const dnnl_version_t* v = dnnl_version();
+    const char* isa = "?";
+    switch (dnnl_get_effective_cpu_isa()) {
+      case dnnl_cpu_isa_sse41: isa = "sse41"; break;
+      case dnnl_cpu_isa_avx: isa = "avx"; break;
+      case dnnl_cpu_isa_avx2: isa = "avx2"; break;
+      case dnnl_cpu_isa_avx2_vnni: isa = "avx2_vnni"; break;
+      case dnnl_cpu_isa_avx512_core: isa = "avx512_core"; break;
+      case dnnl_cpu_isa_avx512_core_vnni: isa = "avx512_core_vnni"; break;
+      case dnnl_cpu_isa_avx512_core_bf16: isa = "avx512_core_bf16"; break;
+      case dnnl_cpu_isa_avx512_core_amx: isa = "avx512_core_amx"; break;
+      default: break;
+    }
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " (" + isa + ")";
+  }();
+  return name.c_str();
+}
+
+}  // namespace tj

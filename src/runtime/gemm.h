@@ -1,0 +1,27 @@
+// Matrix products for generated code and calibration: C[m,n] = op(A) op(B),
+// row-major, on the calling thread only (large products are split into
+// column blocks over the thread pool by the caller).
+//
+// f32 goes through oneDNN's sgemm, f64 through OpenBLAS. oneDNN chooses its
+// kernels from the CPU's feature flags (AVX2, AVX-512, ...); Debian's
+// OpenBLAS 0.3.21 chooses from the CPU model number and, on a model newer
+// than itself, falls back to its SSE3 kernels: on this project's Xeon
+// (Sapphire Rapids family, AVX-512) that was 22 GFLOP/s per core against
+// oneDNN's 90-125 (docs/results.md). f64 matmuls are for checking, not speed.
+#pragma once
+
+#include <cstdint>
+
+namespace tj {
+
+// 0, or the library's nonzero status (only invalid arguments fail).
+int gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+              float* c, int64_t ldc);
+int gemm_f64(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+              int64_t ldb, double* c, int64_t ldc);
+
+// The f32 GEMM's library and the kernels it chose, for logs and reports
+// ("oneDNN 2.6.3 (avx512_core)").
+const char* gemm_f32_library();
+
+}  // namespace tj
