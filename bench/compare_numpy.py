@@ -3,20 +3,26 @@
 tensorjit's compiled code, on the same inputs and weights, in one run.
 
     bench/compare_numpy.py --config tiny --mode decode --kv-len 64
-    bench/compare_numpy.py --config tinyllama --mode prefill --tokens 128 --busy 4
+    bench/compare_numpy.py --config tinyllama --mode prefill --tokens 128 --busy 4 --repeat 5
 
 `tjc bench --dump DIR` writes the inputs, the weights and the compiled
-outputs; this script runs the same layer written with numpy (float32, one
-BLAS call per matmul), with jax.jit (caches donated) if `import jax` works,
-as an ONNX model built op by op for ONNX Runtime if `import onnxruntime`
-works, and with PyTorch eager ops (inference mode) and through torch.compile
-(Inductor) if `import torch` works, checks
-that every output agrees with tensorjit's, and prints the median times side
-by side. `--busy N` then times everything again (tensorjit in a fresh `tjc
-bench`) while N background jobs compile a C++ file over and over, and adds
-the busy figures and factors. Run it through bench/run-compare, which makes
-a venv with numpy first (`bench/setup --jax`, `--ort`, `--torch` add those:
-the last a large download).
+outputs, and times tensorjit in fresh processes (`--repeat K`: K of them).
+Then K fresh processes of this script each run the same layer written with
+numpy (float32, one BLAS call per matmul), with jax.jit (caches donated) if
+`import jax` works, with PyTorch eager ops (inference mode) and through
+torch.compile (Inductor) if `import torch` works, and in ONNX Runtime
+(ORT_ENABLE_ALL) if `import onnxruntime` works, on the torch layer exported
+with torch.onnx.export (built op by op with onnx.helper when torch is not
+installed); each checks that every output agrees with tensorjit's and times
+every system: median and 90th percentile per call. `--busy N` times
+everything again while N background jobs compile a C++ file over and over
+(tensorjit beside its own jobs in `tjc bench --busy`). Every system runs at
+the machine's thread count. The report gives, per system, the median of the
+K medians and of the K p90s, quiet and busy, the worst busy run, each
+against tensorjit, and the worst busy median over the quiet median. Run it
+through bench/run-compare, which makes a venv with numpy first
+(`bench/setup --jax`, `--ort`, `--torch` add those: the last a large
+download).
 """
 import argparse
 import json
@@ -215,20 +221,26 @@ def max_rel(got, want):
     return max(float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30)) for a, b in zip(got, want))
 
 
-def median_seconds(f, budget=2.0, min_runs=3):
+def timing(f, budget, min_runs=5):
+    """Calls f for `budget` seconds (at least min_runs times): (median, 90th percentile) per call, in seconds."""
     times, start = [], time.perf_counter()
     while len(times) < min_runs or time.perf_counter() - start < budget:
         t0 = time.perf_counter()
         f()
         times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+    times.sort()
+    return times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.9))]
 
 
-def tjc_bench(args, dump=None):
+def tjc_bench(args, dump=None, repeat=0, busy=0):
     cmd = [args.tjc, "bench", "--model", "llama-layer", "--config", args.config, "--mode", args.mode, "--json",
            "--seconds", str(args.seconds)]
     if dump:
         cmd += ["--dump", dump]
+    if repeat:
+        cmd += ["--repeat", str(repeat)]
+    if busy:
+        cmd += ["--busy", str(busy)]
     if args.mode == "prefill":
         cmd += ["--tokens", args.tokens]
     if args.kv_len:
@@ -261,66 +273,47 @@ class BusyLoad:
             p.wait()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--config", default="tiny", choices=sorted(CONFIGS))
-    ap.add_argument("--mode", default="decode", choices=["prefill", "decode"])
-    ap.add_argument("--tokens", default="16")
-    ap.add_argument("--kv-len", default="")
-    ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--busy", type=int, default=0, help="time everything again beside N compile jobs (0 to 64)")
-    ap.add_argument("--tjc", default=os.path.join(ROOT, "build", "tjc"))
-    args = ap.parse_args()
-    if not 0 <= args.busy <= 64:
-        sys.exit("--busy must be in 0..64")
-    cfg = CONFIGS[args.config]
-
-    with tempfile.TemporaryDirectory() as dump:
-        tj = tjc_bench(args, dump)
-        arrays = {f[:-4]: np.load(os.path.join(dump, f)) for f in os.listdir(dump) if f.endswith(".npy")}
-
+def peers(arrays, cfg, threads):
+    """The other systems, each ready to time: [(name, one call, outputs of a first call, note)], and what is missing."""
     x, pos = arrays["x"], int(arrays["pos"])
     fresh = lambda: (arrays["k_cache"].copy(), arrays["v_cache"].copy())
-    got = [arrays["output0"], arrays["output1"], arrays["output2"]]
-    systems = []  # (name, one call, max rel diff against tensorjit's outputs, note)
+    systems, missing = [], []
 
     y, kc, vc = layer(np, arrays, x, pos, *fresh(), cfg)
     caches = fresh()
-    systems.append((f"numpy {np.__version__}", lambda: layer(np, arrays, x, pos, caches[0], caches[1], cfg),
-                    max_rel(got, [y, kc, vc]), ""))
-    missing = []
+    systems.append((f"numpy {np.__version__}", lambda: layer(np, arrays, x, pos, caches[0], caches[1], cfg), [y, kc, vc], ""))
     try:
         import torch
     except ImportError:
+        torch = None
         missing.append("PyTorch: not installed (bench/setup --torch installs it)")
-    else:
+    if torch is not None:
+        torch.set_num_threads(threads)
         tw = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
         tfresh = lambda: (tw["k_cache"].clone(), tw["v_cache"].clone())
         with torch.inference_mode():
-            ty, tkc, tvc = layer_torch(torch, tw, tw["x"], pos, *tfresh(), cfg)
+            out = [t.numpy() for t in layer_torch(torch, tw, tw["x"], pos, *tfresh(), cfg)]
         tcaches = tfresh()
 
         def torch_step():
             with torch.inference_mode():
                 layer_torch(torch, tw, tw["x"], pos, tcaches[0], tcaches[1], cfg)
 
-        systems.append((f"torch {torch.__version__}", torch_step, max_rel(got, [ty.numpy(), tkc.numpy(), tvc.numpy()]),
-                        f"eager, {torch.get_num_threads()} threads"))
+        systems.append((f"torch {torch.__version__}", torch_step, out, f"eager, {torch.get_num_threads()} threads"))
         # torch.compile (Inductor, its C++ CPU backend): the same function; the
         # cache writes become in-place copies into the arguments.
         compiled = torch.compile(lambda w, x, kc, vc: layer_torch(torch, w, x, pos, kc, vc, cfg), dynamic=False)
         with torch.inference_mode():
             ccaches = tfresh()
             t0 = time.perf_counter()
-            cy, ckc, cvc = compiled(tw, tw["x"], *ccaches)
+            out = [t.numpy() for t in compiled(tw, tw["x"], *ccaches)]
             compile_s = time.perf_counter() - t0
 
         def compiled_step():
             with torch.inference_mode():
                 compiled(tw, tw["x"], ccaches[0], ccaches[1])
 
-        systems.append((f"torch.compile {torch.__version__}", compiled_step,
-                        max_rel(got, [cy.numpy(), ckc.numpy(), cvc.numpy()]), f"inductor, first call {compile_s:.1f} s"))
+        systems.append((f"torch.compile {torch.__version__}", compiled_step, out, f"inductor, first call {compile_s:.1f} s"))
     try:
         import jax
     except ImportError:
@@ -333,65 +326,139 @@ def main():
         jx, jpos = jax.device_put(x, cpu), jax.device_put(np.int32(pos), cpu)
         state = fresh()
         jy, jkc, jvc = f(jw, jx, jpos, jax.device_put(state[0], cpu), jax.device_put(state[1], cpu))
-        jrel = max_rel(got, [np.asarray(jy), np.asarray(jkc), np.asarray(jvc)])
+        out = [np.asarray(jy), np.asarray(jkc), np.asarray(jvc)]
         jcaches = [jkc, jvc]
 
         def jax_step():
-            out = f(jw, jx, jpos, jcaches[0], jcaches[1])
-            out[0].block_until_ready()
-            jcaches[0], jcaches[1] = out[1], out[2]
+            o = f(jw, jx, jpos, jcaches[0], jcaches[1])
+            o[0].block_until_ready()
+            jcaches[0], jcaches[1] = o[1], o[2]
 
-        systems.append((f"jax.jit {jax.__version__}", jax_step, jrel, "caches donated"))
-
+        systems.append((f"jax.jit {jax.__version__}", jax_step, out, "caches donated"))
     try:
         import onnx
         import onnxruntime as ort
     except ImportError:
         missing.append("ONNX Runtime: not installed (bench/setup --ort installs it)")
     else:
-        model = layer_onnx(onnx, arrays, x.shape, arrays["k_cache"].shape[2], cfg)
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        if torch is not None:
+            model, how = onnx_export(torch, arrays, pos, cfg), "exported from the torch layer"
+        else:
+            model, how = layer_onnx(onnx, arrays, x.shape, arrays["k_cache"].shape[2], cfg).SerializeToString(), "built op by op"
+        o = ort.SessionOptions()
+        o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
+        sess = ort.InferenceSession(model, o, providers=["CPUExecutionProvider"])
+        names = {i.name for i in sess.get_inputs()}
         state = fresh()
-        feeds = {"x": x, "pos": np.array(pos, dtype=np.int64), "k_cache": state[0], "v_cache": state[1]}
-        oy, okc, ovc = sess.run(None, feeds)
-        orel = max_rel(got, [oy, okc, ovc])
+        feeds = {k: v for k, v in {"x": x, "pos": np.array(pos, dtype=np.int64), "k_cache": state[0], "v_cache": state[1]}.items()
+                 if k in names}
+        out = sess.run(None, feeds)
 
         def ort_step():
-            out = sess.run(None, feeds)
-            feeds["k_cache"], feeds["v_cache"] = out[1], out[2]
+            o = sess.run(None, feeds)
+            feeds["k_cache"], feeds["v_cache"] = o[1], o[2]
 
-        systems.append((f"onnxruntime {ort.__version__}", ort_step, orel, "caches returned as new arrays"))
+        systems.append((f"onnxruntime {ort.__version__}", ort_step, out, f"{how}, caches returned as new arrays"))
+    return systems, missing
 
-    quiet = {name: median_seconds(fn, args.seconds) for name, fn, _, _ in systems}
-    busy, tj_busy = {}, None
+
+def onnx_export(torch, arrays, pos, cfg):
+    """The torch layer through torch.onnx.export (TorchScript exporter, opset 17): the weights become
+    initializers, `pos` a constant of the graph (one decode position, as each call here uses), the
+    cache writes ScatterND into copies of the caches, which are outputs."""
+    import io
+    import warnings
+    tw = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+
+    class Layer(torch.nn.Module):
+        def forward(self, x, kc, vc):
+            return layer_torch(torch, tw, x, pos, kc.clone(), vc.clone(), cfg)
+
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Layer(), (tw["x"], tw["k_cache"].clone(), tw["v_cache"].clone()), f, input_names=["x", "k_cache", "v_cache"],
+                          output_names=["y", "k_out", "v_out"], opset_version=17, dynamo=False)
+    return f.getvalue()
+
+
+def child(args):
+    """One fresh process: every peer timed quiet, then (--busy) beside the compile jobs; JSON on stdout."""
+    arrays = {f[:-4]: np.load(os.path.join(args.child, f)) for f in os.listdir(args.child) if f.endswith(".npy")}
+    got = [arrays["output0"], arrays["output1"], arrays["output2"]]
+    systems, missing = peers(arrays, CONFIGS[args.config], os.cpu_count() or 1)
+    r = {"systems": [], "missing": missing}
+    for name, step, out, note in systems:
+        r["systems"].append({"name": name, "rel": max_rel(got, out), "note": note, "quiet": timing(step, args.seconds)})
     if args.busy:
-        with tempfile.TemporaryDirectory() as folder, BusyLoad(args.busy, 60 + 10 * args.seconds * (len(systems) + 3), folder):
-            tj_busy = tjc_bench(args)["compiled_us"]
-            busy = {name: median_seconds(fn, args.seconds) for name, fn, _, _ in systems}
+        with tempfile.TemporaryDirectory() as folder, BusyLoad(args.busy, 60 + 2 * args.seconds * len(systems), folder):
+            for s, (_, step, _, _) in zip(r["systems"], systems):
+                s["busy"] = timing(step, args.seconds)
+    print(json.dumps(r))
 
-    print(f"llama-layer {args.config} {args.mode} (f32), median per call; outputs checked against tensorjit's")
-    head = f"  {'':<30} {'quiet us':>12} {'vs tensorjit':>13}"
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="tiny", choices=sorted(CONFIGS))
+    ap.add_argument("--mode", default="decode", choices=["prefill", "decode"])
+    ap.add_argument("--tokens", default="16")
+    ap.add_argument("--kv-len", default="")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--busy", type=int, default=0, help="time everything again beside N compile jobs (0 to 64)")
+    ap.add_argument("--repeat", type=int, default=1, help="K fresh processes per system (1 to 20)")
+    ap.add_argument("--tjc", default=os.path.join(ROOT, "build", "tjc"))
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)  # a folder of arrays: time the peers in this process
+    args = ap.parse_args()
+    if not 0 <= args.busy <= 64:
+        sys.exit("--busy must be in 0..64")
+    if not 1 <= args.repeat <= 20:
+        sys.exit("--repeat must be in 1..20")
+    if args.child:
+        return child(args)
+
+    with tempfile.TemporaryDirectory() as dump:
+        # tensorjit: its own K fresh processes, quiet and (--busy) beside its own compile jobs.
+        tj = tjc_bench(args, dump, args.repeat, args.busy)
+        runs = [subprocess.run([sys.executable, os.path.abspath(__file__), "--child", dump, "--config", args.config, "--seconds",
+                                str(args.seconds), "--busy", str(args.busy)], check=True, capture_output=True, text=True)
+                for _ in range(args.repeat)]
+    runs = [json.loads(r.stdout.strip().splitlines()[-1]) for r in runs]
+    fp = tj["fresh_processes"]
+    table = [("tensorjit compiled", [(t["median_us"] * 1e-6, t["p90_us"] * 1e-6) for t in fp["quiet"]],
+              [(t["median_us"] * 1e-6, t["p90_us"] * 1e-6) for t in fp["busy"]], "")]
+    for i, s in enumerate(runs[0]["systems"]):
+        per = [r["systems"][i] for r in runs]
+        rel = max(p["rel"] for p in per)
+        table.append((s["name"], [tuple(p["quiet"]) for p in per], [tuple(p["busy"]) for p in per if "busy" in p],
+                      f"max rel diff {rel:.2e}" + (f", {s['note']}" if s["note"] else "")))
+
+    mid = lambda v: sorted(v)[len(v) // 2]
+    print(f"llama-layer {args.config} {args.mode} (f32), us per call; {args.repeat} fresh process(es) per system, "
+          f"{os.cpu_count()} threads; outputs checked against tensorjit's")
+    head = f"  {'':<28} {'median':>10} {'p90':>10} {'vs tj':>7}"
     if args.busy:
-        head += f" {'busy (' + str(args.busy) + ') us':>14} {'vs tensorjit':>13} {'busy/quiet':>11}"
+        head += f" | busy {args.busy}: {'median':>10} {'p90':>10} {'worst med':>10} {'worst p90':>10} {'vs tj':>7} {'worst/quiet':>11}"
     print(head)
-    tq = tj["compiled_us"]
-
-    def row(name, q, b, note=""):
-        line = f"  {name:<30} {q:12.1f} {q / tq:12.2f}x"
+    print(f"  {'tensorjit interpreter':<28} {tj['interpreter_us']:10.1f}")
+    tq = mid([q[0] for q in table[0][1]])
+    tb = mid([b[0] for b in table[0][2]]) if args.busy else 0
+    worst_rel = 0.0
+    for name, quiet, busy, note in table:
+        qm, qp = mid([q[0] for q in quiet]), mid([q[1] for q in quiet])
+        line = f"  {name:<28} {qm * 1e6:10.1f} {qp * 1e6:10.1f} {qm / tq:6.2f}x"
         if args.busy:
-            line += f" {b:14.1f} {b / tj_busy:12.2f}x {b / q:10.2f}x"
+            bm, bp = mid([b[0] for b in busy]), mid([b[1] for b in busy])
+            wm, wp = max(b[0] for b in busy), max(b[1] for b in busy)
+            line += f" | {'':>7} {bm * 1e6:10.1f} {bp * 1e6:10.1f} {wm * 1e6:10.1f} {wp * 1e6:10.1f} {bm / tb:6.2f}x {wm / qm:10.2f}x"
         print(line + (f"   {note}" if note else ""))
-
-    row("tensorjit interpreter", tj["interpreter_us"], tj["interpreter_us"], "(busy: the quiet figure)")
-    row("tensorjit compiled", tq, tj_busy or tq)
-    worst = 0.0
-    for name, _, rel, note in systems:
-        row(name, quiet[name] * 1e6, busy.get(name, quiet[name]) * 1e6, f"max rel diff {rel:.2e}" + (f", {note}" if note else ""))
-        worst = max(worst, rel)
-    for m in missing:
+    for r in runs:
+        for s in r["systems"]:
+            worst_rel = max(worst_rel, s["rel"])
+    for m in runs[0]["missing"]:
         print(f"  {m}")
-    if worst > 1e-4:
-        sys.exit(f"outputs disagree: max relative difference {worst:.2e}")
+    if worst_rel > 1e-4:
+        sys.exit(f"outputs disagree: max relative difference {worst_rel:.2e}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_numpy import ROOT, BusyLoad  # noqa: E402
+from compare_numpy import ROOT, BusyLoad, timing  # noqa: E402
 
 SENTENCES = [
     "A compiler turns programs into fast machine code.",
@@ -127,16 +127,6 @@ def ort_session(model, threads):
     o.intra_op_num_threads = threads
     o.inter_op_num_threads = 1
     return ort.InferenceSession(model, o, providers=["CPUExecutionProvider"])
-
-
-def timing(f, budget, min_runs=5):
-    times, start = [], time.perf_counter()
-    while len(times) < min_runs or time.perf_counter() - start < budget:
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.9))]
 
 
 def tjc_bench(args, model, batch, seq, busy):
