@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -150,6 +151,56 @@ TEST_F(Compiled, ReviewCases) {
       "graph g\ninput %x : f64[5,4]\nparam %w : f64[4,4]\n%0 = matmul(%x, %w) : f64[5,4]\n%1 = exp(%0) : f64[5,4]\n"
       "%2 = permute(%1) {perm=[1, 0]} : f64[4,5]\n%3 = matmul(%2, %x) : f64[4,4]\n%4 = add(%0, %0) : f64[5,4]\nreturn %3, %4\n";
   EXPECT_LE(check(parse_graph(perm), 0, DType::f64), 1e-12);
+}
+
+// flash_attn's prefill path (blocks of queries over transposed blocks of
+// keys) and its decode path, against the interpreter: query counts that
+// are not a multiple of the query block, several blocks of keys with a
+// partial last one, causal with an offset (and with a negative one, where
+// the first queries see no key: NaN in both), grouped-query heads, a
+// symbolic query count, f32 and f64.
+TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
+  auto graph = [](const std::string& dt, const std::string& tq, int64_t s, bool causal) {
+    std::string h = "[1,4," + tq + ",16]", kv = "[1,2," + std::to_string(s) + ",16]";
+    return "graph g\ninput %q : " + dt + h + "\ninput %k : " + dt + kv + "\ninput %v : " + dt + kv + "\n" +
+           (causal ? "input %pos : i64[]\n%0 = flash_attn(%q, %k, %v, %pos) {scale=0.25, causal=true} : "
+                   : "%0 = flash_attn(%q, %k, %v) {scale=0.25} : ") +
+           dt + h + "\nreturn %0\n";
+  };
+  for (const char* dt : {"f32", "f64"}) {
+    DType d = std::string(dt) == "f32" ? DType::f32 : DType::f64;
+    double tol = d == DType::f32 ? 1e-5 : 1e-12;
+    EXPECT_LE(check(parse_graph(graph(dt, "37", 150, false)), 0, d), tol);
+    EXPECT_LE(check(parse_graph(graph(dt, "37", 150, true)), 113, d), tol);  // the last query sees all 150 keys
+    EXPECT_LE(check(parse_graph(graph(dt, "16", 16, true)), 0, d), tol);
+    EXPECT_LE(check(parse_graph(graph(dt, "1", 150, true)), 149, d), tol);  // one query: the decode path
+    EXPECT_LE(check(parse_graph(graph(dt, "20", 90, true)), 70, d), tol);
+  }
+  // A negative offset: queries 0-2 see no key (NaN), the rest see 1..17.
+  Graph neg = parse_graph(graph("f64", "20", 90, true));
+  RandomInputOptions ro;
+  ro.fixed["pos"] = -3;
+  Bindings all = random_inputs(neg, ro);
+  auto want = interpret(neg, all, {DType::f64});
+  Executable exe = Executable::compile(neg, {});
+  auto got = exe.run(all);
+  const double* w = want[0].data<double>();
+  const double* g = got[0].data<double>();
+  for (int64_t i = 0; i < want[0].numel(); ++i) {
+    if (std::isnan(w[i])) EXPECT_TRUE(std::isnan(g[i])) << i;
+    else EXPECT_NEAR(g[i], w[i], 1e-12) << i;
+  }
+  EXPECT_TRUE(std::isnan(g[0]));
+  // Symbolic query count T, compiled once, at T = 5 and 33.
+  Graph sym = parse_graph(graph("f32", "T", 70, true));
+  for (int64_t t : {5, 33}) {
+    RandomInputOptions so;
+    so.fixed["pos"] = 70 - t;
+    so.sizes["T"] = t;
+    Bindings b = random_inputs(sym, so);
+    Difference diff = compare_outputs(Executable::compile(sym, {}).run(b), interpret(sym, b, {DType::f32}));
+    EXPECT_LE(diff.max_rel, 1e-5) << "T = " << t;
+  }
 }
 
 // A kernel with two results: where(m, 0, 1) is planned in place of the

@@ -41,34 +41,51 @@ std::string Emitter::attention_body(const Kernel& K) {
   code += "  const int64_t off = " + (causal ? "(int64_t)(" + load(n.inputs[3], {}) + ")" : std::string("0")) + ";\n";
   code += "  const double scale = " + literal(n.attr_float("scale"), DType::f64) + ";\n";
   code += "  " + ty + "* out = " + ptr(fa) + ";\n";
+  code += "  const int64_t tj_tq = " + C(Tq) + ";\n";
   int64_t work = hint(B * H * Tq * S * (D + Dv));
-  std::string BH = C(B * H);
+  // Units of work: (batch-head, block of queries). One query at a time
+  // (decode) takes each key's dot product along the head dimension; a block
+  // of queries (prefill) first transposes each block of keys, so that the
+  // scores of one query over the block are vector operations along the keys
+  // with no horizontal sums (for head dims of 16 those cost more than the
+  // products), and the keys are read once per block of queries.
+  const int64_t qb = hint(Tq) > 1 && D.is_const() ? kAttentionQueryBlock : 1;
+  std::string QB = std::to_string(qb), nqb = qb == 1 ? C(Tq) : "((" + C(Tq) + " + " + QB + " - 1) / " + QB + ")";
+  std::string units = C(B * H) + "*" + nqb;
   bool par = false;
   if (work < kParallelElements * 4 && !copies && K.ops.size() == 1 && hint(B * H) > 1) {
-    team_work_ = work;  // heads split over the team: [bh0, bh1) each
-    code += "  const int64_t bh0 = " + BH + " * id / nt, bh1 = " + BH + " * (id + 1) / nt;\n";
-    code += "  for (int64_t bh = bh0; bh < bh1; ++bh)\n";
-    code += "  for (int64_t i = 0; i < " + C(Tq) + "; ++i) {\n";
-  } else if (work >= kParallelElements * 4) {  // (head, query) pairs in parts: causal rows differ in cost
+    team_work_ = work;  // units split over the team: [u0, u1) each
+    code += "  const int64_t u0 = " + units + " * id / nt, u1 = " + units + " * (id + 1) / nt;\n";
+    code += "  for (int64_t u = u0; u < u1; ++u) {\n";
+  } else if (work >= kParallelElements * 4) {  // units in parts: causal rows differ in cost
     par = true;
-    code += open_parallel_loop("bhi", BH + "*" + C(Tq), false);
-    code += "    const int64_t bh = bhi / " + C(Tq) + ", i = bhi % " + C(Tq) + ";\n";
+    code += open_parallel_loop("u", units, false);
   } else {
-    code += "  for (int64_t bh = 0; bh < " + BH + "; ++bh)\n";
-    code += "  for (int64_t i = 0; i < " + C(Tq) + "; ++i) {\n";
+    code += "  for (int64_t u = 0; u < " + units + "; ++u) {\n";
   }
+  code += "    const int64_t bh = u / " + nqb + ", i0 = u % " + nqb + " * " + QB + ";\n";
   code += "    const int64_t b = bh / " + std::to_string(H) + "LL, h = bh % " + std::to_string(H) + "LL, g = h / " +
           std::to_string(H / Hkv) + "LL;\n";
-  code += "    const " + ty + "* q = " + p[0] + " + b*" + p[1] + " + h*" + p[2] + " + i*" + p[3] + ";\n";
+  code += "    const " + ty + "* q = " + p[0] + " + b*" + p[1] + " + h*" + p[2] + ";\n";
+  code += "    const int64_t qstride = " + p[3] + ";\n";
   code += "    const " + ty + "* k = " + p[4] + " + b*" + p[5] + " + g*" + p[6] + ";\n";
   code += "    const " + ty + "* v = " + p[8] + " + b*" + p[9] + " + g*" + p[10] + ";\n";
   code += "    const int64_t kstride = " + p[7] + ", vstride = " + p[11] + ";\n";
-  code += "    const int64_t limit = " + std::string(causal ? "std::min<int64_t>(" + C(S) + ", off + i + 1)" : C(S)) + ";\n";
-  // Scores, running max and sum in the compute type; one block of keys at
-  // a time: dot products, block max, exponentials (vectorized), then the
-  // value rows weighted into the accumulator.
-  code += "    " + ty + " m = -INFINITY, l = 0, acc[" + std::to_string(Dv.value()) + "] = {0};\n";
   code += "    constexpr int64_t kBlock = 64;\n";
+  code += qb == 1 ? attention_one_query(causal, ty, C(S), C(D), Dv.value()) : attention_query_block(causal, ty, C(Tq), C(S), D.value(), Dv.value(), qb);
+  code += par ? close_parallel_loop() + "}\n" : "  }\n}\n";
+  code += pointwise_body(K, 1);
+  return code;
+}
+
+// Query i0 of a unit: its scores, running max and sum in the compute type;
+// one block of keys at a time: dot products, block maximum, exponentials
+// (vectorized), then the value rows weighted into the accumulator.
+std::string Emitter::attention_one_query(bool causal, const std::string& ty, const std::string& S, const std::string& D, int64_t Dv) {
+  std::string code;
+  code += "    const int64_t i = i0;\n    q += i*qstride;\n";
+  code += "    const int64_t limit = " + std::string(causal ? "std::min<int64_t>(" + S + ", off + i + 1)" : S) + ";\n";
+  code += "    " + ty + " m = -INFINITY, l = 0, acc[" + std::to_string(Dv) + "] = {0};\n";
   code += "    " + ty + " s[kBlock];\n";
   code += "    for (int64_t j0 = 0; j0 < limit; j0 += kBlock) {\n";
   code += "      const int64_t jn = std::min<int64_t>(limit - j0, kBlock);\n";
@@ -76,20 +93,87 @@ std::string Emitter::attention_body(const Kernel& K) {
   code += "      for (int64_t j = 0; j < jn; ++j) {\n";
   code += "        const " + ty + "* kj = k + (j0 + j)*kstride;\n        " + ty + " dot = 0;\n";
   code += "#pragma omp simd reduction(+:dot)\n";
-  code += "        for (int64_t d = 0; d < " + C(D) + "; ++d) dot += q[d]*kj[d];\n";
+  code += "        for (int64_t d = 0; d < " + D + "; ++d) dot += q[d]*kj[d];\n";
   code += "        s[j] = dot * (" + ty + ")scale;\n        bm = std::max(bm, s[j]);\n      }\n";
   code += "      const " + ty + " corr = tj_exp(m - bm);\n      l *= corr;\n";
-  code += "      for (int64_t d = 0; d < " + C(Dv) + "; ++d) acc[d] *= corr;\n";
+  code += "      for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) acc[d] *= corr;\n";
   code += "#pragma omp simd\n      for (int64_t j = 0; j < jn; ++j) s[j] = tj_exp(s[j] - bm);\n";
   code += "      for (int64_t j = 0; j < jn; ++j) {\n";
   code += "        const " + ty + " pj = s[j];\n        l += pj;\n        const " + ty + "* vj = v + (j0 + j)*vstride;\n";
   code += "#pragma omp simd\n";
-  code += "        for (int64_t d = 0; d < " + C(Dv) + "; ++d) acc[d] += pj*vj[d];\n      }\n";
+  code += "        for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) acc[d] += pj*vj[d];\n      }\n";
   code += "      m = bm;\n    }\n";
-  code += "    " + ty + "* o = out + (bh*" + C(Tq) + " + i)*" + C(Dv) + ";\n";
-  code += "    for (int64_t d = 0; d < " + C(Dv) + "; ++d) o[d] = limit > 0 ? acc[d]/l : (" + ty + ")NAN;\n";
-  code += par ? close_parallel_loop() + "}\n" : "  }\n}\n";
-  code += pointwise_body(K, 1);
+  code += "    " + ty + "* o = out + (bh*" + std::string("tj_tq") + " + i)*" + std::to_string(Dv) + ";\n";
+  code += "    for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) o[d] = limit > 0 ? acc[d]/l : (" + ty + ")NAN;\n";
+  return code;
+}
+
+// Queries [i0, i0 + qb) of a unit, the same online softmax per query, one
+// block of keys at a time for all of them. The block is transposed once
+// (kt[d][j]), so each query's scores are multiply-adds along the keys, 16 at
+// a time in registers; then the weighted value rows go into the queries'
+// accumulators, each value row read once for the block of queries (many
+// independent sums in flight, not one chain per query).
+std::string Emitter::attention_query_block(bool causal, const std::string& ty, const std::string& Tq, const std::string& S, int64_t D,
+                                           int64_t Dv, int64_t qb) {
+  std::string Ds = std::to_string(D), Dvs = std::to_string(Dv), QB = std::to_string(qb);
+  std::string code;
+  code += "    const int64_t in = std::min<int64_t>(" + QB + ", " + Tq + " - i0);\n";
+  code += "    auto limit_of = [&](int64_t i) -> int64_t { return " + std::string(causal ? "std::min<int64_t>(" + S + ", off + i + 1)" : S) +
+          "; };\n";
+  code += "    const int64_t limit = limit_of(i0 + in - 1);  // the last query sees the most keys\n";
+  code += "    " + ty + " m[" + QB + "];\n    alignas(64) " + ty + " l[" + QB + "][16], acc[" + QB + "][" + Dvs + "];\n";
+  code += "    for (int64_t ii = 0; ii < " + QB + "; ++ii) {\n      m[ii] = -INFINITY;\n";
+  code += "      for (int64_t jj = 0; jj < 16; ++jj) l[ii][jj] = 0;\n";
+  code += "      for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] = 0;\n    }\n";
+  code += "    alignas(64) " + ty + " kt[" + Ds + "][kBlock];\n    alignas(64) " + ty + " p[" + QB + "][kBlock];\n";
+  code += "    for (int64_t j0 = 0; j0 < limit; j0 += kBlock) {\n";
+  code += "      const int64_t jn = std::min<int64_t>(limit - j0, kBlock);\n";
+  // Whole vectors of keys (jp, a multiple of 16): the scores of keys past
+  // a query's last are -inf (their exponentials 0), and the padding of the
+  // transposed block is zero, so no loop has a scalar remainder.
+  code += "      const int64_t jp = (jn + 15) / 16 * 16;\n";
+  code += "      for (int64_t j = 0; j < jn; ++j)\n        for (int64_t d = 0; d < " + Ds + "; ++d) kt[d][j] = k[(j0 + j)*kstride + d];\n";
+  code += "      for (int64_t d = 0; d < " + Ds + "; ++d)\n        for (int64_t j = jn; j < jp; ++j) kt[d][j] = 0;\n";
+  code += "      for (int64_t ii = 0; ii < in; ++ii) {\n";
+  code += "        const int64_t jm = std::min<int64_t>(jn, limit_of(i0 + ii) - j0);  // this query's keys in the block\n";
+  code += "        if (jm <= 0) continue;\n";
+  code += "        const " + ty + "* qi = q + (i0 + ii)*qstride;\n        " + ty + "* s = p[ii];\n";
+  code += "        for (int64_t j = 0; j < jp; j += 16) {\n          " + ty + " r[16] = {0};\n";
+  code += "          for (int64_t d = 0; d < " + Ds + "; ++d) {\n            const " + ty + " qd = qi[d];\n";
+  code += "#pragma omp simd\n            for (int64_t jj = 0; jj < 16; ++jj) r[jj] += qd*kt[d][j + jj];\n          }\n";
+  code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) s[j + jj] = j + jj < jm ? r[jj] * (" + ty + ")scale : -INFINITY;\n";
+  code += "        }\n";
+  // The block maximum in 16 lanes, then across them as a tree (a fixed
+  // order, 4 steps deep, not a chain of 16). The sum stays in 16 lanes per
+  // query (l[ii][..]), rescaled with the accumulator, and is added across
+  // its lanes once, at the end.
+  code += "        alignas(64) " + ty + " lane[16];\n";
+  code += "#pragma omp simd\n        for (int64_t jj = 0; jj < 16; ++jj) lane[jj] = s[jj];\n";
+  code += "        for (int64_t j = 16; j < jp; j += 16)\n";
+  code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) lane[jj] = std::max(lane[jj], s[j + jj]);\n";
+  code += "        for (int64_t w = 8; w >= 1; w /= 2)\n          for (int64_t jj = 0; jj < w; ++jj) lane[jj] = std::max(lane[jj], lane[jj + w]);\n";
+  code += "        const " + ty + " bm = std::max(m[ii], lane[0]);\n";
+  code += "        const " + ty + " corr = tj_exp(m[ii] - bm);\n";
+  code += "        " + ty + "* li = l[ii];\n";
+  code += "#pragma omp simd\n        for (int64_t jj = 0; jj < 16; ++jj) li[jj] *= corr;\n";
+  code += "        for (int64_t j = 0; j < jp; j += 16)\n";
+  code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) {\n            s[j + jj] = tj_exp(s[j + jj] - bm);\n";
+  code += "            li[jj] += s[j + jj];\n          }\n";
+  code += "        m[ii] = bm;\n";
+  code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] *= corr;\n      }\n";
+  // Key j weighs into the queries that see it: from the first whose causal
+  // limit reaches it (a later key never reaches an earlier query).
+  code += "      for (int64_t j = 0; j < jn; ++j) {\n        const " + ty + "* vj = v + (j0 + j)*vstride;\n";
+  code += "        const int64_t first = " + std::string(causal ? "std::max<int64_t>(0, j0 + j - off - i0)" : "0") + ";\n";
+  code += "        for (int64_t ii = first; ii < in; ++ii) {\n          const " + ty + " pj = p[ii][j];\n";
+  code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] += pj*vj[d];\n        }\n      }\n";
+  code += "    }\n";
+  code += "    for (int64_t ii = 0; ii < in; ++ii) {\n";
+  code += "      " + ty + "* o = out + (bh*tj_tq + i0 + ii)*" + Dvs + ";\n";
+  code += "      const bool any = limit_of(i0 + ii) > 0;\n";
+  code += "      for (int64_t w = 8; w >= 1; w /= 2)\n        for (int64_t jj = 0; jj < w; ++jj) l[ii][jj] += l[ii][jj + w];\n";
+  code += "      for (int64_t d = 0; d < " + Dvs + "; ++d) o[d] = any ? acc[ii][d]/l[ii][0] : (" + ty + ")NAN;\n    }\n";
   return code;
 }
 
