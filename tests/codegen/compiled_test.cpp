@@ -153,15 +153,16 @@ TEST_F(Compiled, ReviewCases) {
   EXPECT_LE(check(parse_graph(perm), 0, DType::f64), 1e-12);
 }
 
-// flash_attn's prefill path (blocks of queries over transposed blocks of
-// keys) and its decode path, against the interpreter: query counts that
-// are not a multiple of the query block, several blocks of keys with a
-// partial last one, causal with an offset (and with a negative one, where
-// the first queries see no key: NaN in both), grouped-query heads, a
-// symbolic query count, f32 and f64.
+// flash_attn's two paths against the interpreter: blocks of rows (query,
+// head) over transposed blocks of keys, and one query of one head at a time
+// (a KV head read by one row): row counts that are not a multiple of the
+// block, several blocks of keys with a partial last one, causal with an
+// offset (and with a negative one, where the first queries see no key: NaN
+// in both), grouped-query heads (decode too), a symbolic query count, f32
+// and f64.
 TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
-  auto graph = [](const std::string& dt, const std::string& tq, int64_t s, bool causal) {
-    std::string h = "[1,4," + tq + ",16]", kv = "[1,2," + std::to_string(s) + ",16]";
+  auto graph = [](const std::string& dt, const std::string& tq, int64_t s, bool causal, int kv_heads = 2) {
+    std::string h = "[1,4," + tq + ",16]", kv = "[1," + std::to_string(kv_heads) + "," + std::to_string(s) + ",16]";
     return "graph g\ninput %q : " + dt + h + "\ninput %k : " + dt + kv + "\ninput %v : " + dt + kv + "\n" +
            (causal ? "input %pos : i64[]\n%0 = flash_attn(%q, %k, %v, %pos) {scale=0.25, causal=true} : "
                    : "%0 = flash_attn(%q, %k, %v) {scale=0.25} : ") +
@@ -173,7 +174,9 @@ TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
     EXPECT_LE(check(parse_graph(graph(dt, "37", 150, false)), 0, d), tol);
     EXPECT_LE(check(parse_graph(graph(dt, "37", 150, true)), 113, d), tol);  // the last query sees all 150 keys
     EXPECT_LE(check(parse_graph(graph(dt, "16", 16, true)), 0, d), tol);
-    EXPECT_LE(check(parse_graph(graph(dt, "1", 150, true)), 149, d), tol);  // one query: the decode path
+    EXPECT_LE(check(parse_graph(graph(dt, "1", 150, true)), 149, d), tol);     // decode: 2 rows per KV head
+    EXPECT_LE(check(parse_graph(graph(dt, "1", 150, true, 4)), 149, d), tol);  // decode, one row per KV head
+    EXPECT_LE(check(parse_graph(graph(dt, "9", 40, true, 1)), 31, d), tol);    // 36 rows on one KV head
     EXPECT_LE(check(parse_graph(graph(dt, "20", 90, true)), 70, d), tol);
   }
   // A negative offset: queries 0-2 see no key (NaN), the rest see 1..17.

@@ -24,7 +24,7 @@ using Idx = std::vector<std::string>;
 using Sizes = std::vector<Dim>;
 
 constexpr int64_t kParallelElements = int64_t{1} << 15;  // below this a fork/join costs more than it saves
-constexpr int64_t kAttentionQueryBlock = 16;             // queries that share each transposed block of keys (prefill)
+constexpr int64_t kAttentionQueryBlock = 16;             // rows (query, head) that share each transposed block of keys
 constexpr int64_t kGemvParallelElements = int64_t{1} << 18;  // a GEMV reading fewer weights stays on one thread
 constexpr int64_t kTeamSplitElements = int64_t{1} << 12;  // a small GEMV or attention splits from here...
 constexpr int64_t kTeamElements = int64_t{1} << 16;       // ...when the program's small splits add up to this
@@ -163,8 +163,8 @@ class Emitter {
   // ---- kernels/attention.cpp
   std::string attention_body(const Kernel& K);
   static std::string attention_one_query(bool causal, const std::string& ty, const std::string& S, const std::string& D, int64_t Dv);
-  static std::string attention_query_block(bool causal, const std::string& ty, const std::string& Tq, const std::string& S, int64_t D,
-                                           int64_t Dv, int64_t qb);
+  static std::string attention_row_block(bool causal, const std::string& ty, const std::string& rows, const std::string& S, int64_t H,
+                                         int64_t group, int64_t D, int64_t Dv, int64_t qb);
 
   const Graph& g_;
   const Schedule& s_;

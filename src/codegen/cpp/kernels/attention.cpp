@@ -43,15 +43,21 @@ std::string Emitter::attention_body(const Kernel& K) {
   code += "  " + ty + "* out = " + ptr(fa) + ";\n";
   code += "  const int64_t tj_tq = " + C(Tq) + ";\n";
   int64_t work = hint(B * H * Tq * S * (D + Dv));
-  // Units of work: (batch-head, block of queries). One query at a time
-  // (decode) takes each key's dot product along the head dimension; a block
-  // of queries (prefill) first transposes each block of keys, so that the
-  // scores of one query over the block are vector operations along the keys
-  // with no horizontal sums (for head dims of 16 those cost more than the
-  // products), and the keys are read once per block of queries.
-  const int64_t qb = hint(Tq) > 1 && D.is_const() ? kAttentionQueryBlock : 1;
-  std::string QB = std::to_string(qb), nqb = qb == 1 ? C(Tq) : "((" + C(Tq) + " + " + QB + " - 1) / " + QB + ")";
-  std::string units = C(B * H) + "*" + nqb;
+  // Units of work. A row is one query of one head; the rows that read the
+  // same KV head (its query heads times the queries, `group * Tq`) are cut
+  // into blocks of 16, and each block first transposes each block of keys,
+  // so that a row's scores over the block are vector operations along the
+  // keys with no horizontal sums (for head dims of 16 those cost more than
+  // the products), and keys and values are read once per block of rows.
+  // Rows are ordered (query, head): a key reaches a suffix of the block.
+  // Where a KV head has one row (one query, one head per KV head) that row
+  // takes each key's dot product along the head dimension instead.
+  const int64_t group = H / Hkv;
+  Dim rows = Tq * Dim(group);
+  const int64_t qb = hint(rows) > 1 && D.is_const() ? kAttentionQueryBlock : 1;
+  std::string QB = std::to_string(qb), G = std::to_string(group) + "LL";
+  std::string nrb = qb == 1 ? C(Tq) : "((" + C(rows) + " + " + QB + " - 1) / " + QB + ")";
+  std::string units = C(B * Dim(qb == 1 ? H : Hkv)) + "*" + nrb;
   bool par = false;
   if (work < kParallelElements * 4 && !copies && K.ops.size() == 1 && hint(B * H) > 1) {
     team_work_ = work;  // units split over the team: [u0, u1) each
@@ -63,16 +69,23 @@ std::string Emitter::attention_body(const Kernel& K) {
   } else {
     code += "  for (int64_t u = 0; u < " + units + "; ++u) {\n";
   }
-  code += "    const int64_t bh = u / " + nqb + ", i0 = u % " + nqb + " * " + QB + ";\n";
-  code += "    const int64_t b = bh / " + std::to_string(H) + "LL, h = bh % " + std::to_string(H) + "LL, g = h / " +
-          std::to_string(H / Hkv) + "LL;\n";
-  code += "    const " + ty + "* q = " + p[0] + " + b*" + p[1] + " + h*" + p[2] + ";\n";
+  if (qb == 1) {
+    code += "    const int64_t bh = u / " + nrb + ", i0 = u % " + nrb + ";\n";
+    code += "    const int64_t b = bh / " + std::to_string(H) + "LL, h = bh % " + std::to_string(H) + "LL, g = h / " + G + ";\n";
+    code += "    const " + ty + "* q = " + p[0] + " + b*" + p[1] + " + h*" + p[2] + ";\n";
+  } else {
+    code += "    const int64_t bg = u / " + nrb + ", r0 = u % " + nrb + " * " + QB + ";\n";
+    code += "    const int64_t b = bg / " + std::to_string(Hkv) + "LL, g = bg % " + std::to_string(Hkv) + "LL;\n";
+    code += "    const " + ty + "* q = " + p[0] + " + b*" + p[1] + ";\n";
+    code += "    const int64_t hstride = " + p[2] + ";\n";
+  }
   code += "    const int64_t qstride = " + p[3] + ";\n";
   code += "    const " + ty + "* k = " + p[4] + " + b*" + p[5] + " + g*" + p[6] + ";\n";
   code += "    const " + ty + "* v = " + p[8] + " + b*" + p[9] + " + g*" + p[10] + ";\n";
   code += "    const int64_t kstride = " + p[7] + ", vstride = " + p[11] + ";\n";
   code += "    constexpr int64_t kBlock = 64;\n";
-  code += qb == 1 ? attention_one_query(causal, ty, C(S), C(D), Dv.value()) : attention_query_block(causal, ty, C(Tq), C(S), D.value(), Dv.value(), qb);
+  code += qb == 1 ? attention_one_query(causal, ty, C(S), C(D), Dv.value())
+                  : attention_row_block(causal, ty, C(rows), C(S), H, group, D.value(), Dv.value(), qb);
   code += par ? close_parallel_loop() + "}\n" : "  }\n}\n";
   code += pointwise_body(K, 1);
   return code;
@@ -108,20 +121,23 @@ std::string Emitter::attention_one_query(bool causal, const std::string& ty, con
   return code;
 }
 
-// Queries [i0, i0 + qb) of a unit, the same online softmax per query, one
-// block of keys at a time for all of them. The block is transposed once
+// Rows [r0, r0 + qb) of a unit (row r: query r / group of head
+// g*group + r % group), the same online softmax per row, one block of keys
+// at a time for all of them. The block is transposed once
 // (kt[d][j]), so each query's scores are multiply-adds along the keys, 16 at
 // a time in registers; then the weighted value rows go into the queries'
 // accumulators, each value row read once for the block of queries (many
 // independent sums in flight, not one chain per query).
-std::string Emitter::attention_query_block(bool causal, const std::string& ty, const std::string& Tq, const std::string& S, int64_t D,
-                                           int64_t Dv, int64_t qb) {
+std::string Emitter::attention_row_block(bool causal, const std::string& ty, const std::string& rows, const std::string& S, int64_t H,
+                                         int64_t group, int64_t D, int64_t Dv, int64_t qb) {
+  std::string G = std::to_string(group) + "LL";
   std::string Ds = std::to_string(D), Dvs = std::to_string(Dv), QB = std::to_string(qb);
   std::string code;
-  code += "    const int64_t in = std::min<int64_t>(" + QB + ", " + Tq + " - i0);\n";
-  code += "    auto limit_of = [&](int64_t i) -> int64_t { return " + std::string(causal ? "std::min<int64_t>(" + S + ", off + i + 1)" : S) +
-          "; };\n";
-  code += "    const int64_t limit = limit_of(i0 + in - 1);  // the last query sees the most keys\n";
+  code += "    const int64_t in = std::min<int64_t>(" + QB + ", " + rows + " - r0);\n";
+  code += "    auto limit_of = [&](int64_t r) -> int64_t { return " +
+          std::string(causal ? "std::min<int64_t>(" + S + ", off + r / " + G + " + 1)" : S) + "; };\n";
+  code += "    auto row = [&](int64_t r) { return q + (g*" + G + " + r % " + G + ")*hstride + r / " + G + "*qstride; };\n";
+  code += "    const int64_t limit = limit_of(r0 + in - 1);  // the last row sees the most keys\n";
   code += "    " + ty + " m[" + QB + "];\n    alignas(64) " + ty + " l[" + QB + "][16], acc[" + QB + "][" + Dvs + "];\n";
   code += "    for (int64_t ii = 0; ii < " + QB + "; ++ii) {\n      m[ii] = -INFINITY;\n";
   code += "      for (int64_t jj = 0; jj < 16; ++jj) l[ii][jj] = 0;\n";
@@ -136,9 +152,9 @@ std::string Emitter::attention_query_block(bool causal, const std::string& ty, c
   code += "      for (int64_t j = 0; j < jn; ++j)\n        for (int64_t d = 0; d < " + Ds + "; ++d) kt[d][j] = k[(j0 + j)*kstride + d];\n";
   code += "      for (int64_t d = 0; d < " + Ds + "; ++d)\n        for (int64_t j = jn; j < jp; ++j) kt[d][j] = 0;\n";
   code += "      for (int64_t ii = 0; ii < in; ++ii) {\n";
-  code += "        const int64_t jm = std::min<int64_t>(jn, limit_of(i0 + ii) - j0);  // this query's keys in the block\n";
+  code += "        const int64_t jm = std::min<int64_t>(jn, limit_of(r0 + ii) - j0);  // this row's keys in the block\n";
   code += "        if (jm <= 0) continue;\n";
-  code += "        const " + ty + "* qi = q + (i0 + ii)*qstride;\n        " + ty + "* s = p[ii];\n";
+  code += "        const " + ty + "* qi = row(r0 + ii);\n        " + ty + "* s = p[ii];\n";
   code += "        for (int64_t j = 0; j < jp; j += 16) {\n          " + ty + " r[16] = {0};\n";
   code += "          for (int64_t d = 0; d < " + Ds + "; ++d) {\n            const " + ty + " qd = qi[d];\n";
   code += "#pragma omp simd\n            for (int64_t jj = 0; jj < 16; ++jj) r[jj] += qd*kt[d][j + jj];\n          }\n";
@@ -162,16 +178,17 @@ std::string Emitter::attention_query_block(bool causal, const std::string& ty, c
   code += "            li[jj] += s[j + jj];\n          }\n";
   code += "        m[ii] = bm;\n";
   code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] *= corr;\n      }\n";
-  // Key j weighs into the queries that see it: from the first whose causal
+  // Key j weighs into the rows that see it: from the first whose causal
   // limit reaches it (a later key never reaches an earlier query).
   code += "      for (int64_t j = 0; j < jn; ++j) {\n        const " + ty + "* vj = v + (j0 + j)*vstride;\n";
-  code += "        const int64_t first = " + std::string(causal ? "std::max<int64_t>(0, j0 + j - off - i0)" : "0") + ";\n";
+  code += "        const int64_t first = " + std::string(causal ? "std::max<int64_t>(0, (j0 + j - off)*" + G + " - r0)" : "0") + ";\n";
   code += "        for (int64_t ii = first; ii < in; ++ii) {\n          const " + ty + " pj = p[ii][j];\n";
   code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] += pj*vj[d];\n        }\n      }\n";
   code += "    }\n";
   code += "    for (int64_t ii = 0; ii < in; ++ii) {\n";
-  code += "      " + ty + "* o = out + (bh*tj_tq + i0 + ii)*" + Dvs + ";\n";
-  code += "      const bool any = limit_of(i0 + ii) > 0;\n";
+  code += "      const int64_t r = r0 + ii, h = g*" + G + " + r % " + G + ";\n";
+  code += "      " + ty + "* o = out + ((b*" + std::to_string(H) + "LL + h)*tj_tq + r / " + G + ")*" + Dvs + ";\n";
+  code += "      const bool any = limit_of(r) > 0;\n";
   code += "      for (int64_t w = 8; w >= 1; w /= 2)\n        for (int64_t jj = 0; jj < w; ++jj) l[ii][jj] += l[ii][jj + w];\n";
   code += "      for (int64_t d = 0; d < " + Dvs + "; ++d) o[d] = any ? acc[ii][d]/l[ii][0] : (" + ty + ")NAN;\n    }\n";
   return code;
