@@ -161,6 +161,8 @@ std::string Emitter::prelude() {
          "// Column blocks of a split matmul: N/256 of them (at most 16) for N >= 512, else two (each\n"
          "// block is one more BLAS call, which a single thread pays for too).\n"
          "static inline int64_t tj_matmul_blocks(int64_t n) { return n >= 512 ? std::min<int64_t>(16, n / 256) : 2; }\n\n"
+         "// 16 lanes of float or double (GCC's vector extension: no header), for the attention kernels.\n"
+         "typedef float tj_vf16 __attribute__((vector_size(64)));\ntypedef double tj_vd16 __attribute__((vector_size(128)));\n\n"
          "extern \"C\" int tj_status;\nint tj_status = 0;\n\n"
          "// c[m,n] = op(a) op(b), row-major, on this thread (src/runtime/gemm.h); a failure is tj_status 4.\n"
          "static inline void tj_gemm(void* api, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,\n"

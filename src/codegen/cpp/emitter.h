@@ -24,7 +24,7 @@ using Idx = std::vector<std::string>;
 using Sizes = std::vector<Dim>;
 
 constexpr int64_t kParallelElements = int64_t{1} << 15;  // below this a fork/join costs more than it saves
-constexpr int64_t kAttentionQueryBlock = 16;             // rows (query, head) that share each transposed block of keys
+constexpr int64_t kAttentionQueryBlock = 32;             // rows (query, head) that share each transposed block of keys
 constexpr int64_t kGemvParallelElements = int64_t{1} << 18;  // a GEMV reading fewer weights stays on one thread
 constexpr int64_t kTeamSplitElements = int64_t{1} << 12;  // a small GEMV or attention splits from here...
 constexpr int64_t kTeamElements = int64_t{1} << 16;       // ...when the program's small splits add up to this

@@ -123,11 +123,10 @@ std::string Emitter::attention_one_query(bool causal, const std::string& ty, con
 
 // Rows [r0, r0 + qb) of a unit (row r: query r / group of head
 // g*group + r % group), the same online softmax per row, one block of keys
-// at a time for all of them. The block is transposed once
-// (kt[d][j]), so each query's scores are multiply-adds along the keys, 16 at
-// a time in registers; then the weighted value rows go into the queries'
-// accumulators, each value row read once for the block of queries (many
-// independent sums in flight, not one chain per query).
+// at a time for all of them. The block is transposed once (kt[d][j]), so
+// the rows' scores are multiply-adds along the keys, 16 at a time and 4 rows
+// at once in registers; then each row's weighted value rows, over its own
+// keys, in registers.
 std::string Emitter::attention_row_block(bool causal, const std::string& ty, const std::string& rows, const std::string& S, int64_t H,
                                          int64_t group, int64_t D, int64_t Dv, int64_t qb) {
   std::string G = std::to_string(group) + "LL";
@@ -151,15 +150,29 @@ std::string Emitter::attention_row_block(bool causal, const std::string& ty, con
   code += "      const int64_t jp = (jn + 15) / 16 * 16;\n";
   code += "      for (int64_t j = 0; j < jn; ++j)\n        for (int64_t d = 0; d < " + Ds + "; ++d) kt[d][j] = k[(j0 + j)*kstride + d];\n";
   code += "      for (int64_t d = 0; d < " + Ds + "; ++d)\n        for (int64_t j = jn; j < jp; ++j) kt[d][j] = 0;\n";
+  // Raw scores, 4 rows at a time and 16 keys per vector: 4 independent
+  // multiply-add chains over the head dimension, each transposed key vector
+  // loaded once for the 4 rows (a vector type, not an array: GCC keeps an
+  // array of 16 in memory across a loop it does not unroll). Rows past the
+  // block's last compute the last row again, unused.
+  std::string V = ty == "float" ? "tj_vf16" : "tj_vd16";
+  code += "      for (int64_t i4 = 0; i4 < in; i4 += 4) {\n";
+  code += "        const " + ty + "* q0 = row(r0 + i4);\n";
+  for (int w = 1; w < 4; ++w)
+    code += "        const " + ty + "* q" + std::to_string(w) + " = row(r0 + std::min<int64_t>(i4 + " + std::to_string(w) + ", in - 1));\n";
+  code += "        for (int64_t j = 0; j < jp; j += 16) {\n          " + V + " a0 = {}, a1 = {}, a2 = {}, a3 = {};\n";
+  code += "          for (int64_t d = 0; d < " + Ds + "; ++d) {\n            const " + V + " kv = *(const " + V + "*)&kt[d][j];\n";
+  code += "            a0 += q0[d] * kv, a1 += q1[d] * kv, a2 += q2[d] * kv, a3 += q3[d] * kv;\n          }\n";
+  code += "          *(" + V + "*)&p[i4][j] = a0;\n";
+  for (int w = 1; w < 4; ++w)
+    code += "          if (i4 + " + std::to_string(w) + " < in) *(" + V + "*)&p[i4 + " + std::to_string(w) + "][j] = a" + std::to_string(w) + ";\n";
+  code += "        }\n      }\n";
   code += "      for (int64_t ii = 0; ii < in; ++ii) {\n";
   code += "        const int64_t jm = std::min<int64_t>(jn, limit_of(r0 + ii) - j0);  // this row's keys in the block\n";
   code += "        if (jm <= 0) continue;\n";
-  code += "        const " + ty + "* qi = row(r0 + ii);\n        " + ty + "* s = p[ii];\n";
-  code += "        for (int64_t j = 0; j < jp; j += 16) {\n          " + ty + " r[16] = {0};\n";
-  code += "          for (int64_t d = 0; d < " + Ds + "; ++d) {\n            const " + ty + " qd = qi[d];\n";
-  code += "#pragma omp simd\n            for (int64_t jj = 0; jj < 16; ++jj) r[jj] += qd*kt[d][j + jj];\n          }\n";
-  code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) s[j + jj] = j + jj < jm ? r[jj] * (" + ty + ")scale : -INFINITY;\n";
-  code += "        }\n";
+  code += "        " + ty + "* s = p[ii];\n";
+  code += "        for (int64_t j = 0; j < jp; j += 16)\n";
+  code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) s[j + jj] = j + jj < jm ? s[j + jj] * (" + ty + ")scale : -INFINITY;\n";
   // The block maximum in 16 lanes, then across them as a tree (a fixed
   // order, 4 steps deep, not a chain of 16). The sum stays in 16 lanes per
   // query (l[ii][..]), rescaled with the accumulator, and is added across
@@ -168,7 +181,9 @@ std::string Emitter::attention_row_block(bool causal, const std::string& ty, con
   code += "#pragma omp simd\n        for (int64_t jj = 0; jj < 16; ++jj) lane[jj] = s[jj];\n";
   code += "        for (int64_t j = 16; j < jp; j += 16)\n";
   code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) lane[jj] = std::max(lane[jj], s[j + jj]);\n";
-  code += "        for (int64_t w = 8; w >= 1; w /= 2)\n          for (int64_t jj = 0; jj < w; ++jj) lane[jj] = std::max(lane[jj], lane[jj + w]);\n";
+  for (int w = 8; w >= 1; w /= 2)  // one loop per step: constant trip counts, which GCC vectorizes
+    code += "        for (int64_t jj = 0; jj < " + std::to_string(w) + "; ++jj) lane[jj] = std::max(lane[jj], lane[jj + " + std::to_string(w) +
+            "]);\n";
   code += "        const " + ty + " bm = std::max(m[ii], lane[0]);\n";
   code += "        const " + ty + " corr = tj_exp(m[ii] - bm);\n";
   code += "        " + ty + "* li = l[ii];\n";
@@ -178,18 +193,31 @@ std::string Emitter::attention_row_block(bool causal, const std::string& ty, con
   code += "            li[jj] += s[j + jj];\n          }\n";
   code += "        m[ii] = bm;\n";
   code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] *= corr;\n      }\n";
-  // Key j weighs into the rows that see it: from the first whose causal
-  // limit reaches it (a later key never reaches an earlier query).
-  code += "      for (int64_t j = 0; j < jn; ++j) {\n        const " + ty + "* vj = v + (j0 + j)*vstride;\n";
-  code += "        const int64_t first = " + std::string(causal ? "std::max<int64_t>(0, (j0 + j - off)*" + G + " - r0)" : "0") + ";\n";
-  code += "        for (int64_t ii = first; ii < in; ++ii) {\n          const " + ty + " pj = p[ii][j];\n";
-  code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] += pj*vj[d];\n        }\n      }\n";
+  // Each row's weighted value rows, over its own keys of the block, in
+  // registers: U partial sums over the keys (j mod U), so that U * Dv/16
+  // multiply-add chains are in flight, then added into the accumulator in a
+  // fixed order.
+  int64_t U = std::clamp<int64_t>(64 / std::max<int64_t>(Dv, 1), 1, 4);
+  std::string Us = std::to_string(U);
+  code += "      for (int64_t ii = 0; ii < in; ++ii) {\n";
+  code += "        const int64_t jm = std::min<int64_t>(jn, limit_of(r0 + ii) - j0);\n        if (jm <= 0) continue;\n";
+  code += "        const " + ty + "* pi = p[ii];\n        " + ty + " r[" + Us + "][" + Dvs + "] = {};\n";
+  code += "        int64_t j = 0;\n        for (; j + " + Us + " <= jm; j += " + Us + ")\n";
+  code += "          for (int64_t w = 0; w < " + Us + "; ++w) {\n            const " + ty + " pj = pi[j + w];\n";
+  code += "            const " + ty + "* vj = v + (j0 + j + w)*vstride;\n";
+  code += "#pragma omp simd\n            for (int64_t d = 0; d < " + Dvs + "; ++d) r[w][d] += pj*vj[d];\n          }\n";
+  code += "        for (; j < jm; ++j) {\n          const " + ty + " pj = pi[j];\n          const " + ty + "* vj = v + (j0 + j)*vstride;\n";
+  code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += pj*vj[d];\n        }\n";
+  code += "        for (int64_t w = 1; w < " + Us + "; ++w)\n";
+  code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += r[w][d];\n";
+  code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] += r[0][d];\n      }\n";
   code += "    }\n";
   code += "    for (int64_t ii = 0; ii < in; ++ii) {\n";
   code += "      const int64_t r = r0 + ii, h = g*" + G + " + r % " + G + ";\n";
   code += "      " + ty + "* o = out + ((b*" + std::to_string(H) + "LL + h)*tj_tq + r / " + G + ")*" + Dvs + ";\n";
   code += "      const bool any = limit_of(r) > 0;\n";
-  code += "      for (int64_t w = 8; w >= 1; w /= 2)\n        for (int64_t jj = 0; jj < w; ++jj) l[ii][jj] += l[ii][jj + w];\n";
+  for (int w = 8; w >= 1; w /= 2)
+    code += "      for (int64_t jj = 0; jj < " + std::to_string(w) + "; ++jj) l[ii][jj] += l[ii][jj + " + std::to_string(w) + "];\n";
   code += "      for (int64_t d = 0; d < " + Dvs + "; ++d) o[d] = any ? acc[ii][d]/l[ii][0] : (" + ty + ")NAN;\n    }\n";
   return code;
 }
