@@ -16,6 +16,7 @@
 #include "jit/specialize.h"
 #include "runtime/gemm.h"
 #include "runtime/host_program.h"
+#include "runtime/split_choice.h"
 #include "runtime/thread_pool.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
@@ -74,6 +75,8 @@ struct Executable::State {
   int64_t arena_cap = 0, temps_cap = 0, scratch_cap = 0;
   std::vector<int64_t> sym_values;
   int threads = 1;  // the pool's threads (what scratch is sized for)
+  int split_small = 1;      // t[n+3]: this call's small kernels split over the pool (see RunOptions)
+  SplitChoice split_choice;
   void bind(const SymEnv& env);
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
   std::vector<int> output_alias;                     // per output: that input's index in graph.inputs(), or -1
@@ -138,7 +141,8 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
 
   // The table: every value in memory gets its address; activations when the
   // sizes are bound (now, for a graph without size symbols).
-  s->table.assign(g.size() + 3, nullptr);
+  s->table.assign(g.size() + 4, nullptr);
+  s->table[g.size() + 3] = &s->split_small;
   const ThreadPool& pool = o.pool ? *o.pool : ThreadPool::global();  // the threads generated code splits its work over
   s->threads = pool.threads();
   s->table[g.size() + 1] = const_cast<tj_runtime_api*>(pool.api());
@@ -327,7 +331,19 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   *s.status = 0;
   void** t = s.table.data();
   if (s.check_indices) s.check_indices(t);
-  for (auto* k : s.kernels) k(t);
+  if (s.prog.splits_small_kernels && s.threads > 1 && o.split_small_kernels < 0) {
+    s.split_small = s.split_choice.next();
+    if (s.split_choice.timing()) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (auto* k : s.kernels) k(t);
+      s.split_choice.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    } else {
+      for (auto* k : s.kernels) k(t);
+    }
+  } else {
+    s.split_small = o.split_small_kernels != 0;
+    for (auto* k : s.kernels) k(t);
+  }
   auto check_status = [&] {
     if (*s.status != 0)
       throw Error(*s.status == 4   ? std::string("run: the matrix library failed: ") + gemm_f32_library()
@@ -358,6 +374,7 @@ std::vector<double> Executable::profile(Bindings& inputs, int reps) {
   State& s = *s_;
   std::vector<NDArray> out;
   run(inputs, out);  // binds the inputs
+  s.split_small = s.split_choice.choice();  // as calls run now
   std::vector<std::vector<double>> t(s.kernels.size());
   for (int r = 0; r < reps; ++r)
     for (size_t k = 0; k < s.kernels.size(); ++k) {

@@ -290,14 +290,20 @@ TEST_F(Compiled, ResultsDoNotDependOnTheThreadCount) {
       CompileOptions co;
       co.pool = &pool;
       Executable exe = Executable::compile(g, params, co);
-      Bindings in = inputs;  // a deep copy: donated caches are written in place
-      results.push_back(exe.run(in));
+      // A decode step's small kernels split over the pool and not: the same bits.
+      for (int split : {0, 1}) {
+        Bindings in = inputs;  // a deep copy: donated caches are written in place
+        RunOptions ro;
+        ro.split_small_kernels = split;
+        results.emplace_back();
+        exe.run(in, results.back(), ro);
+      }
     }
     for (size_t r = 1; r < results.size(); ++r)
       for (size_t i = 0; i < results[0].size(); ++i) {
         ASSERT_EQ(results[r][i].nbytes(), results[0][i].nbytes());
         EXPECT_EQ(std::memcmp(results[r][i].raw(), results[0][i].raw(), results[0][i].nbytes()), 0)
-            << g.name() << " output " << i << " differs between 1 and " << (r == 1 ? 2 : 5) << " threads";
+            << g.name() << " output " << i << " differs between 1 thread and run " << r << " (threads 1, 1, 2, 2, 5, 5; small kernels alone, split)";
       }
   }
 }

@@ -1,6 +1,8 @@
 // The thread pool: every part runs once, on a thread index below the pool's
 // size that no other part holds at the same time; nested and concurrent
-// calls; the thread count from the environment.
+// calls; the thread count from the environment; the measured choice
+// whether small kernels split over the pool.
+#include "runtime/split_choice.h"
 #include "runtime/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -135,5 +137,31 @@ TEST(ThreadPool, ThreadCountFromTheEnvironment) {
   else unsetenv("TJ_NUM_THREADS");
 }
 
+// The split choice alternates the two ways while it measures (the first
+// calls untimed), keeps the faster by median, and measures again later.
+TEST(SplitChoice, KeepsTheFasterWayAndMeasuresAgain) {
+  SplitChoice c;
+  auto drive = [&](double split_s, double alone_s, int64_t calls) {
+    int split = 0;
+    for (int64_t i = 0; i < calls; ++i) {
+      bool s = c.next();
+      split += s;
+      if (c.timing()) c.record(s ? split_s : alone_s);
+    }
+    return split;
+  };
+  // While measuring, both ways run, alternately.
+  int64_t probe = 2 * SplitChoice::kProbeCalls + SplitChoice::kWarmupCalls;
+  EXPECT_EQ(drive(5e-6, 8e-6, probe), probe / 2);
+  EXPECT_TRUE(c.choice());
+  // Then the faster way alone, until it measures again.
+  EXPECT_EQ(drive(5e-6, 8e-6, SplitChoice::kExploitCalls - 1), SplitChoice::kExploitCalls - 1);
+  // The machine changed: splitting is now slower, and the next measurement says so.
+  drive(12e-6, 8e-6, 2 * SplitChoice::kProbeCalls + 2);
+  EXPECT_FALSE(c.choice());
+  EXPECT_EQ(drive(12e-6, 8e-6, 100), 0);
+}
+
 }  // namespace
 }  // namespace tj
+

@@ -101,8 +101,9 @@ EmittedProgram Emitter::run() {
   for (size_t k = 0; k < s_.kernels.size(); ++k) emit_kernel(static_cast<int>(k));
   // Small GEMVs and attentions split over the pool only when the program
   // has enough of them (a decode step): one alone is not worth the wake-ups.
-  out_.source = prelude() + op_helpers() + "extern \"C\" {\n\n" + "static const bool tj_team = " + (team_work_total_ >= kTeamElements ? "true" : "false") + ";\n\n" +
-                out_.source;
+  out_.splits_small_kernels = team_work_total_ >= kTeamElements;
+  out_.source = prelude() + op_helpers() + "extern \"C\" {\n\n" + "static const bool tj_team = " + (out_.splits_small_kernels ? "true" : "false") +
+                ";\n\n" + out_.source;
   for (size_t o = 0; o < g_.outputs().size(); ++o) emit_output(o);
   emit_index_checks();
   out_.source += "}  // extern \"C\"\n";
@@ -339,15 +340,16 @@ void Emitter::emit_kernel(int k) {
     case KernelKind::reduction: body = reduction_body(K); break;
   }
   out_.source += "// kernel " + std::to_string(k) + ": " + std::string(kernel_kind_name(K.kind)) + " over " + shape_str(K.space) + "\n";
-  // Share `id` of `nt`, split over the pool when the program has tj_team;
-  // alone, all of it. One part per thread: these kernels take a few
+  // Share `id` of `nt`, split over the pool when the program has tj_team
+  // and the runtime says so (t[n+3], measured per program); alone, all of it. One part per thread: these kernels take a few
   // microseconds, where each further part's claim costs more than it
   // balances (tiny decode 11.6-14.0 us against 15.7-17.6 with 4 per thread).
   if (team_work_ > 0) {
     std::string decl = pointers();
     out_.source += "void " + name + "(void** t) {\n" + decl + "  const auto part = [&](int64_t tj_part, int64_t tj_parts, int tj_thread) {\n" +
                    "    const int id = (int)tj_part, nt = (int)tj_parts; (void)tj_thread;\n" + body + "  };\n" +
-                   "  if (tj_team) tj_parallel(" + pool() + ", tj_threads(" + pool() + "), part); else part(0, 1, 0);\n}\n\n";
+                   "  if (tj_team && *(const int*)t[" + std::to_string(g_.size() + 3) + "]) tj_parallel(" + pool() + ", tj_threads(" + pool() +
+                   "), part);\n  else part(0, 1, 0);\n}\n\n";
   } else {
     out_.source += "void " + name + "(void** t) {\n" + pointers() + body + "}\n\n";
   }

@@ -4,7 +4,8 @@
 // Generated functions take the buffer table `void** t`: t[v] is the address
 // of value v's data for every value held in memory (inputs, params,
 // constants, planned kernel outputs and kernel-local temporaries); t[n] is
-// per-thread scratch; t[n+2] the size symbols' values; t[n+1] the process's
+// per-thread scratch; t[n+2] the size symbols' values; t[n+3] an int, nonzero
+// when small kernels split over the pool (splits_small_kernels); t[n+1] the process's
 // runtime (a tj_runtime_api, src/runtime/thread_pool.h: parallel loops
 // run as parts on its pool, whose thread count is what the scratch was
 // sized for, and matrix products call its GEMM). Reads through views, generators and
@@ -48,6 +49,10 @@ struct EmittedProgram {
   std::vector<Dim> scratch_sizes;           // bytes per thread some kernel needs
   std::vector<std::string> symbols;         // the graph's size symbols, in the order of t[n+2]
   std::string check_symbol;                 // "tj_check_indices": free gathers' indices, run first; or empty
+  // A decode-sized program: its small GEMVs and attentions split over the
+  // pool when the int at t[n+3] is nonzero, else run on the calling thread
+  // (the same bits either way; runtime/split_choice.h).
+  bool splits_small_kernels = false;
 };
 
 // The temporary region at some sizes: each kernel's temporaries stacked from

@@ -1,0 +1,34 @@
+#include "runtime/split_choice.h"
+
+#include <algorithm>
+
+namespace tj {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+bool SplitChoice::next() {
+  ++calls_;
+  if (!probing_ && ++since_probe_ >= kExploitCalls) {  // measure again
+    probing_ = true;
+    times_[0].clear(), times_[1].clear();
+  }
+  current_ = probing_ ? (calls_ % 2 == 0) : choice_;  // alternate while measuring
+  return current_;
+}
+
+void SplitChoice::record(double seconds) {
+  times_[current_ ? 1 : 0].push_back(seconds);
+  if (times_[0].size() < kProbeCalls || times_[1].size() < kProbeCalls) return;
+  choice_ = median(times_[1]) <= median(times_[0]);
+  probing_ = false;
+  since_probe_ = 0;
+}
+
+}  // namespace tj
