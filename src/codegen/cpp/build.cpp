@@ -223,6 +223,9 @@ std::optional<Compiler> find_compiler() {
 std::vector<std::string> default_flags() {
   std::vector<std::string> flags = {"-O3",     "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd",
                                     "-shared", "-fPIC",         "-std=c++20"};
+#if defined(__GLIBC__) && defined(__x86_64__)
+  flags.push_back("-lmvec");  // glibc's vector math (erff's vector variants; the prelude)
+#endif
 #ifdef TJ_SANITIZE_FLAGS
   // This process is instrumented (CMake's TJ_SANITIZE): so is its generated
   // code, or the sanitizer runtime would not see its memory accesses.

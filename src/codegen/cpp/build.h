@@ -68,7 +68,8 @@ struct BuildResult {
 };
 
 // -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC
-// -std=c++20 (no BLAS library: generated code calls the runtime's GEMM), then this build's sanitizer flags (TJ_SANITIZE in
+// -std=c++20 (no BLAS library: generated code calls the runtime's GEMM), -lmvec
+// on x86-64 glibc (vector erf), then this build's sanitizer flags (TJ_SANITIZE in
 // CMake), so that generated code is instrumented like the process loading it.
 std::vector<std::string> default_flags();
 

@@ -211,6 +211,12 @@ std::string Emitter::prelude() {
          "  return x != x ? x : y;\n}\n"
          "static inline double tj_exp(double x) { return std::exp(x); }\n"
          "static inline float tj_exp(float x) { return tj_expf(x); }\n\n"
+         "#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)\n"
+         "// erff has vector variants in glibc's libmvec (within 4 ulp; the build links -lmvec): a loop\n"
+         "// holding erf (an exported GELU) vectorizes, 1.4 ns a value against 25 scalar. double erf\n"
+         "// stays scalar: f64 programs are for checking.\n"
+         "extern \"C\" float erff(float) __attribute__((simd(\"notinbranch\")));\n"
+         "#endif\n\n"
          "static inline int64_t tj_index(int64_t i, int64_t n) {\n"
          "  if (i < -n || i >= n) { tj_status = 1; return 0; }\n  return i < 0 ? i + n : i;\n}\n\n";
 }
