@@ -237,8 +237,28 @@ TEST_F(Compiled, ReshapesOfStridedViews) {
       "%1 = reshape(%0) {shape=[2, 4, 3]} : f64[2,4,3]\n%2 = exp(%1) : f64[2,4,3]\nreturn %2\n",
       "graph g\ninput %x : f64[4,1,2,6]\n%0 = slice(%x) {axis=3, start=0, end=4} : f64[4,1,2,4]\n"
       "%1 = reshape(%0) {shape=[4, 8]} : f64[4,8]\n%2 = exp(%1) : f64[4,8]\nreturn %2\n",
+      // Groups: an exported attention's heads merged back ([2,3,4,5] permuted,
+      // read as [2,3,20]), a split and a merge in one reshape, size-1 dims
+      // on both sides; each group maps alone.
+      "graph g\ninput %x : f64[2,4,3,5]\n%0 = permute(%x) {perm=[0, 2, 1, 3]} : f64[2,3,4,5]\n"
+      "%1 = reshape(%0) {shape=[2, 3, 20]} : f64[2,3,20]\n%2 = exp(%1) : f64[2,3,20]\nreturn %2\n",
+      "graph g\ninput %x : f64[6,4,5]\n%0 = permute(%x) {perm=[1, 0, 2]} : f64[4,6,5]\n"
+      "%1 = reshape(%0) {shape=[2, 2, 1, 2, 15, 1]} : f64[2,2,1,2,15,1]\n%2 = exp(%1) : f64[2,2,1,2,15,1]\nreturn %2\n",
   };
   for (const char* text : cases) EXPECT_LE(check(parse_graph(text), 0, DType::f64), 1e-12) << text;
+  // The same over symbolic sizes: B and S stay groups of their own, only
+  // the merged heads divide (by constants).
+  Graph sym = parse_graph(
+      "graph g\ninput %x : f64[B,4,S,5]\n%0 = permute(%x) {perm=[0, 2, 1, 3]} : f64[B,S,4,5]\n"
+      "%1 = reshape(%0) {shape=[B, S, 20]} : f64[B,S,20]\n%2 = exp(%1) : f64[B,S,20]\nreturn %2\n");
+  Executable exe = Executable::compile(sym, {});
+  EXPECT_EQ(exe.source().find("tj_sym_S))%"), std::string::npos) << "a division by a symbolic size";
+  for (int64_t s : {1, 7}) {
+    RandomInputOptions ro;
+    ro.sizes = {{"B", 2}, {"S", s}};
+    Bindings in = random_inputs(sym, ro);
+    EXPECT_LE(compare_outputs(exe.run(in), interpret(sym, in, {DType::f64})).max_rel, 1e-12) << "S = " << s;
+  }
 }
 
 // A decode-sized program: its small GEMVs split over the thread pool, by

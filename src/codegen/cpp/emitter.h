@@ -102,6 +102,7 @@ class Emitter {
 
   // ---- views.cpp: reading values through views, generators and gathers
   Idx broadcast(ValueId o, const Sizes& out, const Idx& idx) const;
+  Idx reshape_index(const Idx& idx, const Sizes& so, const Sizes& sx) const;
   std::string load(ValueId o, const Idx& idx);
   std::string load_gather(const Node& n, const Idx& idx);
   std::optional<Strided> strided(ValueId o) const;

@@ -56,8 +56,7 @@ std::string Emitter::load(ValueId o, const Idx& idx) {
     case Op::squeeze:
     case Op::unsqueeze: {
       ValueId x = n.inputs[0];
-      auto sx = shape(x);
-      return load(x, unflat(flat(idx, so), sx));
+      return load(x, reshape_index(idx, so, shape(x)));
     }
     case Op::permute: {
       const auto& p = n.attr_ints("perm");
@@ -85,6 +84,48 @@ std::string Emitter::load(ValueId o, const Idx& idx) {
       if (n.def().fuse == Fuse::pointwise) return elementwise(n, idx);  // index math, recomputed where read
       throw Error("code generation: cannot read %" + std::to_string(o) + " (" + n.def().name + ") here");
   }
+}
+
+// The index into a reshape's input (shape sx) of its output index `idx`
+// (shape so), dim group by dim group: the dims between two points where both
+// shapes' prefix products agree map only to each other, so a group of one
+// dim on each side passes its index through, and only dims really merged or
+// split pay a div/mod, by their own sizes. (Through the flat index of the
+// whole array, [b, seq, 12, 32] read as [b, seq, 384] was four divisions by
+// symbolic sizes per element: an exported attention's output copy took
+// 0.6 ms of MiniLM's 0.8 ms output projection.) The flat index where groups
+// cannot be shown to agree (a symbolic product that differs from its hint's).
+Idx Emitter::reshape_index(const Idx& idx, const Sizes& so, const Sizes& sx) const {
+  auto whole = [&] { return unflat(flat(idx, so), sx); };
+  for (const Sizes* s : {&so, &sx})
+    for (const Dim& d : *s)
+      if (hint(d) <= 0) return whole();  // no element, or a size not known well enough
+  Idx xi(sx.size(), "0");
+  size_t i = 0, j = 0;
+  while (i < so.size() || j < sx.size()) {
+    size_t i0 = i, j0 = j;
+    Dim po(1), px(1);
+    int64_t ho = 1, hx = 1;
+    if (i < so.size()) po = so[i], ho = hint(so[i]), ++i;
+    if (j < sx.size()) px = sx[j], hx = hint(sx[j]), ++j;
+    while (ho != hx) {
+      bool overflow = false;
+      if (ho < hx && i < so.size()) po = po * so[i], overflow = __builtin_mul_overflow(ho, hint(so[i]), &ho), ++i;
+      else if (hx < ho && j < sx.size()) px = px * sx[j], overflow = __builtin_mul_overflow(hx, hint(sx[j]), &hx), ++j;
+      else return whole();
+      if (overflow) return whole();
+    }
+    if (po != px) return whole();
+    if (i - i0 == 1 && j - j0 == 1) {
+      xi[j0] = idx[i0];
+      continue;
+    }
+    Idx part = unflat(flat(Idx(idx.begin() + static_cast<long>(i0), idx.begin() + static_cast<long>(i)),
+                           Sizes(so.begin() + static_cast<long>(i0), so.begin() + static_cast<long>(i))),
+                      Sizes(sx.begin() + static_cast<long>(j0), sx.begin() + static_cast<long>(j)));
+    std::copy(part.begin(), part.end(), xi.begin() + static_cast<long>(j0));
+  }
+  return xi;
 }
 
 // A gather's value at `idx`: the table read at the index it loads (bounds
