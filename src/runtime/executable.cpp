@@ -331,19 +331,13 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   *s.status = 0;
   void** t = s.table.data();
   if (s.check_indices) s.check_indices(t);
-  if (s.prog.splits_small_kernels && s.threads > 1 && o.split_small_kernels < 0) {
-    s.split_small = s.split_choice.next();
-    if (s.split_choice.timing()) {
-      auto t0 = std::chrono::steady_clock::now();
-      for (auto* k : s.kernels) k(t);
-      s.split_choice.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    } else {
-      for (auto* k : s.kernels) k(t);
-    }
-  } else {
-    s.split_small = o.split_small_kernels != 0;
-    for (auto* k : s.kernels) k(t);
-  }
+  // A decode step's small kernels: split over the pool or not, as measured.
+  bool measured = s.prog.splits_small_kernels && s.threads > 1 && o.split_small_kernels < 0;
+  s.split_small = measured ? s.split_choice.next() : o.split_small_kernels != 0;
+  bool timed = measured && s.split_choice.timing();
+  auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  for (auto* k : s.kernels) k(t);
+  if (timed) s.split_choice.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   auto check_status = [&] {
     if (*s.status != 0)
       throw Error(*s.status == 4   ? std::string("run: the matrix library failed: ") + gemm_f32_library()

@@ -8,6 +8,7 @@
 
 #include "cost/analysis.h"
 #include "cost/calibrate.h"
+#include "runtime/gemm.h"
 #include "ir/text.h"
 #include "memory/svg.h"
 #include "passes/pipeline.h"
@@ -246,8 +247,8 @@ void add_analysis_commands(CLI::App& app) {
   cal->callback([] {
     Calibration c = measure_machine();
     save_calibration(c);
-    std::printf("sgemm %.1f GFLOP/s, stream bandwidth %.2f GB/s, vector %.1f GFLOP/s, %d threads\nsaved to %s\n",
-                c.sgemm_flops / 1e9, c.stream_bandwidth / 1e9, c.vector_flops / 1e9, c.threads, calibration_path().c_str());
+    std::printf("sgemm %.1f GFLOP/s, stream bandwidth %.2f GB/s, vector %.1f GFLOP/s, %d threads\nf32 GEMM: %s\nsaved to %s\n",
+                c.sgemm_flops / 1e9, c.stream_bandwidth / 1e9, c.vector_flops / 1e9, c.threads, gemm_f32_library(), calibration_path().c_str());
   });
 }
 
