@@ -202,6 +202,35 @@ TEST_F(BuildTest, WrapperScriptIsAnotherCompiler) {
   EXPECT_EQ(call(wrapped), 7);
 }
 
+// A warm start does not run `--version` again: it is remembered under the
+// executable's file identity, and run again once the file changes.
+TEST_F(BuildTest, VersionIsRememberedUntilTheExecutableChanges) {
+  fs::path calls = dir_ / "version-calls";
+  auto wrapper_body = [&](const std::string& tag) {
+    return "[ \"$1\" = --version ] && echo x >> '" + calls.string() + "'\nexec '" + cxx_.executable + "' \"$@\"  # " + tag;
+  };
+  fs::path wrapper = script("counted-c++", wrapper_body("one"));
+  auto count = [&] {
+    std::ifstream f(calls);
+    int n = 0;
+    for (std::string line; std::getline(f, line);) ++n;
+    return n;
+  };
+  std::string why;
+  auto a = probe_compiler(wrapper.string(), &why);
+  ASSERT_TRUE(a) << why;
+  EXPECT_EQ(count(), 1);
+  auto b = probe_compiler(wrapper.string(), &why);
+  ASSERT_TRUE(b) << why;
+  EXPECT_EQ(count(), 1) << "--version ran again for an unchanged executable";
+  EXPECT_EQ(a->identity, b->identity);
+  script("counted-c++", wrapper_body("two"));  // another file: its version is asked again
+  auto c = probe_compiler(wrapper.string(), &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(count(), 2);
+  EXPECT_NE(c->identity, a->identity);  // the executable's hash differs
+}
+
 TEST_F(BuildTest, IdentityIsTheWholeVersionAndTheExecutable) {
   EXPECT_FALSE(cxx_.executable.empty());
   EXPECT_TRUE(fs::path(cxx_.executable).is_absolute());
