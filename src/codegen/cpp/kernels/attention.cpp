@@ -116,7 +116,7 @@ std::string Emitter::attention_one_query(bool causal, const std::string& ty, con
   code += "#pragma omp simd\n";
   code += "        for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) acc[d] += pj*vj[d];\n      }\n";
   code += "      m = bm;\n    }\n";
-  code += "    " + ty + "* o = out + (bh*" + std::string("tj_tq") + " + i)*" + std::to_string(Dv) + ";\n";
+  code += "    " + ty + "* o = out + (bh*tj_tq + i)*" + std::to_string(Dv) + ";\n";
   code += "    for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) o[d] = limit > 0 ? acc[d]/l : (" + ty + ")NAN;\n";
   return code;
 }
