@@ -45,7 +45,7 @@ std::string Emitter::attention_body(const Kernel& K) {
   int64_t work = hint(B * H * Tq * S * (D + Dv));
   // Units of work. A row is one query of one head; the rows that read the
   // same KV head (its query heads times the queries, `group * Tq`) are cut
-  // into blocks of 16, and each block first transposes each block of keys,
+  // into blocks of kAttentionQueryBlock, and each block first transposes each block of keys,
   // so that a row's scores over the block are vector operations along the
   // keys with no horizontal sums (for head dims of 16 those cost more than
   // the products), and keys and values are read once per block of rows.
@@ -121,12 +121,29 @@ std::string Emitter::attention_one_query(bool causal, const std::string& ty, con
   return code;
 }
 
+namespace {
+
+// 16 lanes of `to` combined into its first, as a tree (one loop per step:
+// constant trip counts, which GCC vectorizes; a fixed order): `op` with $ for
+// the step's width.
+std::string lane_tree(const std::string& indent, const std::string& to, const std::string& op) {
+  std::string code;
+  for (int w = 8; w >= 1; w /= 2) {
+    std::string e = op;
+    for (size_t at; (at = e.find('$')) != std::string::npos;) e.replace(at, 1, std::to_string(w));
+    code += indent + "for (int64_t jj = 0; jj < " + std::to_string(w) + "; ++jj) " + to + "[jj] = " + e + ";\n";
+  }
+  return code;
+}
+
+}  // namespace
+
 // Rows [r0, r0 + qb) of a unit (row r: query r / group of head
 // g*group + r % group), the same online softmax per row, one block of keys
 // at a time for all of them. The block is transposed once (kt[d][j]), so
 // the rows' scores are multiply-adds along the keys, 16 at a time and 4 rows
 // at once in registers; then each row's weighted value rows, over its own
-// keys, in registers.
+// keys, in registers, right after its softmax step.
 std::string Emitter::attention_row_block(bool causal, const std::string& ty, const std::string& rows, const std::string& S, int64_t H,
                                          int64_t group, int64_t D, int64_t Dv, int64_t qb) {
   std::string G = std::to_string(group) + "LL";
@@ -181,9 +198,7 @@ std::string Emitter::attention_row_block(bool causal, const std::string& ty, con
   code += "#pragma omp simd\n        for (int64_t jj = 0; jj < 16; ++jj) lane[jj] = s[jj];\n";
   code += "        for (int64_t j = 16; j < jp; j += 16)\n";
   code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) lane[jj] = std::max(lane[jj], s[j + jj]);\n";
-  for (int w = 8; w >= 1; w /= 2)  // one loop per step: constant trip counts, which GCC vectorizes
-    code += "        for (int64_t jj = 0; jj < " + std::to_string(w) + "; ++jj) lane[jj] = std::max(lane[jj], lane[jj + " + std::to_string(w) +
-            "]);\n";
+  code += lane_tree("        ", "lane", "std::max(lane[jj], lane[jj + $])");
   code += "        const " + ty + " bm = std::max(m[ii], lane[0]);\n";
   code += "        const " + ty + " corr = tj_exp(m[ii] - bm);\n";
   code += "        " + ty + "* li = l[ii];\n";
@@ -192,21 +207,19 @@ std::string Emitter::attention_row_block(bool causal, const std::string& ty, con
   code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) {\n            s[j + jj] = tj_exp(s[j + jj] - bm);\n";
   code += "            li[jj] += s[j + jj];\n          }\n";
   code += "        m[ii] = bm;\n";
-  code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] *= corr;\n      }\n";
-  // Each row's weighted value rows, over its own keys of the block, in
+  code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] *= corr;\n";
+  // The row's weighted value rows, over its own keys of the block, in
   // registers: U partial sums over the keys (j mod U), so that U * Dv/16
   // multiply-add chains are in flight, then added into the accumulator in a
   // fixed order.
   int64_t U = std::clamp<int64_t>(64 / std::max<int64_t>(Dv, 1), 1, 4);
   std::string Us = std::to_string(U);
-  code += "      for (int64_t ii = 0; ii < in; ++ii) {\n";
-  code += "        const int64_t jm = std::min<int64_t>(jn, limit_of(r0 + ii) - j0);\n        if (jm <= 0) continue;\n";
-  code += "        const " + ty + "* pi = p[ii];\n        " + ty + " r[" + Us + "][" + Dvs + "] = {};\n";
+  code += "        " + ty + " r[" + Us + "][" + Dvs + "] = {};\n";
   code += "        int64_t j = 0;\n        for (; j + " + Us + " <= jm; j += " + Us + ")\n";
-  code += "          for (int64_t w = 0; w < " + Us + "; ++w) {\n            const " + ty + " pj = pi[j + w];\n";
+  code += "          for (int64_t w = 0; w < " + Us + "; ++w) {\n            const " + ty + " pj = s[j + w];\n";
   code += "            const " + ty + "* vj = v + (j0 + j + w)*vstride;\n";
   code += "#pragma omp simd\n            for (int64_t d = 0; d < " + Dvs + "; ++d) r[w][d] += pj*vj[d];\n          }\n";
-  code += "        for (; j < jm; ++j) {\n          const " + ty + " pj = pi[j];\n          const " + ty + "* vj = v + (j0 + j)*vstride;\n";
+  code += "        for (; j < jm; ++j) {\n          const " + ty + " pj = s[j];\n          const " + ty + "* vj = v + (j0 + j)*vstride;\n";
   code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += pj*vj[d];\n        }\n";
   code += "        for (int64_t w = 1; w < " + Us + "; ++w)\n";
   code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += r[w][d];\n";
@@ -216,8 +229,7 @@ std::string Emitter::attention_row_block(bool causal, const std::string& ty, con
   code += "      const int64_t r = r0 + ii, h = g*" + G + " + r % " + G + ";\n";
   code += "      " + ty + "* o = out + ((b*" + std::to_string(H) + "LL + h)*tj_tq + r / " + G + ")*" + Dvs + ";\n";
   code += "      const bool any = limit_of(r) > 0;\n";
-  for (int w = 8; w >= 1; w /= 2)
-    code += "      for (int64_t jj = 0; jj < " + std::to_string(w) + "; ++jj) l[ii][jj] += l[ii][jj + " + std::to_string(w) + "];\n";
+  code += lane_tree("      ", "l[ii]", "l[ii][jj] + l[ii][jj + $]");
   code += "      for (int64_t d = 0; d < " + Dvs + "; ++d) o[d] = any ? acc[ii][d]/l[ii][0] : (" + ty + ")NAN;\n    }\n";
   return code;
 }
