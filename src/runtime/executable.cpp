@@ -95,6 +95,13 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     for (size_t d = 0; fits && d < a.shape().size(); ++d) fits = !n.type.shape[d].is_const() || n.type.shape[d].value() == a.shape()[d];
     if (!fits) throw Error("compile: param '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
   }
+  // oneDNN's kernels are made while this compiles, when a product of more
+  // than one row will need them (one row is a GEMV of the generated code's).
+  std::optional<GemmWarmup> warm;
+  for (const Node& n : graph.nodes()) {
+    const auto& s = n.type.shape;
+    if (n.op == Op::matmul && n.type.dtype == DType::f32 && s.size() >= 2 && s[s.size() - 2] != Dim(1) && !warm) warm.emplace();
+  }
   Compilation c;
   optimize(c, graph, params, o);
   s->stats.program_cache_hit = c.program_cache_hit;

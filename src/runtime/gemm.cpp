@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include <atomic>
 #include <string>
+#include <system_error>
 
 namespace tj {
 
@@ -44,6 +46,22 @@ int gemm_f64(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const 
               static_cast<blasint>(n), static_cast<blasint>(k), 1.0, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0, c,
               static_cast<blasint>(ldc));
   return 0;
+}
+
+GemmWarmup::GemmWarmup() {
+  static std::atomic<bool> started{false};
+  if (started.exchange(true)) return;
+  try {
+    thread_ = std::thread([] {
+      float a[32 * 32] = {}, b[32 * 32] = {}, c[32 * 32];
+      gemm_f32(false, false, 32, 32, 32, a, 32, b, 32, c, 32);
+    });
+  } catch (const std::system_error&) {  // no thread to be had: the first product pays
+  }
+}
+
+GemmWarmup::~GemmWarmup() {
+  if (thread_.joinable()) thread_.join();
 }
 
 const char* gemm_f32_library() {

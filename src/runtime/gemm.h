@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <thread>
 
 namespace tj {
 
@@ -19,6 +20,24 @@ int gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const 
               float* c, int64_t ldc);
 int gemm_f64(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
               int64_t ldb, double* c, int64_t ldc);
+
+// oneDNN generates its f32 kernels on the process's first product of any
+// size: 40-55 ms on this project's Xeon, more than a warm start's whole
+// compilation. A GemmWarmup made at the start of a compilation has a thread
+// of its own make one small product meanwhile; its destructor waits for
+// that thread, so none outlives the compilation (a thread still inside
+// oneDNN while the process exits would meet its statics being destroyed).
+// Only the first GemmWarmup of a process starts a thread.
+class GemmWarmup {
+ public:
+  GemmWarmup();
+  ~GemmWarmup();
+  GemmWarmup(const GemmWarmup&) = delete;
+  GemmWarmup& operator=(const GemmWarmup&) = delete;
+
+ private:
+  std::thread thread_;
+};
 
 // The f32 GEMM's library and the kernels it chose, for logs and reports
 // ("oneDNN 2.6.3 (avx512_core)").
