@@ -127,9 +127,12 @@ TEST_F(ProgramCache, LeastRecentlyUsedEntriesAreEvicted) {
 
 TEST_F(ProgramCache, CorruptEntriesAreRebuilt) {
   Executable::compile(g_, params_);
+  EXPECT_TRUE(Executable::compile(g_, params_).stats().program_cache_hit);  // its data file is trusted now (.seen)
   ASSERT_EQ(entries(".bin").size(), 1u);
+  ASSERT_EQ(entries(".seen").size(), 1u);
   fs::path bin = entries(".bin")[0], text = entries(".tj")[0];
-  {  // one flipped bit in the constants
+  {  // one flipped bit in the constants, the modification time put back
+    auto when = fs::last_write_time(bin);
     std::fstream f(bin, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(100);
     char c;
@@ -137,11 +140,14 @@ TEST_F(ProgramCache, CorruptEntriesAreRebuilt) {
     c ^= 1;
     f.seekp(100);
     f.write(&c, 1);
+    f.close();
+    fs::last_write_time(bin, when);
   }
   Executable a = Executable::compile(g_, params_);
   EXPECT_FALSE(a.stats().program_cache_hit);
   expect_right(a, params_);
   EXPECT_TRUE(Executable::compile(g_, params_).stats().program_cache_hit);  // rebuilt
+  EXPECT_TRUE(Executable::compile(g_, params_).stats().program_cache_hit);  // and trusted
   fs::resize_file(text, fs::file_size(text) / 2);
   Executable b = Executable::compile(g_, params_);
   EXPECT_FALSE(b.stats().program_cache_hit);
