@@ -164,7 +164,7 @@ Entry JitFunction::Impl::make_entry(JitArgs::State& st, Graph g, bool* compiled)
   return e;
 }
 
-std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>& ts) {
+std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>& ts, bool given) {
   Bindings in;
   for (const auto& [n, site] : e.real_sizes)  // before the arrays move into `in`
     in[n] = NDArray::scalar(DType::i64, static_cast<double>(ts[site.first].shape()[static_cast<size_t>(site.second)]));
@@ -178,9 +178,10 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
     }
   }
   // Padded: a donated cache is cut straight out of its buffer below, not
-  // copied out at the padded size first.
+  // copied out at the padded size first. Given up by the caller: it moves
+  // into its output below.
   RunOptions ro;
-  ro.copy_donated_outputs = e.symbols.empty() || !e.program->exe;
+  ro.copy_donated_outputs = !e.program->exe || (e.symbols.empty() && !given);
   std::vector<NDArray> out;
   try {
     out = e.program->run(in, ro);
@@ -191,7 +192,21 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
   }
   for (size_t i = 0; i < ts.size(); ++i)
     if (e.used[i]) (e.pads[i] ? e.buffers[i] : ts[i]) = std::move(in[tensor_name(i)]);
-  if (e.symbols.empty()) return out;
+  if (e.symbols.empty()) {
+    if (ro.copy_donated_outputs) return out;
+    const std::vector<int>& aliases = e.program->exe->output_aliases();
+    for (size_t k = 0; k < out.size(); ++k) {
+      int input = aliases[k];
+      int t = input >= 0 ? e.input_tensor[static_cast<size_t>(input)] : -1;
+      if (t < 0) continue;
+      NDArray& cache = ts[static_cast<size_t>(t)];
+      if (cache.raw()) out[k] = std::move(cache);
+      else  // a second output of the same cache: already moved into an earlier one
+        for (size_t j = 0; j < k; ++j)
+          if (aliases[j] == input) out[k] = out[j];
+    }
+    return out;
+  }
   SymEnv real;
   for (const auto& [sym, site] : e.symbols) real[sym] = ts[site.first].shape()[static_cast<size_t>(site.second)];
   const std::vector<int>* aliases = ro.copy_donated_outputs ? nullptr : &e.program->exe->output_aliases();
@@ -208,7 +223,8 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
   return out;
 }
 
-std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic) {
+std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic,
+                                                      bool given) {
   auto t0 = Clock::now();
   JitArgs::State st(name, ts, vs, o, symbolic, dynamic);
   if (tensor_names) st.tensor_names = &*tensor_names, st.value_names = &*value_names;
@@ -233,17 +249,17 @@ std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, 
     limit_reached("this call");
     ++stats.eager_calls;
     ++stats.graphs_run;
-    return run_entry(e, ts);
+    return run_entry(e, ts, given);
   }
   stats.compile_seconds += seconds_since(t0);
   ++stats.compilations;
   if (log_enabled("jit")) std::fprintf(stderr, "[jit] %s: entry %d compiled in %.3f s\n", name.c_str(), e.id, seconds_since(t0));
   entries.push_back(std::move(e));
   ++stats.graphs_run;
-  return run_entry(entries.back(), ts);
+  return run_entry(entries.back(), ts, given);
 }
 
-std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs) {
+std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool given) {
   ++stats.calls;
   // What this call may change before its trace succeeds: a call that fails
   // (a shape error, a bad argument) leaves the function as it found it.
@@ -255,7 +271,7 @@ std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std
       if (entries[k].guards.pass(ts, vs)) {
         ++stats.hits;
         ++stats.graphs_run;
-        return run_entry(entries[k], ts);
+        return run_entry(entries[k], ts, given);
       }
     if (!entries.empty()) {
       std::string why;
@@ -266,18 +282,18 @@ std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std
   }
   try {
     try {
-      return trace_and_run(ts, vs, !breaking);
+      return trace_and_run(ts, vs, !breaking, given);
     } catch (const RestartStatic& r) {
       note("call " + std::to_string(stats.calls) + ": dynamic dims refused (" + r.why + "): traced again with static shapes");
       if (r.breaks) breaking = true;
-      return trace_and_run(ts, vs, false);
+      return trace_and_run(ts, vs, false, given);
     } catch (const Error& e) {
       if (turned.empty()) throw;
       // The dims just turned symbolic may be what failed (a size the code
       // needs to know): this call is traced with them static instead.
       dynamic = dynamic_before;
       note("call " + std::to_string(stats.calls) + ": the symbolic trace failed (" + e.what() + "): traced again with those dims static");
-      return trace_and_run(ts, vs, !breaking);
+      return trace_and_run(ts, vs, !breaking, given);
     }
   } catch (...) {
     dynamic = dynamic_before;
@@ -335,7 +351,8 @@ std::vector<NDArray> JitFunction::operator()(std::vector<NDArray>& tensors, cons
 }
 
 std::vector<NDArray> JitFunction::operator()(std::vector<NDArray>&& tensors, const std::vector<JitValue>& values) {
-  return (*this)(tensors, values);
+  if (p_->tensor_names) throw Error("jit '" + p_->name + "': called with positional arguments after named ones");
+  return p_->call(tensors, values, true);
 }
 
 std::vector<NDArray> JitFunction::operator()(Bindings& tensors, const NamedValues& values) { return p_->call_named(tensors, values); }

@@ -114,12 +114,14 @@ struct JitFunction::Impl {
   bool warned_limit = false;
   std::map<std::string, std::shared_ptr<jitimpl::Program>> graphs;  // a breaking function's graphs, by text
 
-  std::vector<NDArray> call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs);
+  // `given`: the caller gave its tensors up (an rvalue call), so donated
+  // caches, updated in place, move into the outputs instead of being copied.
+  std::vector<NDArray> call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool given = false);
   // The names of a function called with named arguments (fixed by its first call).
   std::optional<std::vector<std::string>> tensor_names, value_names;
   std::vector<NDArray> call_named(Bindings& ts, const JitFunction::NamedValues& vs);
-  std::vector<NDArray> run_entry(jitimpl::Entry& e, std::vector<NDArray>& ts);
-  std::vector<NDArray> trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic);
+  std::vector<NDArray> run_entry(jitimpl::Entry& e, std::vector<NDArray>& ts, bool given);
+  std::vector<NDArray> trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic, bool given);
   std::set<std::pair<size_t, int>> dynamic;  // automatic dims that have shown a second value
   // An entry that fails only on sizes of automatic dims: those dims turn
   // symbolic. Returns a note of the ones that did.

@@ -353,9 +353,11 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
                                    : "run: gather index out of range");
   };
   check_status();
-  // Reuse the caller's arrays when they already have the right types.
+  // Reuse the caller's arrays when they already have the right types. A
+  // donated cache left out is left as the caller had it (no array at first).
   outputs.resize(g.outputs().size());
   for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!o.copy_donated_outputs && s.output_alias[i] >= 0) continue;
     DType t = g.type(g.outputs()[i]).dtype;
     if (outputs[i].dtype() != t || outputs[i].shape() != s.output_shapes[i] || !outputs[i].raw())
       outputs[i] = NDArray(t, s.output_shapes[i]);

@@ -26,7 +26,7 @@
 namespace tj {
 
 struct RunOptions {
-  bool copy_donated_outputs = true;  // false: outputs that are donated caches are left as they are
+  bool copy_donated_outputs = true;  // false: outputs that are donated caches are left as they are (none at first)
   // A decode-sized program's small kernels: -1 split over the pool or not,
   // whichever its calls measure faster (runtime/split_choice.h); 0 on the
   // calling thread; 1 split. The results are the same bits.

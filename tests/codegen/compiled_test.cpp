@@ -347,8 +347,7 @@ TEST_F(Compiled, DonatedCachesNeedNotBeCopiedOut) {
   ASSERT_EQ(out.size(), 3u);
   EXPECT_LE(compare_outputs({out[0]}, {want[0]}).max_rel, 1e-5);
   EXPECT_LE(compare_outputs({inputs.at("k_cache"), inputs.at("v_cache")}, {want[1], want[2]}).max_rel, 1e-5);
-  for (size_t i = 1; i < 3; ++i)
-    for (double v : out[i].to_vector()) ASSERT_EQ(v, 0.0) << "a donated output was copied";
+  for (size_t i = 1; i < 3; ++i) EXPECT_EQ(out[i].raw(), nullptr) << "a donated output was made";
   // The aliases as data: outputs 1 and 2 are the arrays of inputs k_cache and v_cache.
   const auto& aliases = exe.output_aliases();
   ASSERT_EQ(aliases.size(), 3u);

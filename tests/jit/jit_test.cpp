@@ -359,6 +359,36 @@ TEST_F(Jit, GraphBreaksKeepTheCallersArrays) {
   EXPECT_EQ(out[1].to_vector(), (std::vector<double>{1, 9, 3, 4}));
 }
 
+// Called with its arguments given up (an rvalue vector), a function's
+// donated cache moves into its output: the same array, updated in place,
+// holding what a call that keeps its arguments returns as a copy.
+TEST_F(Jit, GivenCachesMoveIntoTheirOutputs) {
+  for (DynamicPolicy p : {DynamicPolicy::static_shapes, DynamicPolicy::symbolic}) {
+    JitOptions o;
+    o.dims = {{0, 0, p}};
+    JitFunction f = jit(p == DynamicPolicy::symbolic ? "kv_given_symbolic" : "kv_given", [](JitArgs& a) {
+      Tensor c2 = kv_write(a.tensor(0), a.tensor(1), a.tensor(2), 0);
+      return std::vector<Tensor>{sum(c2 * 2.0, {0}), c2};
+    }, o);
+    auto args = [](int64_t at) {
+      return std::vector<NDArray>{NDArray::from(DType::f32, {4}, {1, 2, 3, 4}), NDArray::from(DType::f32, {1}, {9}),
+                                  NDArray::scalar(DType::i64, static_cast<double>(at))};
+    };
+    for (int64_t at : {1, 3}) {
+      std::vector<NDArray> kept = args(at);
+      auto want = f(kept);
+      EXPECT_NE(want[1].raw(), kept[0].raw());  // kept: the output is a copy
+      std::vector<NDArray> given = args(at);
+      const void* cache = given[0].raw();
+      auto got = f(std::move(given));
+      EXPECT_EQ(got[1].raw(), cache);
+      EXPECT_EQ(got[1].to_vector(), want[1].to_vector());
+      EXPECT_EQ(got[0].to_vector(), want[0].to_vector());
+    }
+    EXPECT_EQ(f.stats().compilations, 1);
+  }
+}
+
 TEST_F(Jit, BadCallsAreReported) {
   NDArray w = filled(DType::f32, {8, 4}, 1);
   JitFunction f = jit("mlp", mlp(w));
