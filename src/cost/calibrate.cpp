@@ -79,8 +79,25 @@ double measure_vector() {
 
 }  // namespace
 
+std::string machine_identity() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, name = "unknown CPU", family = "?", model = "?";
+  auto value = [](const std::string& l) {  // "model name\t: Intel(R) ..." -> "Intel(R) ..."
+    size_t at = l.find_first_not_of(" \t", l.find(':') == std::string::npos ? l.size() : l.find(':') + 1);
+    return at == std::string::npos ? std::string() : l.substr(at);
+  };
+  while (std::getline(f, line) && !line.empty()) {  // the first processor's block
+    if (line.rfind("model name", 0) == 0) name = value(line);
+    else if (line.rfind("cpu family", 0) == 0) family = value(line);
+    else if (line.rfind("model", 0) == 0 && line.find("name") == std::string::npos) model = value(line);
+  }
+  return name + " (family " + family + " model " + model + "), " + std::to_string(ThreadPool::global().threads()) + " threads, " +
+         gemm_f32_library();
+}
+
 Calibration measure_machine() {
   Calibration c;
+  c.machine = machine_identity();
   c.threads = ThreadPool::global().threads();
   c.sgemm_flops = measure_sgemm();
   c.stream_bandwidth = measure_stream();
@@ -105,7 +122,9 @@ bool load_calibration(Calibration* out) {
     c.vector_flops = j.at("vector_flops").get<double>();
     c.threads = j.at("threads").get<int>();
     c.date = j.at("date").get<std::string>();
+    c.machine = j.value("machine", "");
     if (c.sgemm_flops <= 0 || c.stream_bandwidth <= 0 || c.vector_flops <= 0) return false;
+    if (c.machine != machine_identity()) return false;  // measured elsewhere (or before the file said where)
     *out = c;
     return true;
   } catch (const std::exception&) {
@@ -119,7 +138,7 @@ void save_calibration(const Calibration& c) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   nlohmann::json j = {{"sgemm_flops", c.sgemm_flops}, {"stream_bandwidth", c.stream_bandwidth},
-                      {"vector_flops", c.vector_flops}, {"threads", c.threads}, {"date", c.date}};
+                      {"vector_flops", c.vector_flops}, {"threads", c.threads}, {"machine", c.machine}, {"date", c.date}};
   fs::path tmp = path;
   tmp += ".tmp" + std::to_string(::getpid());
   {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -439,11 +440,24 @@ TEST(Tjc, AnalyzeOnThisCpuCalibratesOnceIntoTheCache) {
   ASSERT_EQ(pclose(p), 0) << out;
   auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["hardware"], "cpu");
-  std::ifstream cal(dir + "/calibration.json");
-  ASSERT_TRUE(cal.good());
-  auto c = nlohmann::json::parse(cal);
+  auto read = [&] {
+    std::ifstream cal(dir + "/calibration.json");
+    EXPECT_TRUE(cal.good());
+    return nlohmann::json::parse(cal);
+  };
+  auto c = read();
   EXPECT_GT(c["sgemm_flops"].get<double>(), 1e9);
   EXPECT_GT(c["stream_bandwidth"].get<double>(), 1e8);
+  const std::string here = c["machine"].get<std::string>();
+  EXPECT_NE(here.find("threads"), std::string::npos) << here;
+  // A file measured on another machine is measured again.
+  c["machine"] = "another machine";
+  c["sgemm_flops"] = 1.0;
+  std::ofstream(dir + "/calibration.json") << c.dump();
+  ASSERT_EQ(std::system((cmd + " >/dev/null").c_str()), 0);
+  auto again = read();
+  EXPECT_EQ(again["machine"], here);
+  EXPECT_GT(again["sgemm_flops"].get<double>(), 1e9);
   std::filesystem::remove_all(dir);
 }
 
