@@ -6,8 +6,9 @@ tensorjit's compiled code, on the same inputs and weights, in one run.
     bench/compare_numpy.py --config tinyllama --mode prefill --tokens 128 --busy 4 --repeat 5
 
 `tjc bench --dump DIR` writes the inputs, the weights and the compiled
-outputs, and times tensorjit in fresh processes (`--repeat K`: K of them).
-Then K fresh processes of this script each run the same layer written with
+outputs. Then, K times (`--repeat K`), in turn: a fresh `tjc bench --child`
+process times tensorjit; with `--busy N` another one times it beside N
+compile jobs; and a fresh process of this script runs the same layer written with
 numpy (float32, one BLAS call per matmul), with jax.jit (caches donated) if
 `import jax` works, with PyTorch eager ops (inference mode) and through
 torch.compile (Inductor) if `import torch` works, and in ONNX Runtime
@@ -15,8 +16,10 @@ torch.compile (Inductor) if `import torch` works, and in ONNX Runtime
 with torch.onnx.export (built op by op with onnx.helper when torch is not
 installed); each checks that every output agrees with tensorjit's and times
 every system: median and 90th percentile per call. `--busy N` times
-everything again while N background jobs compile a C++ file over and over
-(tensorjit beside its own jobs in `tjc bench --busy`). Every system runs at
+everything again while N background jobs compile a C++ file over and over.
+The systems take turns, so that the machine's drift over minutes (this
+project's shared machines move by 10-30%) falls on each of them alike
+rather than on whichever ran first. Every system runs at
 the machine's thread count. The report gives, per system, the median of the
 K medians and of the K p90s, quiet and busy, the worst busy run, each
 against tensorjit, and the worst busy median over the quiet median. Run it
@@ -232,19 +235,25 @@ def timing(f, budget, min_runs=5):
     return times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.9))]
 
 
-def tjc_bench(args, dump=None, repeat=0, busy=0):
-    cmd = [args.tjc, "bench", "--model", "llama-layer", "--config", args.config, "--mode", args.mode, "--json",
-           "--seconds", str(args.seconds)]
-    if dump:
-        cmd += ["--dump", dump]
-    if repeat:
-        cmd += ["--repeat", str(repeat)]
-    if busy:
-        cmd += ["--busy", str(busy)]
+def trace_args(args):
+    cmd = ["--model", "llama-layer", "--config", args.config, "--mode", args.mode]
     if args.mode == "prefill":
         cmd += ["--tokens", args.tokens]
     if args.kv_len:
         cmd += ["--kv-len", args.kv_len]
+    return cmd
+
+
+def tjc_child(args):
+    """One fresh tjc process timing the compiled layer for --seconds: (median, 90th percentile) per call, in seconds."""
+    out = subprocess.run([args.tjc, "bench", "--child", "--seconds", str(args.seconds)] + trace_args(args), check=True,
+                         capture_output=True, text=True).stdout
+    calls = json.loads(out.strip().splitlines()[-1])["calls"]
+    return calls["median_us"] * 1e-6, calls["p90_us"] * 1e-6
+
+
+def tjc_bench(args, dump):
+    cmd = [args.tjc, "bench", "--json", "--seconds", str(args.seconds), "--dump", dump] + trace_args(args)
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
@@ -418,15 +427,18 @@ def main():
         return child(args)
 
     with tempfile.TemporaryDirectory() as dump:
-        # tensorjit: its own K fresh processes, quiet and (--busy) beside its own compile jobs.
-        tj = tjc_bench(args, dump, args.repeat, args.busy)
-        runs = [subprocess.run([sys.executable, os.path.abspath(__file__), "--child", dump, "--config", args.config, "--seconds",
-                                str(args.seconds), "--busy", str(args.busy)], check=True, capture_output=True, text=True)
-                for _ in range(args.repeat)]
+        tj = tjc_bench(args, dump)  # the interpreter's time, and the outputs every peer is checked against
+        tj_quiet, tj_busy, runs = [], [], []
+        for _ in range(args.repeat):  # in turn: tensorjit quiet, tensorjit busy, the peers quiet then busy
+            tj_quiet.append(tjc_child(args))
+            if args.busy:
+                with tempfile.TemporaryDirectory() as folder, BusyLoad(args.busy, 60 + 2 * args.seconds, folder):
+                    tj_busy.append(tjc_child(args))
+            runs.append(subprocess.run([sys.executable, os.path.abspath(__file__), "--child", dump, "--config", args.config,
+                                        "--seconds", str(args.seconds), "--busy", str(args.busy)], check=True, capture_output=True,
+                                       text=True))
     runs = [json.loads(r.stdout.strip().splitlines()[-1]) for r in runs]
-    fp = tj["fresh_processes"]
-    table = [("tensorjit compiled", [(t["median_us"] * 1e-6, t["p90_us"] * 1e-6) for t in fp["quiet"]],
-              [(t["median_us"] * 1e-6, t["p90_us"] * 1e-6) for t in fp["busy"]], "")]
+    table = [("tensorjit compiled", tj_quiet, tj_busy, "")]
     for i, s in enumerate(runs[0]["systems"]):
         per = [r["systems"][i] for r in runs]
         rel = max(p["rel"] for p in per)
