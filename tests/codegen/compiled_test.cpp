@@ -293,11 +293,12 @@ TEST_F(Compiled, ResultsDoNotDependOnTheThreadCount) {
   const auto& c = models::llama_config("tiny");
   std::vector<Graph> graphs = {
       parse_graph("graph g\ninput %x : f32[64,512]\nparam %w : f32[512,1024]\ninput %v : f32[1,1024]\nparam %u : f32[1024,512]\n"
-                  "input %q : f32[1,4,64,32]\ninput %k : f32[1,4,64,32]\ninput %vv : f32[1,4,64,32]\n"
+                  "input %q : f32[1,4,64,32]\ninput %k : f32[1,4,64,32]\ninput %vv : f32[1,4,64,32]\ninput %y : f32[1,64,1024]\n"
                   "%0 = matmul(%x, %w) : f32[64,1024]\n%1 = softmax(%0) {axis=-1} : f32[64,1024]\n"
                   "%2 = matmul(%v, %u) : f32[1,512]\n%3 = exp(%2) : f32[1,512]\n"
                   "%4 = flash_attn(%q, %k, %vv) {scale=0.125} : f32[1,4,64,32]\n%5 = mul(%x, %x) : f32[64,512]\n"
-                  "return %1, %3, %4, %5\n"),
+                  "%6 = exp(%y) : f32[1,64,1024]\n"  // split over its 64 rows
+                  "return %1, %3, %4, %5, %6\n"),
       models::trace_llama_layer(c, {1, 1, 64, DType::f32}), models::trace_llama_layer(c, {1, 16, 16, DType::f32})};
   for (const Graph& g : graphs) {
     RandomInputOptions ro;

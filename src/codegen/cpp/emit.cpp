@@ -245,10 +245,14 @@ std::string Emitter::loops(const Sizes& sh, const Idx& vars, const std::string& 
                   bool simd, bool columns) {
   if (sh.empty()) return "{\n" + body + "}\n";
   std::string open, close;
-  bool par = allow_parallel && !columns && hint(count(sh)) >= kParallelElements && hint(sh[0]) > 1;
+  // Split over the outermost dim of more than one element ([1,128,5632]:
+  // the 128 rows); dims of one outside it are loops of one iteration.
+  size_t split = 0;
+  while (split + 1 < sh.size() && hint(sh[split]) <= 1) ++split;
+  bool par = allow_parallel && !columns && hint(count(sh)) >= kParallelElements && hint(sh[split]) > 1;
   for (size_t d = 0; d < sh.size(); ++d) {
     bool innermost = d + 1 == sh.size();
-    if (d == 0 && par) {
+    if (d == split && par) {
       open += open_parallel_loop(vars[d], C(sh[d]), innermost && simd);
       close = close_parallel_loop() + close;
       continue;
