@@ -148,6 +148,40 @@ TEST_F(BuildTest, CompileErrorsCarryDiagnostics) {
   }
 }
 
+// Marked sources split into units: the text before the first mark and after
+// the last in each, the pieces between in order, cut by size.
+TEST(TranslationUnits, SplitAtMarks) {
+  const std::string m = kUnitMark;
+  const std::string src = "H\n" + m + "a\n" + m + "bbbb\n" + m + "c\n" + m + "T\n";
+  EXPECT_EQ(translation_units(src, 1), std::vector<std::string>{src});
+  EXPECT_EQ(translation_units("no marks\n", 4), std::vector<std::string>{"no marks\n"});
+  EXPECT_EQ(translation_units(src, 2), (std::vector<std::string>{"H\na\nbbbb\nT\n", "H\nc\nT\n"}));
+  EXPECT_EQ(translation_units(src, 8), (std::vector<std::string>{"H\na\nT\n", "H\nbbbb\nT\n", "H\nc\nT\n"}));
+  const std::string one = "H\n" + m + "a\n" + m + "T\n";  // a single piece: nothing to split
+  EXPECT_EQ(translation_units(one, 4), std::vector<std::string>{one});
+}
+
+// Units compiled apart link into one library (a function calls one from
+// another unit); a unit that fails reports the compiler's error and leaves
+// no unit files behind.
+TEST_F(BuildTest, MarkedSourcesBuildInUnits) {
+  const std::string m = kUnitMark;
+  const std::string head = "extern \"C\" int tj_one();\n";
+  BuildResult r = build_library(head + m + "extern \"C\" int tj_one() { return 40; }\n" + m +
+                                    "extern \"C\" int tj_answer() { return tj_one() + 2; }\n" + m,
+                                cxx_);
+  EXPECT_EQ(call(r), 42);
+  try {
+    build_library(head + m + "extern \"C\" int tj_one() { return 40; }\n" + m + "this is not C++\n" + m, cxx_);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("compiling generated code failed"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("error"), std::string::npos);
+  }
+  for (const auto& f : fs::directory_iterator(dir_ / "kernels"))
+    EXPECT_EQ(f.path().string().find(".u"), std::string::npos) << f.path();
+}
+
 // A process that takes signals without SA_RESTART (libFuzzer's timer, a
 // profiler) interrupts the read of the compiler's output. That must not cut
 // the output short: the compiler would then write into a closed pipe and die

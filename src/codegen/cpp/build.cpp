@@ -21,6 +21,7 @@
 #include "support/files.h"
 #include "support/paths.h"
 #include "support/process.h"
+#include "runtime/thread_pool.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -272,6 +273,97 @@ std::vector<std::string> default_flags() {
   return flags;
 }
 
+std::vector<std::string> translation_units(const std::string& source, int n) {
+  const std::string mark = kUnitMark;
+  std::vector<size_t> at;
+  for (size_t p = source.find(mark); p != std::string::npos; p = source.find(mark, p + mark.size())) at.push_back(p);
+  if (n <= 1 || at.size() < 3) return {source};  // fewer than two pieces
+  const std::string head = source.substr(0, at.front()), tail = source.substr(at.back() + mark.size());
+  std::vector<std::string> pieces;
+  size_t total = 0;
+  for (size_t i = 0; i + 1 < at.size(); ++i) {
+    pieces.push_back(source.substr(at[i] + mark.size(), at[i + 1] - at[i] - mark.size()));
+    total += pieces.back().size();
+  }
+  const size_t units = std::min(pieces.size(), static_cast<size_t>(n));
+  std::vector<std::string> out;
+  std::string body;
+  size_t done = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    body += pieces[i];
+    done += pieces[i].size();
+    // Cut when this unit has its share of the bytes, or when the pieces
+    // left are just enough for one per unit left.
+    const size_t left = pieces.size() - i - 1, units_left = units - out.size() - 1;
+    if (units_left > 0 && left > 0 && (done * units >= total * (out.size() + 1) || left == units_left))
+      out.push_back(head + body + tail), body.clear();
+  }
+  out.push_back(head + body + tail);
+  return out;
+}
+
+namespace {
+
+// Compiles the units of `source` into the shared library `lib`: one command
+// for a single unit; for several, each to an object in parallel (one shell
+// running them all, so that no compiler inherits another's pipe), then a
+// link. Returns the compilers' output; throws tj::Error on a failure.
+std::string compile_units(const std::string& source, const fs::path& src, const fs::path& lib, const Compiler& cxx,
+                          const std::vector<std::string>& flags) {
+  std::vector<std::string> units = translation_units(source, usable_cpus());
+  std::string out, cmd;
+  auto fail = [&](int status, const std::string& what) {
+    throw Error("compiling generated code failed (" + cxx.path + ", status " + std::to_string(status) + "):\n" +
+                (what.empty() ? "(the compiler printed nothing; command: " + cmd.substr(0, 1000) + ")" : what.substr(0, 4000)));
+  };
+  if (units.size() == 1) {
+    // Flags after the source, so that libraries (-l) link.
+    cmd = shell_quote(cxx.path) + " " + shell_quote(src.string()) + " -o " + shell_quote(lib.string());
+    for (const auto& f : flags) cmd += " " + shell_quote(f);
+    if (int status = run_command(cmd, &out); status != 0) fail(status, out);
+    return out;
+  }
+  std::string compile_flags;  // everything but linking
+  for (const auto& f : flags)
+    if (f != "-shared" && f.rfind("-l", 0) != 0) compile_flags += " " + shell_quote(f);
+  std::vector<fs::path> files;
+  auto remove_files = [&] {
+    std::error_code ec;
+    for (const auto& f : files) fs::remove(f, ec);
+  };
+  std::string objects;
+  cmd = "s=0";
+  for (size_t i = 0; i < units.size(); ++i) {
+    fs::path u = lib.string() + ".u" + std::to_string(i) + ".cpp", o = lib.string() + ".u" + std::to_string(i) + ".o",
+             log = lib.string() + ".u" + std::to_string(i) + ".log";
+    files.insert(files.end(), {u, o, log});
+    write_atomic(u, units[i]);
+    cmd += "; " + shell_quote(cxx.path) + " -c " + shell_quote(u.string()) + " -o " + shell_quote(o.string()) + compile_flags + " >" +
+           shell_quote(log.string()) + " 2>&1 & p" + std::to_string(i) + "=$!";
+    objects += " " + shell_quote(o.string());
+  }
+  for (size_t i = 0; i < units.size(); ++i) cmd += "; wait $p" + std::to_string(i) + " || s=$?";
+  cmd += "; exit $s";
+  int status = run_command(cmd, &out);
+  for (size_t i = 0; i < units.size(); ++i) {
+    bool ok;
+    out += read_file(files[3 * i + 2], &ok);
+  }
+  if (status != 0) {
+    remove_files();
+    fail(status, out);
+  }
+  std::string link = shell_quote(cxx.path) + objects + " -o " + shell_quote(lib.string());
+  for (const auto& f : flags) link += " " + shell_quote(f);
+  cmd = link;
+  status = run_command(link, &out);
+  remove_files();
+  if (status != 0) fail(status, out);
+  return out;
+}
+
+}  // namespace
+
 BuildResult build_library(const std::string& source, const Compiler& cxx, const std::vector<std::string>& flags) {
   BuildResult r;
   std::string keyed = source + "\n// compiler: " + cxx.identity + "\n// cpu: " + cpu_identity() + "\n// flags:";
@@ -302,16 +394,12 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     write_atomic(src, source);
     fs::path tmp = lib;
     tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(Clock::now().time_since_epoch().count());
-    // Flags after the source, so that libraries (-l) link.
-    std::string cmd = shell_quote(cxx.path) + " " + shell_quote(src.string()) + " -o " + shell_quote(tmp.string());
-    for (const auto& f : flags) cmd += " " + shell_quote(f);
     std::string out;
-    int status = run_command(cmd, &out);
-    if (status != 0) {
+    try {
+      out = compile_units(source, src, tmp, cxx, flags);
+    } catch (const Error&) {
       fs::remove(tmp, ec);
-      // The command line too: a failure without output says nothing by itself.
-      throw Error("compiling generated code failed (" + cxx.path + ", status " + std::to_string(status) + "):\n" +
-                  (out.empty() ? "(the compiler printed nothing; command: " + cmd.substr(0, 1000) + ")" : out.substr(0, 4000)));
+      throw;
     }
     if (!fs::exists(tmp, ec)) {
       throw Error("compiling generated code failed (" + cxx.path + " exited with status 0 but wrote no library):\n" +

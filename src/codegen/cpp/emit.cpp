@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "codegen/cpp/build.h"
 #include "tensorjit/error.h"
 
 namespace tj::cpp {
@@ -102,11 +103,13 @@ EmittedProgram Emitter::run() {
   // Small GEMVs and attentions split over the pool only when the program
   // has enough of them (a decode step): one alone is not worth the wake-ups.
   out_.splits_small_kernels = team_work_total_ >= kTeamElements;
+  // Each kernel and output function may go into a translation unit of its
+  // own (build.h): what every unit needs comes before the first mark.
   out_.source = prelude() + op_helpers() + "extern \"C\" {\n\n" + "static const bool tj_team = " + (out_.splits_small_kernels ? "true" : "false") +
-                ";\n\n" + out_.source;
+                ";\n\n" + kUnitMark + "int tj_status = 0;\n\n" + out_.source;
   for (size_t o = 0; o < g_.outputs().size(); ++o) emit_output(o);
   emit_index_checks();
-  out_.source += "}  // extern \"C\"\n";
+  out_.source += std::string(kUnitMark) + "}  // extern \"C\"\n";
   return std::move(out_);
 }
 
@@ -164,7 +167,7 @@ std::string Emitter::prelude() {
          "static inline int64_t tj_matmul_blocks(int64_t n) { return n >= 512 ? std::min<int64_t>(16, n / 256) : 2; }\n\n"
          "// 16 lanes of float or double (GCC's vector extension: no header), for the attention kernels.\n"
          "typedef float tj_vf16 __attribute__((vector_size(64)));\ntypedef double tj_vd16 __attribute__((vector_size(128)));\n\n"
-         "extern \"C\" int tj_status;\nint tj_status = 0;\n\n"
+         "extern \"C\" int tj_status;  // defined once, below\n\n"
          "// c[m,n] = op(a) op(b), row-major, on this thread (src/runtime/gemm.h); a failure is tj_status 4.\n"
          "static inline void tj_gemm(void* api, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,\n"
          "                           const float* b, int64_t ldb, float* c, int64_t ldc) {\n"
@@ -349,7 +352,8 @@ void Emitter::emit_kernel(int k) {
     case KernelKind::rowwise: body = rowwise_body(K); break;
     case KernelKind::reduction: body = reduction_body(K); break;
   }
-  out_.source += "// kernel " + std::to_string(k) + ": " + std::string(kernel_kind_name(K.kind)) + " over " + shape_str(K.space) + "\n";
+  out_.source += std::string(kUnitMark) + "// kernel " + std::to_string(k) + ": " + std::string(kernel_kind_name(K.kind)) + " over " +
+                 shape_str(K.space) + "\n";
   // Share `id` of `nt`, split over the pool when the program has tj_team
   // and the runtime says so (t[n+3], measured per program); alone, all of it. One part per thread: these kernels take a few
   // microseconds, where each further part's claim costs more than it
@@ -436,7 +440,7 @@ void Emitter::emit_output(size_t i) {
   local_.clear();
   used_.clear();
   std::string body = loops(so, iv, "  ((" + T(o) + "*)dst)[" + flat(iv, so) + "] = " + load(o, iv) + ";\n");
-  out_.source += "void " + name + "(void** t, void* dst) {\n" + pointers() + body + "}\n\n";
+  out_.source += std::string(kUnitMark) + "void " + name + "(void** t, void* dst) {\n" + pointers() + body + "}\n\n";
   out_.output_symbols.push_back(name);
 }
 
@@ -459,7 +463,7 @@ void Emitter::emit_index_checks() {
     body += "if (" + C(count(shape(static_cast<ValueId>(v)))) + " > 0) " + loops(si, iv, check, false, false);
   }
   if (body.empty()) return;
-  out_.source += "void tj_check_indices(void** t) {\n" + pointers() + body + "}\n\n";
+  out_.source += std::string(kUnitMark) + "void tj_check_indices(void** t) {\n" + pointers() + body + "}\n\n";
   out_.check_symbol = "tj_check_indices";
 }
 
