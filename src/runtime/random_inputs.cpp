@@ -7,7 +7,7 @@
 namespace tj {
 
 uint64_t Rng::next() {
-  uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+  uint64_t z = (s_ += kStep);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
@@ -40,8 +40,18 @@ Bindings random_inputs(const Graph& g, const RandomInputOptions& opts) {
       throw Error(std::string(n.def().name) + " '" + n.name + "' has symbolic shape " + shape_str(n.type.shape) +
                   ": give its sizes (" + e.what() + ")");
     }
-    NDArray a(n.type.dtype, shape);
     auto fixed = opts.fixed.find(n.name);
+    if (opts.given.count(n.name)) {  // its draws: two per float (normal), one per bool or index, none fixed
+      int64_t count = 1;
+      for (int64_t d : shape) count *= d;
+      uint64_t per = fixed != opts.fixed.end()                                ? 0
+                     : is_float(n.type.dtype)                                 ? 2
+                     : n.type.dtype == DType::boolean || index_range[i] > 0   ? 1
+                                                                              : 0;
+      rng.skip(static_cast<uint64_t>(count) * per);
+      continue;
+    }
+    NDArray a(n.type.dtype, shape);
     for (int64_t k = 0; k < a.numel(); ++k) {
       double v;
       if (fixed != opts.fixed.end()) {

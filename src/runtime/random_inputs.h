@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
+#include <string>
 
 #include "runtime/interpreter.h"
 
@@ -12,6 +15,10 @@ struct RandomInputOptions {
   uint64_t seed = 0;
   SymEnv sizes;                                         // values of symbolic dims
   std::map<std::string, double, std::less<>> fixed;     // scalar inputs given by name
+  // Inputs and params the caller binds itself (an ONNX model's 90 MB of
+  // initializers): not made, and the others get the values they would get
+  // without this (the stream skips the draws the given ones would take).
+  std::set<std::string, std::less<>> given;
 };
 
 // Floats: matrices ~ N(0, 1/fan_in) (fan_in = second-last dim), vectors whose
@@ -32,8 +39,10 @@ class Rng {
   uint64_t next();
   double uniform();  // [0, 1)
   double normal();
+  void skip(uint64_t draws) { s_ += draws * kStep; }  // as `draws` calls of next()
 
  private:
+  static constexpr uint64_t kStep = 0x9e3779b97f4a7c15ull;
   uint64_t s_;
 };
 

@@ -12,7 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include "ir/text.h"
 #include "runtime/interpreter.h"
+#include "runtime/random_inputs.h"
 #include "tensorjit/error.h"
 #include "tensorjit/ndarray.h"
 #include "tensorjit/tensor.h"
@@ -1213,3 +1215,26 @@ TEST_P(InterpOps, Argmax) {
 }
 
 }  // namespace
+
+namespace tj {
+namespace {
+
+// Names the caller binds itself get no random values, and every other input
+// gets the very values it gets without them (the stream skips their draws).
+TEST(RandomInputs, GivenNamesKeepTheOthersValues) {
+  Graph g = parse_graph(
+      "graph g\ninput %a : f32[3,4]\nparam %w : f32[4,5]\ninput %m : bool[7]\nparam %norm : f32[5]\ninput %i : i64[2]\n"
+      "input %x : f32[6]\nparam %t : f32[9,2]\n%0 = gather(%t, %i) {axis=0} : f32[2,2]\nreturn %0\n");
+  RandomInputOptions all, some;
+  all.seed = some.seed = 11;
+  some.given = {"a", "m", "i"};
+  Bindings full = random_inputs(g, all), part = random_inputs(g, some);
+  for (const char* n : {"a", "m", "i"}) EXPECT_FALSE(part.count(n)) << n;
+  for (const char* n : {"w", "norm", "x", "t"}) {
+    ASSERT_TRUE(part.count(n)) << n;
+    EXPECT_EQ(part.at(n).to_vector(), full.at(n).to_vector()) << n;
+  }
+}
+
+}  // namespace
+}  // namespace tj

@@ -81,6 +81,7 @@ Model make_model(const TraceArgs& a, double* trace_seconds = nullptr) {
     if (m.graph.find(k) < 0) throw Error("--set: the graph has no input named '" + k + "'");
     ro.fixed[k] = parse_number(val, "--set " + k);
   }
+  for (const auto& [k, w] : onnx_params) ro.given.insert(k);  // the model's own weights: none made for them
   Bindings all = random_inputs(m.graph, ro);
   for (auto& [k, w] : onnx_params) all[k] = std::move(w);
   m.sizes = ro.sizes;

@@ -89,9 +89,11 @@ void bind_from_shape(const std::string& what, const Type& type, const std::vecto
 }
 
 // The inputs of a run: seeded random values, --set and --input applied.
-Bindings make_inputs(const Graph& g, const RunArgs& a) {
+// `bound`: names the caller binds itself (no random values are made for them).
+Bindings make_inputs(const Graph& g, const RunArgs& a, const std::set<std::string, std::less<>>& bound = {}) {
   RandomInputOptions ro;
   ro.seed = a.seed;
+  ro.given = bound;
   std::vector<std::string> symbols = size_symbols(g);
   for (const auto& s : a.syms) {
     auto [k, v] = split_eq(s, "--sym");
@@ -171,8 +173,11 @@ Bindings make_inputs(const Graph& g, const RunArgs& a) {
     ro.fixed[k] = one.get(0);
     sets[k] = std::move(one);
   }
+  for (const auto& [k, arr] : given) ro.given.insert(k);
+  for (const auto& [k, values] : lists) ro.given.insert(k);
   Bindings in = random_inputs(g, ro);
   for (auto& [k, one] : sets) {
+    if (!in.count(k)) continue;  // also given (--input): that value wins, as below
     NDArray& arr = in.at(k);
     size_t elem = static_cast<size_t>(dtype_size(arr.dtype()));
     for (int64_t i = 0; i < arr.numel(); ++i)
@@ -259,9 +264,12 @@ void cmd_run(RunArgs a) {
   Graph g = onnx ? onnx->graph : load_graph(a.file);
   verify(g);
   if (!a.output.empty()) make_folder(a.output);  // before the work, so that a bad folder fails fast
-  Bindings in = make_inputs(g, a);
+  std::set<std::string, std::less<>> initializers;
   if (onnx && a.weights.empty())
-    for (auto& [name, w] : onnx->params) in[name] = w;
+    for (const auto& [name, w] : onnx->params) initializers.insert(name);
+  Bindings in = make_inputs(g, a, initializers);
+  if (onnx && a.weights.empty())
+    for (auto& [name, w] : onnx->params) in[name] = std::move(w);
   // Compiled first, on its own copy: the interpreter must still see the
   // caches as they were given, not as kv_write left them in place.
   std::vector<NDArray> compiled;
