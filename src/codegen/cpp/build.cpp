@@ -331,34 +331,34 @@ std::string compile_units(const std::string& source, const fs::path& src, const 
     std::error_code ec;
     for (const auto& f : files) fs::remove(f, ec);
   };
-  std::string objects;
-  cmd = "s=0";
-  for (size_t i = 0; i < units.size(); ++i) {
-    fs::path u = lib.string() + ".u" + std::to_string(i) + ".cpp", o = lib.string() + ".u" + std::to_string(i) + ".o",
-             log = lib.string() + ".u" + std::to_string(i) + ".log";
-    files.insert(files.end(), {u, o, log});
-    write_atomic(u, units[i]);
-    cmd += "; " + shell_quote(cxx.path) + " -c " + shell_quote(u.string()) + " -o " + shell_quote(o.string()) + compile_flags + " >" +
-           shell_quote(log.string()) + " 2>&1 & p" + std::to_string(i) + "=$!";
-    objects += " " + shell_quote(o.string());
-  }
-  for (size_t i = 0; i < units.size(); ++i) cmd += "; wait $p" + std::to_string(i) + " || s=$?";
-  cmd += "; exit $s";
-  int status = run_command(cmd, &out);
-  for (size_t i = 0; i < units.size(); ++i) {
-    bool ok;
-    out += read_file(files[3 * i + 2], &ok);
-  }
-  if (status != 0) {
+  try {
+    std::string objects;
+    cmd = "s=0";
+    for (size_t i = 0; i < units.size(); ++i) {
+      fs::path u = lib.string() + ".u" + std::to_string(i) + ".cpp", o = lib.string() + ".u" + std::to_string(i) + ".o",
+               log = lib.string() + ".u" + std::to_string(i) + ".log";
+      files.insert(files.end(), {u, o, log});
+      write_atomic(u, units[i]);
+      cmd += "; " + shell_quote(cxx.path) + " -c " + shell_quote(u.string()) + " -o " + shell_quote(o.string()) + compile_flags + " >" +
+             shell_quote(log.string()) + " 2>&1 & p" + std::to_string(i) + "=$!";
+      objects += " " + shell_quote(o.string());
+    }
+    for (size_t i = 0; i < units.size(); ++i) cmd += "; wait $p" + std::to_string(i) + " || s=$?";
+    cmd += "; exit $s";
+    int status = run_command(cmd, &out);
+    for (size_t i = 0; i < units.size(); ++i) {
+      bool ok;
+      out += read_file(files[3 * i + 2], &ok);
+    }
+    if (status != 0) fail(status, out);
+    cmd = shell_quote(cxx.path) + objects + " -o " + shell_quote(lib.string());
+    for (const auto& f : flags) cmd += " " + shell_quote(f);
+    if (status = run_command(cmd, &out); status != 0) fail(status, out);
+  } catch (...) {  // a unit that failed, or could not be written: none of them stays
     remove_files();
-    fail(status, out);
+    throw;
   }
-  std::string link = shell_quote(cxx.path) + objects + " -o " + shell_quote(lib.string());
-  for (const auto& f : flags) link += " " + shell_quote(f);
-  cmd = link;
-  status = run_command(link, &out);
   remove_files();
-  if (status != 0) fail(status, out);
   return out;
 }
 
