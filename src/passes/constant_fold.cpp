@@ -45,9 +45,9 @@ ConstData evaluate(const Graph& g, const Node& n, bool as_splat) {
       if (d.dtype() == native<T> && d.size() == count) { if (count) std::memcpy(data.data(), d.raw(), count * sizeof(T)); }
       else for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(at(i));
       values.push_back({Array<T>{std::move(shape), std::make_shared<const std::vector<T>>(std::move(data))}});
-    } else {
+    } else {  // exactly: INT64_MAX is 2^63 as a double, which no int64 holds
       std::vector<int64_t> data(count);
-      for (size_t i = 0; i < count; ++i) data[i] = static_cast<int64_t>(at(i));
+      for (size_t i = 0; i < count; ++i) data[i] = d.int_at(d.size() == 1 ? 0 : i);
       values.push_back({Array<int64_t>{std::move(shape), std::make_shared<const std::vector<int64_t>>(std::move(data))}});
     }
   }
