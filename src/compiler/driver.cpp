@@ -32,6 +32,7 @@ void optimize(Compilation& c, const Graph& traced, const Bindings& params, const
   bool cacheable = c.cxx && o.program_cache && !has_control_flow(traced);
   std::string key = cacheable ? program_key(traced, params, o) : "";
   cacheable &= !key.empty();  // no key: the compiler's identity is unknown
+  c.key = key;
   std::optional<PreparedProgram> prepared = cacheable ? load_program(key) : std::nullopt;
   c.program_cache_hit = prepared.has_value();
   if (cacheable) c.stage(prepared ? "program cache hit" : "program cache lookup");
@@ -55,6 +56,21 @@ void optimize(Compilation& c, const Graph& traced, const Bindings& params, const
     c.prepared = std::move(prepared->storage);
     c.prepared_constants = std::move(prepared->constants);
   }
+}
+
+bool load_prepared(Compilation& c, const std::string& key) {
+  c.cxx = find_compiler();
+  c.stage("compiler probe");
+  if (!c.cxx || key.empty()) return false;
+  std::optional<PreparedProgram> prepared = load_program(key);
+  if (!prepared) return false;
+  c.key = key;
+  c.program_cache_hit = true;
+  c.graph = std::move(prepared->graph);
+  c.prepared = std::move(prepared->storage);
+  c.prepared_constants = std::move(prepared->constants);
+  c.stage("program cache hit");
+  return true;
 }
 
 namespace {

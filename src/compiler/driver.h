@@ -35,6 +35,7 @@ struct Compilation {
   std::optional<Compiler> cxx;  // none: no working C++ compiler (the interpreter runs the graph)
   Graph graph;                  // optimized
   bool program_cache_hit = false;
+  std::string key;              // the program cache's key ("" when not cacheable)
   std::shared_ptr<const void> prepared;                              // the program cache's constants, if any
   std::unordered_map<std::string, const void*> prepared_constants;  // by their tj.const.N param's name
   SymEnv hint;                  // the sizes choices are made at
@@ -54,6 +55,10 @@ struct Compilation {
 // Compiler probe, program cache lookup, passes, program cache store. Params
 // must have been checked against the graph. Leaves c.graph optimized.
 void optimize(Compilation& c, const Graph& traced, const Bindings& params, const CompileOptions& o);
+// The program stored under `key` (compiler probe, program cache hit), for a
+// caller that knows the key without the traced graph's params (an ONNX
+// model file seen before): false when there is no compiler or no such entry.
+bool load_prepared(Compilation& c, const std::string& key);
 // Fusion and (with `reorder`) reordering, counted and decided at `hint`.
 Schedule schedule_kernels(const Graph& g, const FusionOptions& fusion, bool reorder, const SymEnv& hint);
 // Fusion, reordering, emission, build and load of c.graph, which must have

@@ -94,21 +94,9 @@ std::string data_hash(const void* data, int64_t bytes) { return hex128(content_h
 
 // A data file that was hashed once need not be hashed on every hit (at
 // memory speed, 15 ms per 177 MB on this project's Xeon): the file's
-// identity as fstat saw it after the hash matched is kept beside it, in
-// <hash>.seen, and a hit whose file still has that identity trusts it.
-// Device, inode, size, and the times of the last modification and status
-// change to the nanosecond: a write, a truncation or a replacement changes
-// them, and the status change time cannot be set back, even by a program
-// that puts the modification time back.
-std::string file_identity(int fd) {
-  struct stat sb;
-  if (::fstat(fd, &sb) != 0) return "";
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%llu %llu %lld %lld.%09ld %lld.%09ld\n", static_cast<unsigned long long>(sb.st_dev),
-                static_cast<unsigned long long>(sb.st_ino), static_cast<long long>(sb.st_size), static_cast<long long>(sb.st_mtim.tv_sec),
-                sb.st_mtim.tv_nsec, static_cast<long long>(sb.st_ctim.tv_sec), sb.st_ctim.tv_nsec);
-  return buf;
-}
+// identity as fstat saw it after the hash matched (support/files.h) is kept
+// beside it, in <hash>.seen, and a hit whose file still has that identity
+// trusts it.
 fs::path seen_path(const fs::path& dir, const std::string& hash) { return dir / (hash + ".seen"); }
 // Records that the open data file `fd` holds what its name says. A record
 // that cannot be written only costs the next hit a hash.
@@ -174,15 +162,12 @@ std::string object_identity(const void* addr) {
   return search.id;
 }
 
-// Which compiler made an entry, once per process: an optimized graph depends
-// on the passes' code, not only on their names, so a rebuilt compiler must
-// not reuse what an older one optimized. Empty: unknown, nothing is cached.
+}  // namespace
+
 const std::string& compiler_identity() {
   static const std::string id = object_identity(reinterpret_cast<const void*>(&object_identity));
   return id;
 }
-
-}  // namespace
 
 std::string program_key(const Graph& traced, const Bindings& params, const CompileOptions& o) {
   if (compiler_identity().empty()) return "";

@@ -84,8 +84,21 @@ struct Executable::State {
   DType fallback_compute = DType::f32;
 };
 
+namespace {
+
+// oneDNN's kernels are made while a program compiles, when a product of more
+// than one row will need them (one row is a GEMV of the generated code's).
+bool needs_gemm_warmup(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    const auto& s = n.type.shape;
+    if (n.op == Op::matmul && n.type.dtype == DType::f32 && s.size() >= 2 && s[s.size() - 2] != Dim(1)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Executable Executable::compile(const Graph& graph, const Bindings& params, const CompileOptions& o) {
-  auto s = std::make_shared<State>();
   for (ValueId p : graph.params()) {
     const Node& n = graph.node(p);
     auto it = params.find(n.name);
@@ -95,16 +108,28 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     for (size_t d = 0; fits && d < a.shape().size(); ++d) fits = !n.type.shape[d].is_const() || n.type.shape[d].value() == a.shape()[d];
     if (!fits) throw Error("compile: param '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
   }
-  // oneDNN's kernels are made while this compiles, when a product of more
-  // than one row will need them (one row is a GEMV of the generated code's).
   std::optional<GemmWarmup> warm;
-  for (const Node& n : graph.nodes()) {
-    const auto& s = n.type.shape;
-    if (n.op == Op::matmul && n.type.dtype == DType::f32 && s.size() >= 2 && s[s.size() - 2] != Dim(1) && !warm) warm.emplace();
-  }
+  if (needs_gemm_warmup(graph)) warm.emplace();
   Compilation c;
   optimize(c, graph, params, o);
+  return finish(c, params, o);
+}
+
+std::optional<Executable> Executable::compile_prepared(const std::string& program_key, const CompileOptions& o) {
+  Compilation c;
+  if (!load_prepared(c, program_key)) return std::nullopt;
+  auto users = users_of(c.graph);
+  for (ValueId p : c.graph.params())  // every weight must be a prepared constant: there are no others
+    if (!users[static_cast<size_t>(p)].empty() && !c.prepared_constants.count(c.graph.node(p).name)) return std::nullopt;
+  std::optional<GemmWarmup> warm;
+  if (needs_gemm_warmup(c.graph)) warm.emplace();
+  return finish(c, {}, o);
+}
+
+Executable Executable::finish(Compilation& c, const Bindings& params, const CompileOptions& o) {
+  auto s = std::make_shared<State>();
   s->stats.program_cache_hit = c.program_cache_hit;
+  s->stats.program_key = c.key;
   s->inputs = c.graph.inputs();
   s->symbolic = !size_symbols(c.graph).empty();
   s->output_alias.assign(c.graph.outputs().size(), -1);  // the host and the interpreter copy every output

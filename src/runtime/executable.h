@@ -16,6 +16,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@
 #include "schedule/fusion.h"
 
 namespace tj {
+
+struct Compilation;  // compiler/driver.h
 
 struct RunOptions {
   bool copy_donated_outputs = true;  // false: outputs that are donated caches are left as they are (none at first)
@@ -37,6 +40,7 @@ struct CompileStats {
   bool compiled = false;     // false: interpreter fallback
   bool cache_hit = false;          // the kernel library came from the cache
   bool program_cache_hit = false;  // the optimized program and its constants did
+  std::string program_key;         // its key in the program cache ("" when not cacheable)
   double compile_seconds = 0, load_seconds = 0;
   size_t kernels = 0;
   int64_t arena_bytes = 0, temporary_bytes = 0, scratch_bytes = 0, constant_bytes = 0;
@@ -53,6 +57,11 @@ class Executable {
  public:
   // `params`: every param of `graph` (they are frozen into the compilation).
   static Executable compile(const Graph& graph, const Bindings& params, const CompileOptions& o = {});
+  // The program the program cache holds under `program_key` (a compilation's
+  // stats().program_key), without the traced graph or its weights: nothing
+  // when there is no compiler, no such entry, or the program still reads a
+  // weight that is not one of its prepared constants.
+  static std::optional<Executable> compile_prepared(const std::string& program_key, const CompileOptions& o = {});
 
   // `outputs` is resized to the graph's outputs on first use and reused.
   // Inputs are not const: caches written by kv_write are donated.
@@ -73,6 +82,7 @@ class Executable {
   struct State;
 
  private:
+  static Executable finish(Compilation& c, const Bindings& params, const CompileOptions& o);
   std::shared_ptr<State> s_;
 };
 

@@ -1,5 +1,6 @@
 #include "support/files.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,16 @@ uintmax_t cache_size_limit(const std::function<void(const std::string&)>& note) 
     return kDefault;
   }
   return static_cast<uintmax_t>(mb) << 20;
+}
+
+std::string file_identity(int fd) {
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%llu %llu %lld %lld.%09ld %lld.%09ld\n", static_cast<unsigned long long>(sb.st_dev),
+                static_cast<unsigned long long>(sb.st_ino), static_cast<long long>(sb.st_size), static_cast<long long>(sb.st_mtim.tv_sec),
+                sb.st_mtim.tv_nsec, static_cast<long long>(sb.st_ctim.tv_sec), sb.st_ctim.tv_nsec);
+  return buf;
 }
 
 void touch_files(const std::vector<fs::path>& files) {

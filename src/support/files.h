@@ -18,6 +18,13 @@ std::string read_file(const std::filesystem::path& p, bool* ok);
 void write_atomic(const std::filesystem::path& path, const std::string& data);
 void write_atomic(const std::filesystem::path& path, const void* data, size_t size);
 
+// The identity of the open file `fd` as fstat gives it: device, inode, size,
+// and the times of its last modification and status change to the
+// nanosecond. A write, a truncation or a replacement changes it, and the
+// status change time cannot be set back, even by a program that puts the
+// modification time back. Empty when fstat fails.
+std::string file_identity(int fd);
+
 // The caches' size limit per folder: TJ_CACHE_MAX_MB, default 4096 MB. A
 // value that is not a whole number of MB is reported through `note` and the
 // default used.

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <onnx/onnx_pb.h>
@@ -153,6 +155,57 @@ TEST(OnnxImport, MlpWithSymbolicBatch) {
     for (int64_t k = 0; k < want[0].numel(); ++k) EXPECT_NEAR(got[0].get(k), want[0].get(k), 1e-6);
   }
   std::remove(path.c_str());
+}
+
+// A compiled `tjc run` of a model file seen before takes its program from
+// the cache without importing the file (compiler/model_cache.h), with the
+// same outputs; the file written again (its modification time put back) is
+// imported again. Initializer names IR text cannot spell ("onnx::W") are fine.
+TEST(OnnxImport, WarmRunsOfAFileSkipTheImport) {
+  auto m = model();
+  auto* g = m.mutable_graph();
+  input(g, "x", onnx::TensorProto::FLOAT, {"batch", "4"});
+  floats(g->add_initializer(), "onnx::W", {4, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}, true);
+  node(g, "MatMul", {"x", "onnx::W"}, {"h"});
+  node(g, "Relu", {"h"}, {"out"});
+  output(g, "out");
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(::testing::TempDir()) / ("tj_onnx_warm_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::path file = dir / "mlp.onnx";
+  auto write = [&] { std::ofstream(file, std::ios::binary) << m.SerializeAsString(); };
+  write();
+  auto run = [&] {
+    std::string cmd = "env TJ_CACHE_DIR=" + (dir / "cache").string() + " TJ_LOG=compile " + TJC_PATH + " run " + file.string() +
+                      " --sym batch=2 --input x=1,-2,3,4,5,6,-7,8 2>&1";
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    for (size_t n; p && (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    EXPECT_EQ(p ? pclose(p) : -1, 0) << out;
+    return out;
+  };
+  auto outputs = [](const std::string& log) {  // the "output I: ..." lines
+    std::string r;
+    std::istringstream lines(log);
+    for (std::string l; std::getline(lines, l);)
+      if (l.rfind("output ", 0) == 0) r += l + "\n";
+    return r;
+  };
+  std::string cold = run(), warm = run();
+  EXPECT_NE(cold.find("[onnx]"), std::string::npos) << cold;  // imported
+  EXPECT_EQ(warm.find("[onnx]"), std::string::npos) << warm;  // not imported
+  EXPECT_NE(warm.find("from the cache"), std::string::npos) << warm;
+  EXPECT_FALSE(outputs(cold).empty());
+  EXPECT_EQ(outputs(warm), outputs(cold));
+  auto when = fs::last_write_time(file);
+  write();
+  fs::last_write_time(file, when);
+  std::string again = run();
+  EXPECT_NE(again.find("[onnx]"), std::string::npos) << again;
+  EXPECT_EQ(outputs(again), outputs(cold));
+  fs::remove_all(dir);
 }
 
 // Gemm (transB, alpha, beta), Reshape by a Constant shape with 0 and -1,

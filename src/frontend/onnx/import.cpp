@@ -290,6 +290,7 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
   Tracer t(g.name().empty() ? "onnx" : g.name());
   Ctx c{t, {}, out.opset, nullptr, opts.base_dir};
   for (const auto& init : g.initializer()) {
+    out.external_data |= init.data_location() == onnx::TensorProto::EXTERNAL;
     NDArray a = tensor_value(init, "initializer", opts.base_dir);
     Value v{t.param(init.name(), a.dtype(), Shape(a.shape().begin(), a.shape().end())), std::nullopt};
     if (a.numel() <= kKnownElements) v.known = a;

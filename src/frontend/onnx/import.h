@@ -24,6 +24,7 @@ struct OnnxModel {
   Bindings params;    // the initializers, by name
   std::vector<std::string> output_names;  // the graph outputs' ONNX names, in order
   int64_t opset = 0;  // of the default (ai.onnx) domain
+  bool external_data = false;  // some initializer's bytes are in another file
 };
 
 struct ImportOptions {
