@@ -271,7 +271,16 @@ void cmd_run(RunArgs a) {
   std::optional<GemmWarmup> warm;
   if (model_file) warm.emplace();
   if (model_file) {
-    if (std::optional<ModelEntry> entry = load_model_entry(a.file)) {
+    std::optional<ModelEntry> entry = load_model_entry(a.file);
+    // --input and --set must name graph inputs (one naming an initializer,
+    // or nothing in the graph, is for the import path to judge).
+    std::vector<std::string> named = a.inputs;
+    named.insert(named.end(), a.sets.begin(), a.sets.end());
+    for (const auto& arg : named) {
+      ValueId id = entry ? entry->graph.find(arg.substr(0, arg.find('='))) : -1;
+      if (id < 0 || entry->graph.node(id).op != Op::input) entry.reset();
+    }
+    if (entry) {
       auto t0 = Clock::now();
       if (std::optional<Executable> exe = Executable::compile_prepared(entry->program_key)) {
         const Graph& g = entry->graph;
