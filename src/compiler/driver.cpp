@@ -23,6 +23,17 @@ void Compilation::stage(std::string name, double seconds) {
   last_ = std::chrono::steady_clock::now();
 }
 
+namespace {
+
+// The program cache's program becomes the compilation's.
+void adopt(Compilation& c, PreparedProgram&& prepared) {
+  c.graph = std::move(prepared.graph);
+  c.prepared = std::move(prepared.storage);
+  c.prepared_constants = std::move(prepared.constants);
+}
+
+}  // namespace
+
 void optimize(Compilation& c, const Graph& traced, const Bindings& params, const CompileOptions& o) {
   c.cxx = find_compiler();
   c.stage("compiler probe");
@@ -51,11 +62,7 @@ void optimize(Compilation& c, const Graph& traced, const Bindings& params, const
       c.stage("program cache store");
     }
   }
-  if (prepared) {
-    c.graph = std::move(prepared->graph);
-    c.prepared = std::move(prepared->storage);
-    c.prepared_constants = std::move(prepared->constants);
-  }
+  if (prepared) adopt(c, std::move(*prepared));
 }
 
 bool load_prepared(Compilation& c, const std::string& key) {
@@ -66,9 +73,7 @@ bool load_prepared(Compilation& c, const std::string& key) {
   if (!prepared) return false;
   c.key = key;
   c.program_cache_hit = true;
-  c.graph = std::move(prepared->graph);
-  c.prepared = std::move(prepared->storage);
-  c.prepared_constants = std::move(prepared->constants);
+  adopt(c, std::move(*prepared));
   c.stage("program cache hit");
   return true;
 }

@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "compiler/program_cache.h"
+#include "ir/extract.h"
 #include "ir/text.h"
 #include "support/files.h"
 #include "support/log.h"
@@ -47,24 +48,13 @@ fs::path entry_path(const std::string& path) {
 // initializer's name ("onnx::MatMul_907") need not be one IR text can spell,
 // and a warm run reads no weight by name (its program holds them all).
 Graph with_plain_param_names(const Graph& g) {
-  Graph out(g.name());
-  std::vector<ValueId> map(g.size());
   int next = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const Node& n = g.nodes()[i];
-    if (n.op == Op::input) map[i] = out.add_input(n.name, n.type);
-    else if (n.op == Op::param) map[i] = out.add_param("w" + std::to_string(next++), n.type);
-    else if (n.op == Op::constant) map[i] = out.copy_const(n);
-    else {
-      std::vector<ValueId> in;
-      for (ValueId v : n.inputs) in.push_back(map[static_cast<size_t>(v)]);
-      map[i] = out.add_raw(n.op, std::move(in), n.attrs);
-    }
-  }
-  std::vector<ValueId> outs;
-  for (ValueId v : g.outputs()) outs.push_back(map[static_cast<size_t>(v)]);
-  out.set_outputs(outs);
-  return out;
+  return copy_graph(g, [&](Graph& s, ValueId v) {
+    const Node& n = g.node(v);
+    if (n.op == Op::input) return s.add_input(n.name, n.type);
+    if (n.op == Op::param) return s.add_param("w" + std::to_string(next++), n.type);
+    return s.copy_const(n);
+  });
 }
 
 }  // namespace

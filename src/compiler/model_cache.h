@@ -3,8 +3,8 @@
 // warm `tjc run` of MiniLM-L6, where the program cache hit took 25 ms.
 //
 // An entry, $TJ_CACHE_DIR/models/<key>.json, holds the traced graph's text
-// (its params declared as w0, w1, ... in order, no values), the outputs' ONNX names and the key of
-// the program the first compilation stored. The key hashes this tensorjit's
+// (its params declared as w0, w1, ... in order, no values), the outputs'
+// ONNX names and the key of the program the first compilation stored. The key hashes this tensorjit's
 // identity, the file's absolute path and its fstat identity (device, inode,
 // size, modification and status change times to the nanosecond): a model
 // file that is written, truncated or replaced is another key, and the status

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <xxhash.h>
 
+#include "ir/extract.h"
 #include "ir/text.h"
 #include "passes/pipeline.h"
 #include "passes/rewriter.h"
@@ -259,33 +260,20 @@ std::optional<PreparedProgram> load_program(const std::string& key) {
 
 PreparedProgram store_program(const std::string& key, const Graph& optimized) {
   // Large constants become params: the graph's text stays small.
-  Graph ext(optimized.name());
-  std::vector<ValueId> map(optimized.size());
   std::unordered_map<std::string, ValueId> constant_of;
   int next = 0;
   auto users = users_of(optimized);  // params that freezing left unused are dropped
-  for (size_t i = 0; i < optimized.size(); ++i) {
-    const Node& n = optimized.nodes()[i];
-    if (n.op == Op::param && users[i].empty()) continue;
-    if (n.op == Op::input) map[i] = ext.add_input(n.name, n.type);
-    else if (n.op == Op::param) map[i] = ext.add_param(n.name, n.type);
-    else if (n.op == Op::constant && n.const_data()->size() > 1) {
-      std::string name;
-      do name = kPrefix + std::to_string(next++);
-      while (optimized.find(name) >= 0);
-      map[i] = ext.add_param(name, n.type);
-      constant_of[name] = static_cast<ValueId>(i);
-    } else if (n.op == Op::constant) {
-      map[i] = ext.copy_const(n);
-    } else {
-      std::vector<ValueId> in;
-      for (ValueId v : n.inputs) in.push_back(map[static_cast<size_t>(v)]);
-      map[i] = ext.add_raw(n.op, std::move(in), n.attrs);
-    }
-  }
-  std::vector<ValueId> outs;
-  for (ValueId v : optimized.outputs()) outs.push_back(map[static_cast<size_t>(v)]);
-  ext.set_outputs(outs);
+  Graph ext = copy_graph(optimized, [&](Graph& s, ValueId v) -> ValueId {
+    const Node& n = optimized.node(v);
+    if (n.op == Op::input) return s.add_input(n.name, n.type);
+    if (n.op == Op::param) return users[static_cast<size_t>(v)].empty() ? -1 : s.add_param(n.name, n.type);
+    if (n.const_data()->size() <= 1) return s.copy_const(n);
+    std::string name;
+    do name = kPrefix + std::to_string(next++);
+    while (optimized.find(name) >= 0);
+    constant_of[name] = v;
+    return s.add_param(name, n.type);
+  });
   // Read back from its text, as a warm start will.
   std::string text = print_graph(ext);
   Graph g = parse_graph(text);

@@ -13,8 +13,9 @@
 // files' hashes is written last; an entry whose files do not match it is
 // rebuilt. A data file is hashed on the hit that first meets it, then
 // trusted while its fstat identity (inode, size, modification and status
-// change times) is the one recorded after that hash, in <hash>.seen. The folder is held under TJ_CACHE_MAX_MB (default 4096): after
-// a store the least recently used files go (a hit touches its entry's).
+// change times) is the one recorded after that hash, in <hash>.seen. The
+// folder is held under TJ_CACHE_MAX_MB (default 4096): after a store the
+// least recently used files go (a hit touches its entry's).
 //
 // Cold and warm compilations run fusion and emission on the same graph, read
 // back from the same text, so the generated source (and its library in the

@@ -16,4 +16,10 @@ namespace tj {
 Graph extract_range(const Graph& g, size_t begin, size_t end, const std::vector<ValueId>& outs, const std::string& name,
                     const std::function<ValueId(Graph& s, ValueId v)>& outside);
 
+// A copy of `g`, node by node in order: each input, param and constant is
+// brought in by `leaf(s, v)`, which adds it to the new graph `s` and returns
+// its id there (or -1 to leave out one that no op reads); the ops are copied
+// as they are. For renaming or converting a graph's leaves (the caches).
+Graph copy_graph(const Graph& g, const std::function<ValueId(Graph& s, ValueId v)>& leaf);
+
 }  // namespace tj
