@@ -8,9 +8,11 @@ by tensorjit, compiled and interpreted, against PyTorch's own outputs:
   with grouped KV heads, SwiGLU MLP, residuals; dynamic batch and sequence.
 
     bench/torch_models.py            # both models, two input shapes each
+    bench/torch_models.py --keep DIR # and keep the .onnx files in DIR
 
 Run it through bench/run-minilm's venv (bench/setup --minilm has torch).
 """
+import contextlib
 import os
 import subprocess
 import sys
@@ -150,7 +152,10 @@ def main():
             b.running_mean.uniform_(-0.5, 0.5)
             b.running_var.uniform_(0.5, 2.0)
     llama = Llama()
-    with tempfile.TemporaryDirectory() as folder:
+    keep = sys.argv[sys.argv.index("--keep") + 1] if "--keep" in sys.argv else None
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    with (contextlib.nullcontext(keep) if keep else tempfile.TemporaryDirectory()) as folder:
         print("PyTorch models through ONNX, against PyTorch:")
         w1 = check("cnn", cnn, [(2, 3, 32, 32), (5, 3, 32, 32)], {0: "batch"}, tjc, folder)
         w2 = check("llama", llama, [(1, 16, 64), (3, 7, 64)], {0: "batch", 1: "seq"}, tjc, folder)

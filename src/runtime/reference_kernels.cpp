@@ -198,12 +198,18 @@ Array<T> flash_attn(const Node& n, const std::vector<const Value<T>*>& in) {
   const Array<T>& q = in[0]->template as<T>();
   const Array<T>& k = in[1]->template as<T>();
   const Array<T>& v = in[2]->template as<T>();
-  bool causal = n.attr_bool("causal");
+  bool causal = n.attr_bool("causal"), zero_empty = n.attr_bool("zero_empty_rows");
   int64_t offset = causal ? scalar_int(*in[3]) : 0;
+  const Array<T>* bias = n.attr_bool("bias") ? &in.back()->template as<T>() : nullptr;
   double scale = n.attr_float("scale");
   int64_t B = q.shape[0], Hq = q.shape[1], T_ = q.shape[2], D = q.shape[3];
   int64_t Hkv = k.shape[1], S = k.shape[2], Dv = v.shape[3];
   int64_t group = Hkv ? Hq / Hkv : 1;
+  // The bias' strides over (batch, head, query, key): 0 where it broadcasts.
+  int64_t bs[4] = {0, 0, 0, 0};
+  if (bias)
+    for (int d = 3, step = 1; d >= 0; step *= static_cast<int>(bias->shape[static_cast<size_t>(d)]), --d)
+      bs[d] = bias->shape[static_cast<size_t>(d)] == 1 ? 0 : step;
   std::vector<T> out(static_cast<size_t>(B * Hq * T_ * Dv));
   std::vector<double> s(static_cast<size_t>(S));
   std::vector<double> acc(static_cast<size_t>(Dv));
@@ -216,11 +222,12 @@ Array<T> flash_attn(const Node& n, const std::vector<const Value<T>*>& in) {
         const T* Q = q.ptr() + ((b * Hq + h) * T_ + i) * D;
         // Keys j <= offset + i are visible (clamped: no overflow for any offset).
         int64_t limit = !causal ? S : offset >= S ? S : offset + i + 1 < 0 ? 0 : std::min<int64_t>(S, offset + i + 1);
+        const T* Bi = bias ? bias->ptr() + b * bs[0] + h * bs[1] + i * bs[2] : nullptr;
         double m = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < limit; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(Q[d]) * K[j * D + d];
-          s[static_cast<size_t>(j)] = dot * scale;
+          s[static_cast<size_t>(j)] = dot * scale + (Bi ? static_cast<double>(Bi[j * bs[3]]) : 0.0);
           m = std::max(m, s[static_cast<size_t>(j)]);
         }
         double sum = 0;
@@ -231,9 +238,12 @@ Array<T> flash_attn(const Node& n, const std::vector<const Value<T>*>& in) {
           for (int64_t d = 0; d < Dv; ++d) acc[static_cast<size_t>(d)] += p * V[j * Dv + d];
         }
         T* O = out.data() + ((b * Hq + h) * T_ + i) * Dv;
-        // A row with every key masked has no defined softmax: NaN, as softmax gives.
-        for (int64_t d = 0; d < Dv; ++d)
-          O[d] = static_cast<T>(limit > 0 ? acc[static_cast<size_t>(d)] / sum : std::numeric_limits<double>::quiet_NaN());
+        // A row with every key masked (none visible, or every score -inf)
+        // has no defined softmax: NaN, as softmax gives, or 0 where asked
+        // (zero_empty_rows: as softmax followed by where(isnan(p), 0, p)).
+        bool empty = !(sum > 0);
+        double fill = zero_empty ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+        for (int64_t d = 0; d < Dv; ++d) O[d] = static_cast<T>(empty ? fill : acc[static_cast<size_t>(d)] / sum);
       }
     }
   }

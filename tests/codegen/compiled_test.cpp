@@ -206,6 +206,63 @@ TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
   }
 }
 
+// flash_attn with an added bias (as exported models mask padding): a bias
+// broadcast over batch and heads, or over heads and queries, plus random
+// values; every row's first block of 64 keys masked (-inf scores to start
+// the online softmax), and one row with no visible key: NaN, or 0 with
+// zero_empty_rows. Both paths: blocks of rows, and one query per KV head.
+TEST_F(Compiled, FlashAttentionWithABiasAndEmptyRows) {
+  auto graph = [](const std::string& dt, int64_t b, int64_t t, int64_t kv, const std::string& rshape, int64_t empty, bool zero) {
+    std::string T = std::to_string(t), B = std::to_string(b), KV = std::to_string(kv);
+    std::string rs = rshape == "bt" ? "[1,1," + T + ",150]" : "[" + B + ",1,1,150]";
+    std::string bs = rshape == "bt" ? rs : "[" + B + ",1," + T + ",150]";
+    return "graph g\ninput %q : " + dt + "[" + B + ",4," + T + ",16]\ninput %k : " + dt + "[" + B + "," + KV + ",150,16]\n" +
+           "input %v : " + dt + "[" + B + "," + KV + ",150,16]\ninput %r : " + dt + rs + "\n" +
+           "%i0 = iota {n=" + T + "} : i64[" + T + "]\n%i = reshape(%i0) {shape=[" + T + ", 1]} : i64[" + T + ",1]\n" +
+           "%j0 = iota {n=150} : i64[150]\n%j = reshape(%j0) {shape=[1, 150]} : i64[1,150]\n" +
+           "%c70 = const {value=70} : i64[]\n%lim = add(%i, %c70) : i64[" + T + ",1]\n%a = lt(%j, %lim) : bool[" + T + ",150]\n" +
+           "%ce = const {value=" + std::to_string(empty) + "} : i64[]\n%e = eq(%i, %ce) : bool[" + T + ",1]\n" +
+           "%m = or(%a, %e) : bool[" + T + ",150]\n%ninf = const {value=-inf} : " + dt + "[]\n%zero = const {value=0.0} : " + dt +
+           "[]\n%w = where(%m, %ninf, %zero) : " + dt + "[" + T + ",150]\n%w4 = reshape(%w) {shape=[1, 1, " + T + ", 150]} : " + dt +
+           "[1,1," + T + ",150]\n%b = add(%w4, %r) : " + dt + bs + "\n%0 = flash_attn(%q, %k, %v, %b) {scale=0.25, bias=true" +
+           (zero ? ", zero_empty_rows=true" : "") + "} : " + dt + "[" + B + ",4," + T + ",16]\nreturn %0\n";
+  };
+  struct Case {
+    int64_t b, t, kv;
+    const char* rshape;
+    int64_t empty;
+  };
+  int checked = 0;
+  for (const char* dt : {"f32", "f64"})
+    for (Case c : {Case{2, 37, 2, "bt", 5}, Case{2, 37, 2, "b", 5}, Case{1, 1, 4, "bt", -1}, Case{1, 1, 4, "b", 0}})
+      for (bool zero : {false, true}) {
+        DType d = std::string(dt) == "f32" ? DType::f32 : DType::f64;
+        Graph g = parse_graph(graph(dt, c.b, c.t, c.kv, c.rshape, c.empty, zero));
+        Bindings in = random_inputs(g, {});
+        auto want = interpret(g, in, {d});
+        auto got = Executable::compile(g, {}).run(in);
+        ASSERT_EQ(got[0].numel(), want[0].numel());
+        SCOPED_TRACE(std::string(dt) + " T=" + std::to_string(c.t) + " r=" + c.rshape + (zero ? " zero" : " nan"));
+        int64_t empty = 0;
+        for (int64_t i = 0; i < want[0].numel(); ++i) {
+          double w = want[0].get(i), x = got[0].get(i);
+          if (std::isnan(w)) {
+            EXPECT_TRUE(std::isnan(x)) << i;
+            ++empty;
+          } else {
+            EXPECT_NEAR(x, w, (d == DType::f32 ? 1e-5 : 1e-12) * std::max(1.0, std::abs(w))) << i;
+          }
+        }
+        // The empty row (NaN, or 0 and finite everywhere).
+        EXPECT_EQ(empty, zero || c.empty < 0 ? 0 : c.b * 4 * 16) << "NaN elements";
+        if (zero && c.empty >= 0) {
+          EXPECT_EQ(got[0].get(c.empty * 16), 0.0);
+        }
+        ++checked;
+      }
+  EXPECT_EQ(checked, 16);
+}
+
 // A kernel with two results: where(m, 0, 1) is planned in place of the
 // exp (dead after this kernel), which the mul reads after it. Found by the
 // ONNX conformance suite (the expanded NegativeLogLikelihoodLoss): storing

@@ -162,10 +162,18 @@ class Emitter {
                    const std::string& y, const Dim& K, const Dim& N);
 
   // ---- kernels/attention.cpp
+  // What one flash_attn asks beyond plain attention: the element type, a
+  // causal limit, an added bias (read as `bias` with strides sb0..sb3 over
+  // batch, head, query, key), 0 rather than NaN for rows with no key.
+  struct AttentionForm {
+    std::string ty;
+    bool causal = false, bias = false, zero_empty = false;
+    bool bias_keys_contiguous = false;  // sb3 is 1
+  };
   std::string attention_body(const Kernel& K);
-  static std::string attention_one_query(bool causal, const std::string& ty, const std::string& S, const std::string& D, int64_t Dv);
-  static std::string attention_row_block(bool causal, const std::string& ty, const std::string& rows, const std::string& S, int64_t H,
-                                         int64_t group, int64_t D, int64_t Dv, int64_t qb);
+  static std::string attention_one_query(const AttentionForm& f, const std::string& S, const std::string& D, int64_t Dv);
+  static std::string attention_row_block(const AttentionForm& f, const std::string& rows, const std::string& S, int64_t H, int64_t group,
+                                         int64_t D, int64_t Dv, int64_t qb);
 
   const Graph& g_;
   const Schedule& s_;

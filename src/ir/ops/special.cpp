@@ -104,10 +104,23 @@ Type infer_flash_attn(InferCtx& c) {
   if (k.shape[1] != v.shape[1] || k.shape[2] != v.shape[2]) c.fail("k and v differ in heads or length");
   if (q.shape[3] != k.shape[3]) c.fail("q and k head dims differ: " + q.shape[3].str() + " vs " + k.shape[3].str());
   if (!q.shape[1].div_exact(k.shape[1])) c.fail("query heads " + q.shape[1].str() + " not a multiple of kv heads " + k.shape[1].str());
-  bool causal = c.attr<bool>("causal");
-  if (causal != (c.in.size() == 4)) c.fail("flash_attn takes an offset operand exactly when causal");
+  bool causal = c.attr<bool>("causal"), bias = c.attr<bool>("bias");
+  if (c.in.size() != 3 + size_t{causal} + size_t{bias})
+    c.fail("flash_attn takes q, k, v, then an offset operand exactly when causal and a bias operand exactly when bias");
   if (causal) infer::require_int_scalar(c, 3, "flash_attn offset");
-  return {q.dtype, {q.shape[0], q.shape[1], q.shape[2], v.shape[3]}};
+  Shape out = {q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
+  if (bias) {
+    // Added to the scaled scores [batch, heads, queries, keys]: each dim that
+    // size or 1 (broadcast).
+    const Type& b = c.in.back();
+    Shape scores = {q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
+    if (b.dtype != q.dtype) c.fail("flash_attn bias dtype " + std::string(dtype_name(b.dtype)) + " is not q's");
+    if (b.rank() != 4) c.fail("flash_attn bias must have rank 4, got " + b.str());
+    for (size_t i = 0; i < 4; ++i)
+      if (b.shape[i] != Dim(1) && b.shape[i] != scores[i])
+        c.fail("flash_attn bias " + b.str() + " does not broadcast to the scores " + shape_str(scores));
+  }
+  return {q.dtype, out};
 }
 
 // Two matmuls plus the online softmax over the (query, key) pairs; causal:
@@ -115,9 +128,9 @@ Type infer_flash_attn(InferCtx& c) {
 int64_t flash_attn_flops(const CostArgs& a) {
   int64_t B = a.in[0][0], H = a.in[0][1], T = a.in[0][2], D = a.in[0][3];
   int64_t S = a.in[1][2], Dv = a.out[3];
-  bool causal = a.k[1] != 0;
+  bool causal = a.k[1] != 0, bias = a.k[2] != 0;
   int64_t pairs = causal ? T * std::max<int64_t>(S - T, 0) + T * (T + 1) / 2 : T * S;
-  return 2 * B * H * pairs * (D + Dv) + 5 * B * H * pairs;
+  return 2 * B * H * pairs * (D + Dv) + (bias ? 6 : 5) * B * H * pairs;
 }
 
 }  // namespace
@@ -128,7 +141,13 @@ std::vector<OpDef> special() {
        {{"q", AK::DimK, std::nullopt}, {"k", AK::DimK, std::nullopt}, {"dtype", AK::DTypeK, AttrValue(DType::f32)}}, infer_causal_mask,
        false, Fuse::generator, 0},
       {Op::kv_write, "kv_write", Cat::special, 3, 3, {{"axis", AK::Int, AttrValue(int64_t{2})}}, infer_kv_write, false, Fuse::store, 0},
-      {Op::flash_attn, "flash_attn", Cat::special, 3, 4, {{"scale", AK::Float, std::nullopt}, {"causal", AK::Bool, AttrValue(false)}},
+      // Operands q, k, v, [offset if causal], [bias if bias]; zero_empty_rows:
+      // a row with no visible key (every score -inf) gives 0, not NaN.
+      {Op::flash_attn, "flash_attn", Cat::special, 3, 5,
+       {{"scale", AK::Float, std::nullopt},
+        {"causal", AK::Bool, AttrValue(false)},
+        {"bias", AK::Bool, AttrValue(false)},
+        {"zero_empty_rows", AK::Bool, AttrValue(false)}},
        infer_flash_attn, false, Fuse::attention, 1, flash_attn_flops},
       {Op::while_loop, "while_loop", Cat::control, 1, -1,
        {{"carried", AK::Int, std::nullopt}, {"cond", AK::RegionK, std::nullopt}, {"body", AK::RegionK, std::nullopt}}, infer_while_loop},

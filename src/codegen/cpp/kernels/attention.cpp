@@ -34,12 +34,36 @@ std::string Emitter::attention_body(const Kernel& K) {
   if (!sq[1].is_const() || !sk[1].is_const() || !Dv.is_const())
     throw Error("code generation: flash_attn needs concrete head counts and value width, got " + shape_str(sq) + " and " + shape_str(sv));
   int64_t H = sq[1].value(), Hkv = sk[1].value();
-  bool causal = n.attr_bool("causal");
-  std::string ty = T(fa);
+  AttentionForm f;
+  f.ty = T(fa);
+  f.causal = n.attr_bool("causal");
+  f.bias = n.attr_bool("bias");
+  f.zero_empty = n.attr_bool("zero_empty_rows");
+  const std::string& ty = f.ty;
+  // The bias: its strides over (batch, head, query, key), 0 where it
+  // broadcasts (a dim of 1 that the scores do not have).
+  std::string bias_ptr, bias_strides[4];
+  if (f.bias) {
+    ValueId x = n.inputs.back();
+    auto st = strided(x);
+    if (!st) {
+      make_temp_copy(x, &code);
+      st = Strided{x, 0, contiguous_strides(shape(x))};
+    }
+    auto sb = shape(x);
+    bias_ptr = "(" + ptr(st->base) + " + " + C(st->offset) + ")";
+    for (size_t d = 0; d < 4; ++d) bias_strides[d] = sb[d] == Dim(1) ? std::string("0") : C(st->strides[d]);
+    f.bias_keys_contiguous = bias_strides[3] == "1";
+  }
   bool copies = !code.empty();  // operands copied into temporaries first
   code += "{\n";
-  code += "  const int64_t off = " + (causal ? "(int64_t)(" + load(n.inputs[3], {}) + ")" : std::string("0")) + ";\n";
+  code += "  const int64_t off = " + (f.causal ? "(int64_t)(" + load(n.inputs[3], {}) + ")" : std::string("0")) + ";\n";
   code += "  const double scale = " + literal(n.attr_float("scale"), DType::f64) + ";\n";
+  if (f.bias) {
+    code += "  const " + ty + "* bias = " + bias_ptr + ";\n";
+    code += "  const int64_t sb0 = " + bias_strides[0] + ", sb1 = " + bias_strides[1] + ", sb2 = " + bias_strides[2] +
+            ", sb3 = " + bias_strides[3] + ";\n";
+  }
   code += "  " + ty + "* out = " + ptr(fa) + ";\n";
   code += "  const int64_t tj_tq = " + C(Tq) + ";\n";
   int64_t work = hint(B * H * Tq * S * (D + Dv));
@@ -84,8 +108,7 @@ std::string Emitter::attention_body(const Kernel& K) {
   code += "    const " + ty + "* v = " + p[8] + " + b*" + p[9] + " + g*" + p[10] + ";\n";
   code += "    const int64_t kstride = " + p[7] + ", vstride = " + p[11] + ";\n";
   code += "    constexpr int64_t kBlock = 64;\n";
-  code += qb == 1 ? attention_one_query(causal, ty, C(S), C(D), Dv.value())
-                  : attention_row_block(causal, ty, C(rows), C(S), H, group, D.value(), Dv.value(), qb);
+  code += qb == 1 ? attention_one_query(f, C(S), C(D), Dv.value()) : attention_row_block(f, C(rows), C(S), H, group, D.value(), Dv.value(), qb);
   code += par ? close_parallel_loop() + "}\n" : "  }\n}\n";
   code += pointwise_body(K, 1);
   return code;
@@ -94,10 +117,12 @@ std::string Emitter::attention_body(const Kernel& K) {
 // Query i0 of a unit: its scores, running max and sum in the compute type;
 // one block of keys at a time: dot products, block maximum, exponentials
 // (vectorized), then the value rows weighted into the accumulator.
-std::string Emitter::attention_one_query(bool causal, const std::string& ty, const std::string& S, const std::string& D, int64_t Dv) {
+std::string Emitter::attention_one_query(const AttentionForm& f, const std::string& S, const std::string& D, int64_t Dv) {
+  const std::string& ty = f.ty;
   std::string code;
   code += "    const int64_t i = i0;\n    q += i*qstride;\n";
-  code += "    const int64_t limit = " + std::string(causal ? "std::min<int64_t>(" + S + ", off + i + 1)" : S) + ";\n";
+  code += "    const int64_t limit = " + std::string(f.causal ? "std::min<int64_t>(" + S + ", off + i + 1)" : S) + ";\n";
+  if (f.bias) code += "    const " + ty + "* brow = bias + b*sb0 + h*sb1 + i*sb2;\n";
   code += "    " + ty + " m = -INFINITY, l = 0, acc[" + std::to_string(Dv) + "] = {0};\n";
   code += "    " + ty + " s[kBlock];\n";
   code += "    for (int64_t j0 = 0; j0 < limit; j0 += kBlock) {\n";
@@ -107,17 +132,21 @@ std::string Emitter::attention_one_query(bool causal, const std::string& ty, con
   code += "        const " + ty + "* kj = k + (j0 + j)*kstride;\n        " + ty + " dot = 0;\n";
   code += "#pragma omp simd reduction(+:dot)\n";
   code += "        for (int64_t d = 0; d < " + D + "; ++d) dot += q[d]*kj[d];\n";
-  code += "        s[j] = dot * (" + ty + ")scale;\n        bm = std::max(bm, s[j]);\n      }\n";
-  code += "      const " + ty + " corr = tj_exp(m - bm);\n      l *= corr;\n";
+  code += "        s[j] = dot * (" + ty + ")scale" + (f.bias ? " + brow[(j0 + j)*sb3]" : "") + ";\n        bm = std::max(bm, s[j]);\n      }\n";
+  // While every score so far is -inf, subtract 0 (exp gives 0s), not -inf (NaN).
+  code += "      const " + ty + " bs = bm == -INFINITY ? 0 : bm;\n";
+  code += "      const " + ty + " corr = tj_exp(m - bs);\n      l *= corr;\n";
   code += "      for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) acc[d] *= corr;\n";
-  code += "#pragma omp simd\n      for (int64_t j = 0; j < jn; ++j) s[j] = tj_exp(s[j] - bm);\n";
+  code += "#pragma omp simd\n      for (int64_t j = 0; j < jn; ++j) s[j] = tj_exp(s[j] - bs);\n";
   code += "      for (int64_t j = 0; j < jn; ++j) {\n";
   code += "        const " + ty + " pj = s[j];\n        l += pj;\n        const " + ty + "* vj = v + (j0 + j)*vstride;\n";
   code += "#pragma omp simd\n";
   code += "        for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) acc[d] += pj*vj[d];\n      }\n";
   code += "      m = bm;\n    }\n";
   code += "    " + ty + "* o = out + (bh*tj_tq + i)*" + std::to_string(Dv) + ";\n";
-  code += "    for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) o[d] = limit > 0 ? acc[d]/l : (" + ty + ")NAN;\n";
+  // No key, or every score -inf: l is 0 (NaN after a NaN score).
+  code += "    for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) o[d] = l > 0 ? acc[d]/l : (" + ty + ")" +
+          (f.zero_empty ? "0" : "NAN") + ";\n";
   return code;
 }
 
@@ -144,8 +173,10 @@ std::string lane_tree(const std::string& indent, const std::string& to, const st
 // the rows' scores are multiply-adds along the keys, 16 at a time and 4 rows
 // at once in registers; then each row's weighted value rows, over its own
 // keys, in registers, right after its softmax step.
-std::string Emitter::attention_row_block(bool causal, const std::string& ty, const std::string& rows, const std::string& S, int64_t H,
-                                         int64_t group, int64_t D, int64_t Dv, int64_t qb) {
+std::string Emitter::attention_row_block(const AttentionForm& f, const std::string& rows, const std::string& S, int64_t H, int64_t group,
+                                         int64_t D, int64_t Dv, int64_t qb) {
+  const std::string& ty = f.ty;
+  const bool causal = f.causal;
   std::string G = std::to_string(group) + "LL";
   std::string Ds = std::to_string(D), Dvs = std::to_string(Dv), QB = std::to_string(qb);
   std::string code;
@@ -188,8 +219,17 @@ std::string Emitter::attention_row_block(bool causal, const std::string& ty, con
   code += "        const int64_t jm = std::min<int64_t>(jn, limit_of(r0 + ii) - j0);  // this row's keys in the block\n";
   code += "        if (jm <= 0) continue;\n";
   code += "        " + ty + "* s = p[ii];\n";
-  code += "        for (int64_t j = 0; j < jp; j += 16)\n";
-  code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) s[j + jj] = j + jj < jm ? s[j + jj] * (" + ty + ")scale : -INFINITY;\n";
+  if (f.bias) {
+    // Row r is query r / group of head g*group + r % group.
+    std::string at = f.bias_keys_contiguous ? "brow[j0 + j]" : "brow[(j0 + j)*sb3]";
+    code += "        const int64_t rr = r0 + ii;\n";
+    code += "        const " + ty + "* brow = bias + b*sb0 + (g*" + G + " + rr % " + G + ")*sb1 + rr / " + G + "*sb2;\n";
+    code += "#pragma omp simd\n        for (int64_t j = 0; j < jm; ++j) s[j] = s[j] * (" + ty + ")scale + " + at + ";\n";
+    code += "        for (int64_t j = jm; j < jp; ++j) s[j] = -INFINITY;\n";
+  } else {
+    code += "        for (int64_t j = 0; j < jp; j += 16)\n";
+    code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) s[j + jj] = j + jj < jm ? s[j + jj] * (" + ty + ")scale : -INFINITY;\n";
+  }
   // The block maximum in 16 lanes, then across them as a tree (a fixed
   // order, 4 steps deep, not a chain of 16). The sum stays in 16 lanes per
   // query (l[ii][..]), rescaled with the accumulator, and is added across
@@ -200,11 +240,13 @@ std::string Emitter::attention_row_block(bool causal, const std::string& ty, con
   code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) lane[jj] = std::max(lane[jj], s[j + jj]);\n";
   code += lane_tree("        ", "lane", "std::max(lane[jj], lane[jj + $])");
   code += "        const " + ty + " bm = std::max(m[ii], lane[0]);\n";
-  code += "        const " + ty + " corr = tj_exp(m[ii] - bm);\n";
+  // While every score so far is -inf, subtract 0 (exp gives 0s), not -inf (NaN).
+  code += "        const " + ty + " bs = bm == -INFINITY ? 0 : bm;\n";
+  code += "        const " + ty + " corr = tj_exp(m[ii] - bs);\n";
   code += "        " + ty + "* li = l[ii];\n";
   code += "#pragma omp simd\n        for (int64_t jj = 0; jj < 16; ++jj) li[jj] *= corr;\n";
   code += "        for (int64_t j = 0; j < jp; j += 16)\n";
-  code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) {\n            s[j + jj] = tj_exp(s[j + jj] - bm);\n";
+  code += "#pragma omp simd\n          for (int64_t jj = 0; jj < 16; ++jj) {\n            s[j + jj] = tj_exp(s[j + jj] - bs);\n";
   code += "            li[jj] += s[j + jj];\n          }\n";
   code += "        m[ii] = bm;\n";
   code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] *= corr;\n";
@@ -228,9 +270,11 @@ std::string Emitter::attention_row_block(bool causal, const std::string& ty, con
   code += "    for (int64_t ii = 0; ii < in; ++ii) {\n";
   code += "      const int64_t r = r0 + ii, h = g*" + G + " + r % " + G + ";\n";
   code += "      " + ty + "* o = out + ((b*" + std::to_string(H) + "LL + h)*tj_tq + r / " + G + ")*" + Dvs + ";\n";
-  code += "      const bool any = limit_of(r) > 0;\n";
   code += lane_tree("      ", "l[ii]", "l[ii][jj] + l[ii][jj + $]");
-  code += "      for (int64_t d = 0; d < " + Dvs + "; ++d) o[d] = any ? acc[ii][d]/l[ii][0] : (" + ty + ")NAN;\n    }\n";
+  // No key, or every score -inf: l is 0 (NaN after a NaN score).
+  code += "      const bool any = l[ii][0] > 0;\n";
+  code += "      for (int64_t d = 0; d < " + Dvs + "; ++d) o[d] = any ? acc[ii][d]/l[ii][0] : (" + ty + ")" + (f.zero_empty ? "0" : "NAN") +
+          ";\n    }\n";
   return code;
 }
 
