@@ -208,6 +208,7 @@ Tensor clip(const Tensor& x, double lo, double hi);
 Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
 Tensor amax(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
 Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
+Tensor prod(const Tensor& x, std::vector<int64_t> axes, bool keepdim = false);
 // The first index of the maximum along `axis` (i64; NaN counts as the maximum).
 Tensor argmax(const Tensor& x, int64_t axis, bool keepdim = false);
 

@@ -247,6 +247,7 @@ Tensor clip(const Tensor& x, double lo, double hi) { return clip(x, scalar_like(
 Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::sum, x, std::move(axes), keepdim); }
 Tensor amax(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::amax, x, std::move(axes), keepdim); }
 Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::mean, x, std::move(axes), keepdim); }
+Tensor prod(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(Op::prod, x, std::move(axes), keepdim); }
 Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
   return emit(tracer_of(x), Op::argmax, {x}, {{"axis", axis}, {"keepdim", keepdim}});
 }

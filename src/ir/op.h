@@ -34,7 +34,7 @@ enum class Op : uint8_t {
   // comparisons, logic and selection
   eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, where, clip,
   // reductions
-  sum, amax, mean, argmax,
+  sum, amax, mean, prod, argmax,
   // contraction
   matmul,
   // views

@@ -69,8 +69,10 @@ std::string bucketing_hazard(const Graph& g) {
         if (symbolic(in_shape(0)[static_cast<size_t>(n.attr_int("axis"))])) return where("slices a bucketed axis");
         break;
       case Op::mean:
+      case Op::prod:
         for (int64_t a : n.attr_ints("axes"))
-          if (symbolic(in_shape(0)[static_cast<size_t>(a)])) return where("averages over a bucketed axis");
+          if (symbolic(in_shape(0)[static_cast<size_t>(a)]))
+            return where(n.op == Op::mean ? "averages over a bucketed axis" : "multiplies over a bucketed axis (its zero padding)");
         break;
       case Op::reshape:
         if (symbolic_positions(in_shape(0)) != symbolic_positions(n.type.shape)) return where("moves a bucketed axis's padding");

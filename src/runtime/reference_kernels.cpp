@@ -54,7 +54,7 @@ Array<E> reduce(const Node& n, const Array<E>& x, const Idx& out) {
   int64_t m = count(kept);
   // Floats accumulate in double, integers exactly (wrapping).
   using Acc = std::conditional_t<std::is_integral_v<E>, I, double>;
-  Acc init = n.op != Op::amax ? Acc(0) : std::is_integral_v<E> ? Acc(std::numeric_limits<I>::min()) : Acc(-INFINITY);
+  Acc init = n.op == Op::prod ? Acc(1) : n.op != Op::amax ? Acc(0) : std::is_integral_v<E> ? Acc(std::numeric_limits<I>::min()) : Acc(-INFINITY);
   std::vector<Acc> acc(static_cast<size_t>(m), init);
   const E* p = x.ptr();
   size_t last = x.shape.empty() ? 0 : x.shape.size() - 1;
@@ -66,6 +66,8 @@ Array<E> reduce(const Node& n, const Array<E>& x, const Idx& out) {
       if (n.op == Op::amax) {
         if constexpr (std::is_integral_v<E>) a = std::max(a, v);
         else if (v > a || std::isnan(v)) a = std::isnan(a) ? a : v;
+      } else if (n.op == Op::prod) {
+        a = mul_(a, v);
       } else {
         a = add_(a, v);
       }
@@ -392,7 +394,8 @@ Array<E> eval_same(const Node& n, const std::vector<const Value<T>*>& in, const 
     }
     case Op::sum:
     case Op::amax:
-    case Op::mean: return reduce(n, A(0), out);
+    case Op::mean:
+    case Op::prod: return reduce(n, A(0), out);
     case Op::matmul: return matmul(A(0), A(1), out);
     case Op::reshape:
     case Op::squeeze:

@@ -263,6 +263,28 @@ TEST_F(Compiled, FlashAttentionWithABiasAndEmptyRows) {
   EXPECT_EQ(checked, 16);
 }
 
+// prod: a last-axis product fused into a rowwise kernel with its consumer,
+// a product over the leading axis (a reduction kernel), and integer
+// products that wrap as the interpreter's do.
+TEST_F(Compiled, Products) {
+  const char* floats =
+      "graph g\ninput %x : f64[6,9]\n%0 = prod(%x) {axes=[1], keepdim=true} : f64[6,1]\n%1 = mul(%x, %0) : f64[6,9]\n"
+      "%2 = prod(%x) {axes=[0]} : f64[9]\nreturn %1, %2\n";
+  EXPECT_LE(check(parse_graph(floats), 0, DType::f64), 1e-12);
+  EXPECT_LE(check(parse_graph(floats), 0, DType::f32), 1e-5);
+  const char* ints =
+      "graph g\ninput %x : i64[5,40]\n%0 = prod(%x) {axes=[1]} : i64[5]\n%1 = prod(%x) {axes=[0, 1]} : i64[]\n"
+      "%c = cast(%x) {to=i32} : i32[5,40]\n%2 = prod(%c) {axes=[0]} : i32[40]\nreturn %0, %1, %2\n";
+  Graph g = parse_graph(ints);
+  Bindings in = random_inputs(g, {});
+  auto want = interpret(g, in, {DType::f64});
+  auto got = Executable::compile(g, {}).run(in);
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].type_str(), want[o].type_str());
+    EXPECT_EQ(std::memcmp(got[o].raw(), want[o].raw(), want[o].nbytes()), 0) << "output " << o;
+  }
+}
+
 // A kernel with two results: where(m, 0, 1) is planned in place of the
 // exp (dead after this kernel), which the mul reads after it. Found by the
 // ONNX conformance suite (the expanded NegativeLogLikelihoodLoss): storing

@@ -93,10 +93,13 @@ class Emitter {
   // (wrapping, like the interpreter).
   struct Accumulator {
     std::string type, init;
-    bool integer, max;
+    bool integer, max, prod = false;
     std::string update(const std::string& acc, const std::string& x) const {
-      if (integer) return max ? "std::max<int64_t>(" + acc + ", (int64_t)(" + x + "))" : "tj_iadd<int64_t>(" + acc + ", (int64_t)(" + x + "))";
-      return max ? "tj_max<double>(" + acc + ", (double)(" + x + "))" : acc + " + (double)(" + x + ")";
+      if (integer)
+        return max    ? "std::max<int64_t>(" + acc + ", (int64_t)(" + x + "))"
+               : prod ? "tj_imul<int64_t>(" + acc + ", (int64_t)(" + x + "))"
+                      : "tj_iadd<int64_t>(" + acc + ", (int64_t)(" + x + "))";
+      return max ? "tj_max<double>(" + acc + ", (double)(" + x + "))" : acc + (prod ? " * " : " + ") + "(double)(" + x + ")";
     }
   };
 

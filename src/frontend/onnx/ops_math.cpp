@@ -139,7 +139,7 @@ Tensor reversed(const Tensor& x) { return is_float(x.dtype()) ? neg(x) : -1.0 - 
 Tensor amin(const Tensor& x, std::vector<int64_t> axes, bool keep) { return reversed(amax(reversed(x), std::move(axes), keep)); }
 
 // Each reduction as (what is summed or maximized) and (what is done after).
-enum class Red { sum, mean, max, min, l1, l2, sum_square, log_sum, log_sum_exp };
+enum class Red { sum, mean, max, min, prod, l1, l2, sum_square, log_sum, log_sum_exp };
 
 template <Red K, bool AxesAt13>
 R reduce(Ctx& c) {
@@ -164,6 +164,7 @@ R reduce(Ctx& c) {
     case Red::min:
       if (x.dtype() == DType::boolean) return {v(cast(amin(cast(x, DType::i32), a, r.keep), DType::boolean))};
       return {v(amin(x, a, r.keep))};
+    case Red::prod: return {v(prod(x, a, r.keep))};
     case Red::l1: return {v(sum(abs(x), a, r.keep))};
     case Red::l2: return {v(is_float(x.dtype()) ? sqrt(sum(x * x, a, r.keep)) : cast(sqrt(cast(sum(x * x, a, r.keep), DType::f64)), x.dtype()))};
     case Red::sum_square: return {v(sum(x * x, a, r.keep))};
@@ -265,7 +266,7 @@ R hardmax(Ctx& c) {
 R cumsum(Ctx& c) {
   Tensor x = c.in(0);
   if (x.rank() == 0) c.fail("CumSum of a scalar");
-  if (!is_float(x.dtype())) c.unsupported("CumSum of " + std::string(dtype_name(x.dtype())) + " is not supported (floating point only)");
+  if (x.dtype() == DType::boolean) c.fail("CumSum of bool (ONNX allows numbers only)");
   std::vector<int64_t> ax = c.known_ints(1, "the axis");
   if (ax.size() != 1) c.fail("the axis must be one value");
   int64_t axis = axis_of(c, ax[0], x.rank());
@@ -283,7 +284,9 @@ R cumsum(Ctx& c) {
   for (size_t k = 0; k < perm.size(); ++k) back[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
   // A vector is a row of one.
   Tensor rows = x.rank() == 1 ? unsqueeze(x, {0}) : permute(x, perm);
-  Tensor r = matmul(rows, m);
+  // Floats: one product with the mask. Integers (matmul is for floats):
+  // each row times the mask's columns, summed, exact and wrapping.
+  Tensor r = is_float(x.dtype()) ? matmul(rows, m) : sum(unsqueeze(rows, {rows.rank()}) * m, {rows.rank() - 1});
   return {v(x.rank() == 1 ? squeeze(r, {0}) : permute(r, back))};
 }
 
@@ -305,7 +308,7 @@ void add_math_ops(ConverterTable& t) {
       {"Max", fold<maximum>}, {"Min", fold<minimum>}, {"Sum", fold<add>}, {"Mean", mean_},
       {"Where", where_}, {"Clip", clip_},
       {"ReduceSum", reduce<Red::sum, true>}, {"ReduceMean", reduce<Red::mean, false>}, {"ReduceMax", reduce<Red::max, false>},
-      {"ReduceMin", reduce<Red::min, false>}, {"ReduceL1", reduce<Red::l1, false>}, {"ReduceL2", reduce<Red::l2, false>},
+      {"ReduceMin", reduce<Red::min, false>}, {"ReduceProd", reduce<Red::prod, false>}, {"ReduceL1", reduce<Red::l1, false>}, {"ReduceL2", reduce<Red::l2, false>},
       {"ReduceSumSquare", reduce<Red::sum_square, false>}, {"ReduceLogSum", reduce<Red::log_sum, false>},
       {"ReduceLogSumExp", reduce<Red::log_sum_exp, false>},
       {"ArgMax", argmax_}, {"ArgMin", argmin_}, {"TopK", topk}, {"Softmax", softmax_}, {"LogSoftmax", log_softmax}, {"Hardmax", hardmax},

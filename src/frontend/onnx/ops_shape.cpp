@@ -264,21 +264,39 @@ R gather_elements(Ctx& c) {
 // data[i[..., 0], .., i[..., k-1], ...] for each index tuple of the last
 // axis (batch_dims 0): a gather from data with its first k dims merged, at
 // the tuples' flat positions.
+// The first batch_dims dims of data and indices are shared: each index
+// tuple addresses the data of its own batch element (data and indices
+// flattened over them, the batch element's offset added).
 R gather_nd(Ctx& c) {
-  if (c.attr_int("batch_dims", 0) != 0) c.unsupported("GatherND with batch_dims is not supported");
   Tensor x = c.in(0), idx = cast(c.in(1), DType::i64);
+  int64_t b = c.attr_int("batch_dims", 0);
   if (idx.rank() < 1) c.fail("the indices need rank 1 or more");
+  if (b < 0 || b >= std::min(x.rank(), idx.rank())) c.fail("batch_dims " + std::to_string(b) + " out of range");
   int64_t k = static_dim(c, idx, idx.rank() - 1, "GatherND with a symbolic index length");
-  if (k < 1 || k > x.rank()) c.fail("index tuples of " + std::to_string(k) + " for data of rank " + std::to_string(x.rank()));
+  if (k < 1 || b + k > x.rank()) c.fail("index tuples of " + std::to_string(k) + " for data of rank " + std::to_string(x.rank()));
+  int64_t batches = 1;
+  for (int64_t d = 0; d < b; ++d) {
+    int64_t n = static_dim(c, x, d, "GatherND over a symbolic batch dim");
+    if (static_dim(c, idx, d, "GatherND over a symbolic batch dim") != n) c.fail("data and indices differ in batch dim " + std::to_string(d));
+    batches *= n;
+  }
   std::vector<int64_t> dims, strides(static_cast<size_t>(k));
-  for (int64_t d = 0; d < k; ++d) dims.push_back(static_dim(c, x, d, "GatherND over a symbolic dim"));
+  for (int64_t d = 0; d < k; ++d) dims.push_back(static_dim(c, x, b + d, "GatherND over a symbolic dim"));
   int64_t stride = 1;
   for (int64_t d = k - 1; d >= 0; --d) strides[static_cast<size_t>(d)] = stride, stride *= dims[static_cast<size_t>(d)];
   Tensor dv = c.tracer.constant(NDArray::of<int64_t>({k}, dims)), sv = c.tracer.constant(NDArray::of<int64_t>({k}, strides));
   Tensor norm = where(idx < 0.0, idx + dv, idx);
-  Tensor flat = sum(norm * sv, {idx.rank() - 1});
-  Shape merged{Dim(stride)};
-  for (int64_t d = k; d < x.rank(); ++d) merged.push_back(x.shape()[static_cast<size_t>(d)]);
+  Tensor flat = sum(norm * sv, {idx.rank() - 1});  // [B..., M...]
+  if (b > 0) {
+    // + (the flat batch element) * (its data's element count), broadcast
+    // over the index dims.
+    Shape at;
+    for (int64_t d = 0; d < b; ++d) at.push_back(idx.shape()[static_cast<size_t>(d)]);
+    for (int64_t d = b; d + 1 < idx.rank(); ++d) at.push_back(Dim(1));
+    flat = flat + reshape(iota(x, Dim(batches)), at) * static_cast<double>(stride);
+  }
+  Shape merged{Dim(batches * stride)};
+  for (int64_t d = b + k; d < x.rank(); ++d) merged.push_back(x.shape()[static_cast<size_t>(d)]);
   return {v(gather(reshape(x, merged), flat, 0))};
 }
 

@@ -220,6 +220,7 @@ std::vector<OpDef> structure() {
       reduction(Op::sum, "sum"),
       reduction(Op::amax, "amax"),
       reduction(Op::mean, "mean"),
+      reduction(Op::prod, "prod"),
       {Op::argmax, "argmax", Cat::reduction, 1, 1, {{"axis", AK::Int, std::nullopt}, keepdim}, infer_argmax, false, Fuse::lower, 3,
        nullptr, {}, nullptr, nullptr, decompose_argmax},
       {Op::matmul, "matmul", Cat::matmul, 2, 2, none, infer_matmul, false, Fuse::matmul, 1, matmul_flops},

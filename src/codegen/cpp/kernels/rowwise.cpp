@@ -55,7 +55,7 @@ std::string Emitter::rowwise_body(const Kernel& K) {
       code += "    " + A.type + " " + acc + " = " + A.init + ";\n";
       // A float sum in double, in vector lanes: the order differs from the
       // interpreter's by far less than the f32 (or bf16) result's rounding.
-      if (!A.integer && !A.max && n.type.dtype != DType::f64) code += "#pragma omp simd reduction(+:" + acc + ")\n";
+      if (!A.integer && !A.max && !A.prod && n.type.dtype != DType::f64) code += "#pragma omp simd reduction(+:" + acc + ")\n";
       code += "    for (int64_t j = 0; j < " + C(D) + "; ++j) {\n";
       std::string xv = row_value(x, full, sp);
       code += "      " + acc + " = " + A.update(acc, xv) + ";\n";
