@@ -18,6 +18,7 @@
 #include "tensorjit/compile.h"
 #include "tensorjit/onnx.h"
 #include "ir/text.h"
+#include "runtime/executable.h"
 #include "runtime/interpreter.h"
 #include "tensorjit/error.h"
 
@@ -41,6 +42,7 @@ void input(onnx::GraphProto* g, const std::string& name, int32_t type, const std
   v->set_name(name);
   auto* tt = v->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(type);
+  tt->mutable_shape();  // rank 0 when dims is empty
   for (const auto& d : dims) {
     auto* dim = tt->mutable_shape()->add_dim();
     if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
@@ -96,6 +98,125 @@ std::string error_of(const onnx::ModelProto& m) {
     return e.what();
   }
   return "(no error)";
+}
+
+// A graph attribute (If's branches, Loop's body).
+onnx::GraphProto* graph_attr(onnx::NodeProto* n, const std::string& name) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name(name);
+  return a->mutable_g();
+}
+
+void scalar_init(onnx::TensorProto* t, const std::string& name, int32_t type, double v) {
+  t->set_name(name);
+  t->set_data_type(type);
+  if (type == onnx::TensorProto::FLOAT) t->add_float_data(static_cast<float>(v));
+  else if (type == onnx::TensorProto::BOOL) t->add_int32_data(v != 0);
+  else t->add_int64_data(static_cast<int64_t>(v));
+}
+
+// Interpreted and compiled, both equal to `want` (f32 outputs).
+void expect_runs(const OnnxModel& o, const Bindings& inputs, const std::vector<std::vector<float>>& want) {
+  Bindings all = o.params;
+  for (const auto& [k, v] : inputs) all[k] = v;
+  auto interp = interpret(o.graph, all);
+  Bindings given = inputs;
+  auto comp = Executable::compile(o.graph, o.params).run(given);
+  ASSERT_EQ(interp.size(), want.size());
+  ASSERT_EQ(comp.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(interp[i].numel(), static_cast<int64_t>(want[i].size()));
+    ASSERT_EQ(comp[i].numel(), static_cast<int64_t>(want[i].size()));
+    for (size_t k = 0; k < want[i].size(); ++k) {
+      EXPECT_EQ(interp[i].get(static_cast<int64_t>(k)), want[i][k]) << "interpreted output " << i << " element " << k;
+      EXPECT_EQ(comp[i].get(static_cast<int64_t>(k)), want[i][k]) << "compiled output " << i << " element " << k;
+    }
+  }
+}
+
+// If with a condition known only at run time becomes the IR's cond, its
+// branches reading outer values (an input, an initializer); Loop becomes a
+// while_loop: a condition computed by the body ends it early, the trip
+// count is an input, an outer initializer is a constant of the body; scan
+// outputs (a for loop of a trip count known at import) are rows written
+// per iteration.
+TEST(OnnxImport, IfAndLoopBecomeCondAndWhileLoop) {
+  {
+    auto m = model();
+    auto* g = m.mutable_graph();
+    input(g, "x", onnx::TensorProto::FLOAT, {"3"});
+    input(g, "p", onnx::TensorProto::BOOL, {});
+    floats(g->add_initializer(), "k", {3}, {1, 2, 3}, false);
+    auto* n = node(g, "If", {"p"}, {"y"});
+    auto* t = graph_attr(n, "then_branch");
+    node(t, "Add", {"x", "k"}, {"t_y"});
+    output(t, "t_y");
+    auto* e = graph_attr(n, "else_branch");
+    node(e, "Mul", {"x", "x"}, {"e_y"});
+    output(e, "e_y");
+    output(g, "y");
+    OnnxModel o = import(m);
+    EXPECT_NE(print_graph(o.graph).find(" = cond("), std::string::npos) << print_graph(o.graph);
+    NDArray x = NDArray::of<float>({3}, std::vector<float>{0.5f, -1, 4});
+    expect_runs(o, {{"x", x}, {"p", NDArray::scalar(DType::boolean, 1)}}, {{1.5f, 1, 7}});
+    expect_runs(o, {{"x", x}, {"p", NDArray::scalar(DType::boolean, 0)}}, {{0.25f, 1, 16}});
+    // Branches of different shapes: the IR's cond cannot hold them.
+    e->mutable_node(0)->set_op_type("Concat");  // [6]
+    int_attr(e->mutable_node(0), "axis", 0);
+    EXPECT_NE(error_of(m).find("the branches differ"), std::string::npos) << error_of(m);
+  }
+  {
+    // v = 2v + x while i < n and the body's condition (i < 2 after
+    // iteration i) holds: min(n, 3) iterations.
+    auto m = model();
+    auto* g = m.mutable_graph();
+    input(g, "x", onnx::TensorProto::FLOAT, {"2"});
+    input(g, "n", onnx::TensorProto::INT64, {});
+    scalar_init(g->add_initializer(), "go", onnx::TensorProto::BOOL, 1);
+    scalar_init(g->add_initializer(), "two", onnx::TensorProto::FLOAT, 2);
+    scalar_init(g->add_initializer(), "lim", onnx::TensorProto::INT64, 2);
+    auto* n = node(g, "Loop", {"n", "go", "x"}, {"v"});
+    auto* b = graph_attr(n, "body");
+    input(b, "i", onnx::TensorProto::INT64, {});
+    input(b, "c", onnx::TensorProto::BOOL, {});
+    input(b, "v_in", onnx::TensorProto::FLOAT, {"2"});
+    node(b, "Mul", {"v_in", "two"}, {"d"});
+    node(b, "Add", {"d", "x"}, {"v_out"});
+    node(b, "Less", {"i", "lim"}, {"c_out"});
+    output(b, "c_out");
+    output(b, "v_out");
+    output(g, "v");
+    OnnxModel o = import(m);
+    EXPECT_NE(print_graph(o.graph).find(" = while_loop("), std::string::npos) << print_graph(o.graph);
+    NDArray x = NDArray::of<float>({2}, std::vector<float>{1, -1});
+    expect_runs(o, {{"x", x}, {"n", NDArray::scalar(DType::i64, 0)}}, {{1, -1}});
+    expect_runs(o, {{"x", x}, {"n", NDArray::scalar(DType::i64, 2)}}, {{7, -7}});
+    expect_runs(o, {{"x", x}, {"n", NDArray::scalar(DType::i64, 10)}}, {{15, -15}});
+  }
+  {
+    // A for loop of 3: v += x, scanning v before each update.
+    auto m = model();
+    auto* g = m.mutable_graph();
+    input(g, "x", onnx::TensorProto::FLOAT, {"2"});
+    scalar_init(g->add_initializer(), "M", onnx::TensorProto::INT64, 3);
+    auto* n = node(g, "Loop", {"M", "", "x"}, {"v", "rows"});
+    auto* b = graph_attr(n, "body");
+    input(b, "i", onnx::TensorProto::INT64, {});
+    input(b, "c", onnx::TensorProto::BOOL, {});
+    input(b, "v_in", onnx::TensorProto::FLOAT, {"2"});
+    node(b, "Add", {"v_in", "x"}, {"v_out"});
+    node(b, "Identity", {"v_in"}, {"row"});
+    output(b, "c");
+    output(b, "v_out");
+    output(b, "row");
+    output(g, "v");
+    output(g, "rows");
+    OnnxModel o = import(m);
+    NDArray x = NDArray::of<float>({2}, std::vector<float>{1, 10});
+    expect_runs(o, {{"x", x}}, {{4, 40}, {1, 10, 2, 20, 3, 30}});
+  }
 }
 
 // softmax(relu(x @ W + b)), x [batch, 4] with a symbolic batch.

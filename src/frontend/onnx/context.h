@@ -67,9 +67,10 @@ using ConverterTable = std::map<std::string, Converter>;
 void add_math_ops(ConverterTable& t);   // ops_math.cpp: elementwise, reductions, softmax
 void add_shape_ops(ConverterTable& t);  // ops_shape.cpp: shapes, views, data movement
 void add_nn_ops(ConverterTable& t);     // ops_nn.cpp: contractions, normalization, conv, pooling
+void add_control_ops(ConverterTable& t);  // ops_control.cpp: If, Loop
 
 // The nodes of `g` in order, their results into c.values (import.cpp; If
-// converts its branch with it).
+// and Loop convert their subgraphs with it).
 void convert_nodes(Ctx& c, const onnx::GraphProto& g);
 
 // Shape arithmetic over symbolic dims (sym_shapes.cpp): the node's results

@@ -82,6 +82,7 @@ const Converter* find_converter(const std::string& op_type) {
     add_math_ops(t);
     add_shape_ops(t);
     add_nn_ops(t);
+    add_control_ops(t);
     return t;
   }();
   auto it = table.find(op_type);

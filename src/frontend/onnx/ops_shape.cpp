@@ -402,26 +402,6 @@ R scatter_elements(Ctx& c) {
   return {v(scatter(c, data, updates, writers))};
 }
 
-// The taken branch of an If whose condition is known at import, inlined.
-R if_(Ctx& c) {
-  const Value& cond = c.input(0);
-  if (!cond.known) c.unsupported("If with a condition that is not known at import is not supported yet");
-  if (cond.known->numel() != 1) c.fail("the condition must have one element");
-  const auto* branch = c.attr(cond.known->get(0) != 0 ? "then_branch" : "else_branch");
-  if (!branch || !branch->has_g()) c.fail("If needs then_branch and else_branch graphs");
-  const onnx::NodeProto* node = c.node;
-  convert_nodes(c, branch->g());
-  c.node = node;
-  R r;
-  for (const auto& o : branch->g().output()) {
-    auto it = c.values.find(o.name());
-    if (it == c.values.end()) c.fail("the branch's output '" + o.name() + "' is not computed");
-    r.push_back(it->second);
-  }
-  if (static_cast<int>(r.size()) != c.node->output_size()) c.fail("the branch has " + std::to_string(r.size()) + " outputs, the node " + std::to_string(c.node->output_size()));
-  return r;
-}
-
 // repeats[i] copies along axis i: [.., 1, d_i, ..] expanded to [.., r_i, d_i, ..], merged.
 R tile(Ctx& c) {
   Tensor x = c.in(0);
@@ -535,7 +515,7 @@ void add_shape_ops(ConverterTable& t) {
       {"Transpose", transpose_}, {"Reshape", reshape_}, {"Flatten", flatten}, {"Unsqueeze", unsqueeze_}, {"Squeeze", squeeze_},
       {"Expand", expand_}, {"Concat", concat_}, {"Split", split_}, {"Slice", slice_}, {"Gather", gather_},
       {"GatherElements", gather_elements}, {"GatherND", gather_nd}, {"ScatterND", scatter_nd},
-      {"ScatterElements", scatter_elements}, {"If", if_}, {"Tile", tile}, {"Pad", pad}, {"Range", range}, {"Trilu", trilu},
+      {"ScatterElements", scatter_elements}, {"Tile", tile}, {"Pad", pad}, {"Range", range}, {"Trilu", trilu},
   });
 }
 
