@@ -285,6 +285,40 @@ TEST_F(Compiled, Products) {
   }
 }
 
+// f16 and bf16: stored in 16 bits, computed in float, each op's result
+// rounded as the interpreter rounds it. Elementwise ops, casts (f64 to
+// 16 bits rounded once) and generators give the interpreter's bits; the
+// loop matmul, a softmax row and a sum within a few units of the last place.
+TEST_F(Compiled, HalfPrecisionTypes) {
+  for (const char* dt : {"f16", "bf16"}) {
+    SCOPED_TRACE(dt);
+    std::string D = dt;
+    std::string text = "graph g\ninput %x : " + D + "[4,33]\ninput %w : " + D + "[33,8]\ninput %d : f64[4,33]\n" +
+                       "%0 = mul(%x, %x) : " + D + "[4,33]\n%1 = add(%0, %x) : " + D + "[4,33]\n%2 = cast(%d) {to=" + D + "} : " + D +
+                       "[4,33]\n%3 = sub(%1, %2) : " + D + "[4,33]\n%4 = matmul(%3, %w) : " + D + "[4,8]\n%5 = softmax(%4) {axis=1} : " + D +
+                       "[4,8]\n%6 = sum(%3) {axes=[1]} : " + D + "[4]\n%7 = iota {n=300, dtype=" + D + "} : " + D + "[300]\n" +
+                       "%8 = exp(%4) : " + D + "[4,8]\nreturn %3, %5, %6, %7, %8\n";
+    Graph g = parse_graph(text);
+    Bindings in = random_inputs(g, {});
+    auto want = interpret(g, in, {DType::f32});
+    Executable exe = Executable::compile(g, {});
+    EXPECT_TRUE(exe.stats().compiled);
+    auto got = exe.run(in);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < want.size(); ++o) {
+      ASSERT_EQ(got[o].dtype(), g.type(g.outputs()[o]).dtype);  // the interpreter's are in its compute type
+      ASSERT_EQ(got[o].numel(), want[o].numel());
+      bool exact = o == 0 || o == 3;
+      double ulp = std::string(dt) == "bf16" ? 0x1p-8 : 0x1p-11;
+      for (int64_t i = 0; i < want[o].numel(); ++i) {
+        double w = want[o].get(i), x = got[o].get(i);
+        if (exact) EXPECT_EQ(x, w) << "output " << o << " element " << i;
+        else EXPECT_NEAR(x, w, 4 * ulp * std::max(1.0, std::abs(w))) << "output " << o << " element " << i;
+      }
+    }
+  }
+}
+
 // A kernel with two results: where(m, 0, 1) is planned in place of the
 // exp (dead after this kernel), which the mul reads after it. Found by the
 // ONNX conformance suite (the expanded NegativeLogLikelihoodLoss): storing

@@ -19,13 +19,22 @@ std::string ctype(DType t) {
     case DType::i64: return "int64_t";
     case DType::i32: return "int32_t";
     case DType::boolean: return "uint8_t";
-    default: throw Error("code generation does not support " + std::string(dtype_name(t)) + " yet");
+    case DType::f16: return "tj_f16";
+    case DType::bf16: return "tj_bf16";
   }
+  throw Error("code generation does not support " + std::string(dtype_name(t)) + " yet");
+}
+
+std::string compute_ctype(DType t) { return is_half(t) ? "float" : ctype(t); }
+
+std::string rounded(const std::string& expr, DType t) {
+  if (!is_half(t)) return expr;
+  return (t == DType::bf16 ? "tj_rbf16(" : "tj_rf16(") + expr + ")";
 }
 
 std::string literal(double v, DType t) {
   CExpr e;
-  e.T = ctype(t);
+  e.T = compute_ctype(t);
   e.integer = !is_float(t);
   return e.lit(v);
 }
@@ -220,6 +229,24 @@ std::string Emitter::prelude() {
          "// stays scalar: f64 programs are for checking.\n"
          "extern \"C\" float erff(float) __attribute__((simd(\"notinbranch\")));\n"
          "#endif\n\n"
+         "// f16 and bf16 in memory: 16 bits that convert to and from float (to: rounding to nearest\n"
+         "// even); values are computed in float and each op's result rounded (tj_rf16, tj_rbf16),\n"
+         "// as the interpreter rounds them. From double, through float rounded to odd: one rounding.\n"
+         "static inline uint16_t tj_bf16_bits(float f) {\n"
+         "  uint32_t u; std::memcpy(&u, &f, 4);\n"
+         "  if (f != f) return (uint16_t)((u >> 16) | 0x40);\n"
+         "  u += 0x7fff + ((u >> 16) & 1);\n  return (uint16_t)(u >> 16);\n}\n"
+         "static inline float tj_bf16_value(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; std::memcpy(&f, &u, 4); return f; }\n"
+         "struct tj_bf16 {\n  uint16_t bits;\n  tj_bf16() = default;\n  tj_bf16(float f) : bits(tj_bf16_bits(f)) {}\n"
+         "  operator float() const { return tj_bf16_value(bits); }\n};\n"
+         "struct tj_f16 {\n  _Float16 h;\n  tj_f16() = default;\n  tj_f16(float f) : h((_Float16)f) {}\n"
+         "  operator float() const { return (float)h; }\n};\n"
+         "static inline float tj_rbf16(float x) { return tj_bf16_value(tj_bf16_bits(x)); }\n"
+         "static inline float tj_rf16(float x) { return (float)(_Float16)x; }\n"
+         "static inline float tj_odd(double v) {\n"
+         "  float f = (float)v;\n  if (v != v || (double)f == v) return f;\n"
+         "  if (std::fabs((double)f) > std::fabs(v)) f = std::nextafter(f, 0.0f);\n"
+         "  uint32_t u; std::memcpy(&u, &f, 4); u |= 1u; std::memcpy(&f, &u, 4);\n  return f;\n}\n\n"
          "static inline int64_t tj_index(int64_t i, int64_t n) {\n"
          "  if (i < -n || i >= n) { tj_status = 1; return 0; }\n  return i < 0 ? i + n : i;\n}\n\n";
 }
@@ -233,12 +260,14 @@ std::string Emitter::elementwise(const Node& n, const Idx& idx) {
   if (!def.c_expr) throw Error(std::string("code generation: ") + def.name + " is not pointwise");
   CExpr e;
   for (ValueId in : n.inputs) e.a.push_back(load(in, broadcast(in, n.type.shape, idx)));
-  e.T = ctype(n.type.dtype);
-  e.S = n.inputs.empty() ? e.T : T(n.inputs[0]);
+  e.T = compute_ctype(n.type.dtype);
+  e.S = n.inputs.empty() ? e.T : CT(n.inputs[0]);
   e.integer = is_int(n.type.dtype);
   std::vector<double> k = scalar_attrs(def, n.attrs);
   e.k = k.data();
-  return def.c_expr(e);
+  // f16/bf16 from f64: through float rounded to odd, so rounded once.
+  if (n.op == Op::cast && is_half(n.type.dtype) && g_.type(n.inputs[0]).dtype == DType::f64) return rounded("tj_odd(" + e.a[0] + ")", n.type.dtype);
+  return rounded(def.c_expr(e), n.type.dtype);
 }
 
 // ---- loops ---------------------------------------------------------------

@@ -35,7 +35,15 @@ constexpr int kGemvPartials = 8;    // a large GEMV over [K, N] weights sums thi
 constexpr int64_t kSplitMatmul = int64_t{1} << 17;
 constexpr int kPartsPerThread = 4;  // parts per pool thread of a split loop: late threads leave less undone
 
+// A dtype's C type in memory; f16 and bf16 are 16-bit structs (tj_f16,
+// tj_bf16) that convert to and from float.
 std::string ctype(DType t);
+// The type values of a dtype are computed in: float for f16 and bf16.
+std::string compute_ctype(DType t);
+inline bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+// `expr` (a float) rounded to `t` when t is f16 or bf16, as the interpreter
+// rounds each op's result; `expr` itself otherwise.
+std::string rounded(const std::string& expr, DType t);
 std::string literal(double v, DType t);
 Sizes contiguous_strides(const Sizes& s);
 Dim count(const Sizes& s);
@@ -79,7 +87,8 @@ class Emitter {
   Sizes shape(ValueId v) const { return g_.type(v).shape; }
   // A size's value for decisions (parallel or not, team or not): at the hint.
   int64_t hint(const Dim& d) const { return d.eval(hint_); }
-  std::string T(ValueId v) const { return ctype(g_.type(v).dtype); }
+  std::string T(ValueId v) const { return ctype(g_.type(v).dtype); }  // in memory
+  std::string CT(ValueId v) const { return compute_ctype(g_.type(v).dtype); }  // in registers
   // ---- the thread pool -----------------------------------------------------
   // Generated code runs parallel work as parts on the process's pool
   // (src/runtime/thread_pool.h): a lambda called as (tj_part, tj_parts,
@@ -161,6 +170,8 @@ class Emitter {
   static std::string columns_of(const Dim& N);
   std::string gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
                            const std::string& y, const Dim& K, const Dim& N);
+  std::string loop_matmul(const Kernel& K);
+  std::string store_row(ValueId v, const std::string& rowvar, const Dim& D);
   std::string gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
                    const std::string& y, const Dim& K, const Dim& N);
 

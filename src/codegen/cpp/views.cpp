@@ -30,14 +30,17 @@ std::string Emitter::load(ValueId o, const Idx& idx) {
   auto it = local_.find(o);
   if (it != local_.end()) return it->second;
   const Node& n = g_.node(o);
-  if (in_mem_[static_cast<size_t>(o)] || is_temp(o)) return ptr(o) + "[" + flat(idx, shape(o)) + "]";
+  // f16/bf16 elements are read as floats.
+  const bool half = is_half(n.type.dtype);
+  auto read = [&](const std::string& e) { return half ? "((float)" + e + ")" : e; };
+  if (in_mem_[static_cast<size_t>(o)] || is_temp(o)) return read(ptr(o) + "[" + flat(idx, shape(o)) + "]");
   // A view with a strided layout over its buffer: one multiply-add per dim.
   if (g_.node(o).def().category == OpCategory::view) {
     if (auto st = strided(o)) {
       std::string e = C(st->offset);
       for (size_t d = 0; d < idx.size(); ++d)
         if (st->strides[d] != Dim(0) && idx[d] != "0") e += " + (" + idx[d] + ")*" + C(st->strides[d]);
-      return ptr(st->base) + "[" + e + "]";
+      return read(ptr(st->base) + "[" + e + "]");
     }
   }
   auto so = shape(o);
@@ -76,9 +79,9 @@ std::string Emitter::load(ValueId o, const Idx& idx) {
     }
     case Op::gather: return load_gather(n, idx);
     // The generators (Fuse::generator): values of their index.
-    case Op::iota: return "(" + T(o) + ")(" + idx[0] + ")";
+    case Op::iota: return rounded("(" + CT(o) + ")(" + idx[0] + ")", n.type.dtype);
     case Op::causal_mask:
-      return "((" + idx[1] + ") <= (int64_t)(" + load(n.inputs[0], {}) + ") + (" + idx[0] + ") ? (" + T(o) + ")0 : (" + T(o) +
+      return "((" + idx[1] + ") <= (int64_t)(" + load(n.inputs[0], {}) + ") + (" + idx[0] + ") ? (" + CT(o) + ")0 : (" + CT(o) +
              ")(-INFINITY))";
     default:
       if (n.def().fuse == Fuse::pointwise) return elementwise(n, idx);  // index math, recomputed where read

@@ -34,6 +34,7 @@ std::string Emitter::attention_body(const Kernel& K) {
   if (!sq[1].is_const() || !sk[1].is_const() || !Dv.is_const())
     throw Error("code generation: flash_attn needs concrete head counts and value width, got " + shape_str(sq) + " and " + shape_str(sv));
   int64_t H = sq[1].value(), Hkv = sk[1].value();
+  if (is_half(n.type.dtype)) throw Error("code generation: flash_attn in " + std::string(dtype_name(n.type.dtype)) + " is not generated yet");
   AttentionForm f;
   f.ty = T(fa);
   f.causal = n.attr_bool("causal");

@@ -49,6 +49,7 @@ std::string Emitter::matmul_body(const Kernel& K) {
   size_t r = so.size();
   Dim M = so[r - 2], N = so[r - 1], Kd = sa.back();
   std::string code;
+  if (is_half(n.type.dtype)) return loop_matmul(K);
   std::string ty = T(mm);
   if (ty != "float" && ty != "double") throw Error("code generation: matmul of " + ty);
   BlasOperand A0 = blas_operand(a, M, Kd, &code), B0 = blas_operand(b, Kd, N, &code);
@@ -110,6 +111,30 @@ std::string Emitter::matmul_body(const Kernel& K) {
   code += loops(batch, bv, call, false, false);
   if (!epilogue_in_blocks) code += pointwise_body(K, 1, team);
   return code;
+}
+
+// f16/bf16 products as loops (no 16-bit GEMM in the runtime yet): each
+// output a float dot product over K, in order, rounded once as the
+// interpreter rounds it; the operands read through their views and
+// broadcast batch dims. Then the epilogue.
+std::string Emitter::loop_matmul(const Kernel& K) {
+  ValueId mm = K.ops[0];
+  const Node& n = g_.node(mm);
+  ValueId a = n.inputs[0], b = n.inputs[1];
+  auto so = shape(mm), sa = shape(a);
+  size_t r = so.size();
+  Dim Kd = sa.back();
+  Idx ov = loop_vars(r, "m");
+  Idx batch(ov.begin(), ov.end() - 2);
+  Sizes oa(so.begin(), so.end() - 2), ob = oa;
+  oa.push_back(so[r - 2]), oa.push_back(Kd);
+  ob.push_back(Kd), ob.push_back(so[r - 1]);
+  Idx ia = batch, ib = batch;
+  ia.push_back(ov[r - 2]), ia.push_back("k");
+  ib.push_back("k"), ib.push_back(ov[r - 1]);
+  std::string body = "  float acc = 0;\n  for (int64_t k = 0; k < " + C(Kd) + "; ++k) acc += " + load(a, broadcast(a, oa, ia)) + " * " +
+                     load(b, broadcast(b, ob, ib)) + ";\n  " + ptr(mm) + "[" + flat(ov, so) + "] = acc;\n";
+  return loops(so, ov, body, true, false) + pointwise_body(K, 1);
 }
 
 // This thread's columns [n0, n1) of N, in whole vectors.

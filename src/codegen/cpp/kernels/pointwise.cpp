@@ -39,7 +39,7 @@ std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns)
     }
     if (n.type.shape != sp) throw Error("code generation: op outside the kernel's iteration space");
     std::string var = "v" + std::to_string(v);
-    inner += "  const " + T(v) + " " + var + " = " + elementwise_or_gather(n, iv) + ";\n";
+    inner += "  const " + CT(v) + " " + var + " = " + elementwise_or_gather(n, iv) + ";\n";
     if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) stores += "  " + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
     local_[v] = var;
   }

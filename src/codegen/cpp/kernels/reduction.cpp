@@ -33,7 +33,7 @@ std::string Emitter::reduction_body(const Kernel& K) {
   Sizes kept = sx;
   for (int64_t a : axes) kept[static_cast<size_t>(a)] = 1;
   Dim outn = count(kept), per = div(count(sx), outn);
-  std::string ty = T(v);
+  std::string ty = CT(v);  // stored through its 16-bit type's conversion for f16/bf16
   // Accumulators live in the (first thread's) scratch: no allocation per call.
   (void)scratch(outn * 8 + 8);
   Accumulator A = accumulator(n);

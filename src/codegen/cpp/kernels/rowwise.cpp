@@ -40,7 +40,7 @@ std::string Emitter::rowwise_body(const Kernel& K) {
   for (ValueId v : K.ops) {
     const Node& n = g_.node(v);
     auto sv = n.type.shape;
-    std::string ty = T(v);
+    std::string ty = CT(v);
     bool is_full = sv == sp;
     bool reduce = n.def().fuse == Fuse::reduction || n.def().fuse == Fuse::rowwise;
     if (n.def().fuse == Fuse::store) {
@@ -61,7 +61,8 @@ std::string Emitter::rowwise_body(const Kernel& K) {
       code += "      " + acc + " = " + A.update(acc, xv) + ";\n";
       code += "    }\n";
       std::string var = "s" + std::to_string(v);
-      code += "    const " + ty + " " + var + " = (" + ty + ")(" + acc + (n.op == Op::mean ? " / (double)" + C(D) : "") + ");\n";
+      code += "    const " + ty + " " + var + " = " +
+              rounded("(" + ty + ")(" + acc + (n.op == Op::mean ? " / (double)" + C(D) : "") + ")", n.type.dtype) + ";\n";
       local_[v] = var;
       if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) code += "    " + ptr(v) + "[row] = " + var + ";\n";
       continue;
@@ -70,9 +71,10 @@ std::string Emitter::rowwise_body(const Kernel& K) {
       std::string rowvar = "w" + std::to_string(v);
       code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_slot++) + "LL*" + row_slot(D) + ");\n";
       code += composite_row(n, v, rowvar, full, sp, D);
+      if (is_half(n.type.dtype))  // the composite's result rounded, as the interpreter's
+        code += "    for (int64_t j = 0; j < " + C(D) + "; ++j) " + rowvar + "[j] = " + rounded(rowvar + "[j]", n.type.dtype) + ";\n";
       local_row_[v] = rowvar;
-      if (in_mem_[static_cast<size_t>(v)] || is_temp(v))
-        code += "    std::memcpy(" + ptr(v) + " + row*" + C(D) + ", " + rowvar + ", " + C(D * static_cast<int64_t>(dtype_size(n.type.dtype))) + ");\n";
+      if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) code += store_row(v, rowvar, D);
       continue;
     }
     if (is_full) {
@@ -81,8 +83,7 @@ std::string Emitter::rowwise_body(const Kernel& K) {
       code += "#pragma omp simd\n    for (int64_t j = 0; j < " + C(D) + "; ++j) {\n";
       code += "      " + rowvar + "[j] = " + with_rows(n, full) + ";\n    }\n";
       local_row_[v] = rowvar;
-      if (in_mem_[static_cast<size_t>(v)] || is_temp(v))
-        code += "    std::memcpy(" + ptr(v) + " + row*" + C(D) + ", " + rowvar + ", " + C(D * static_cast<int64_t>(dtype_size(n.type.dtype))) + ");\n";
+      if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) code += store_row(v, rowvar, D);
       continue;
     }
     // A per-row scalar ([..,1] or [..]).
@@ -96,6 +97,14 @@ std::string Emitter::rowwise_body(const Kernel& K) {
   local_.clear();
   local_row_.clear();
   return leading + code;
+}
+
+// Row `row` of v from its scratch row (in the compute type): a copy, or
+// element by element through f16/bf16's conversion.
+std::string Emitter::store_row(ValueId v, const std::string& rowvar, const Dim& D) {
+  DType dt = g_.type(v).dtype;
+  if (is_half(dt)) return "    for (int64_t j = 0; j < " + C(D) + "; ++j) " + ptr(v) + "[row*" + C(D) + " + j] = " + rowvar + "[j];\n";
+  return "    std::memcpy(" + ptr(v) + " + row*" + C(D) + ", " + rowvar + ", " + C(D * static_cast<int64_t>(dtype_size(dt))) + ");\n";
 }
 
 // Row scratch for a rowwise kernel: one double-sized row per op, at most,
@@ -133,7 +142,7 @@ std::string Emitter::with_rows(const Node& n, const Idx& full) {
 // rows in src/ir/ops/composite.cpp; decomposed, they need no kernel here).
 std::string Emitter::composite_row(const Node& n, ValueId v, const std::string& out, const Idx& full, const Sizes& sp,
                           const Dim& D) {
-  std::string ty = T(v), Ds = C(D);
+  std::string ty = CT(v), Ds = C(D);
   std::string x = row_value(n.inputs[0], full, sp);
   std::string c;
   if (n.op == Op::softmax) {
