@@ -1,5 +1,8 @@
 // Element types. bf16/f16 are sized correctly everywhere; the interpreter
-// computes them in f32 (a cast to them rounds to their precision).
+// computes them in f32 (a cast to them rounds to their precision). The
+// integers are computed in int64 and wrapped to their width (u64: its bits
+// in an int64; the ops whose unsigned meaning differs refuse u64, see
+// docs/ir.md).
 #pragma once
 
 #include <cstdint>
@@ -8,14 +11,15 @@
 
 namespace tj {
 
-enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, boolean };
+enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, boolean, i8, u8, i16, u16, u32, u64 };
+constexpr int kNumDTypes = 13;
 
 constexpr int dtype_size(DType t) {
   switch (t) {
-    case DType::f64: case DType::i64: return 8;
-    case DType::f32: case DType::i32: return 4;
-    case DType::bf16: case DType::f16: return 2;
-    case DType::boolean: return 1;
+    case DType::f64: case DType::i64: case DType::u64: return 8;
+    case DType::f32: case DType::i32: case DType::u32: return 4;
+    case DType::bf16: case DType::f16: case DType::i16: case DType::u16: return 2;
+    case DType::boolean: case DType::i8: case DType::u8: return 1;
   }
   return 0;
 }
@@ -23,9 +27,27 @@ constexpr int dtype_size(DType t) {
 constexpr bool is_float(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16;
 }
-constexpr bool is_int(DType t) { return t == DType::i32 || t == DType::i64; }
+constexpr bool is_int(DType t) {
+  switch (t) {
+    case DType::i8: case DType::u8: case DType::i16: case DType::u16: case DType::i32: case DType::u32: case DType::i64: case DType::u64:
+      return true;
+    default: return false;
+  }
+}
+constexpr bool is_unsigned(DType t) { return t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64; }
 
 std::string_view dtype_name(DType t);
 std::optional<DType> parse_dtype(std::string_view s);
+
+// Integer elements in memory as int64 (u64: its bits), and back: `v`
+// wrapped to t's width (two's complement).
+int64_t load_int(const void* p, int64_t i, DType t);
+void store_int(void* p, int64_t i, DType t, int64_t v);
+int64_t wrap_to(int64_t v, DType t);
+// The smallest and largest values of integer type t, as doubles (u64's
+// largest is 2^64 - 1 rounded: 2^64); a float converted to t saturates to
+// them (NaN: 0).
+double int_min(DType t);
+double int_max(DType t);
 
 }  // namespace tj

@@ -16,13 +16,19 @@
 
 namespace tj {
 
-// The dtype of C++ element type T (float, double, int32_t, int64_t, bool).
+// The dtype of C++ element type T (float, double, the fixed-width integers, bool).
 template <class T>
 constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, float>) return DType::f32;
   else if constexpr (std::is_same_v<T, double>) return DType::f64;
   else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
   else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
+  else if constexpr (std::is_same_v<T, int8_t>) return DType::i8;
+  else if constexpr (std::is_same_v<T, uint8_t>) return DType::u8;
+  else if constexpr (std::is_same_v<T, int16_t>) return DType::i16;
+  else if constexpr (std::is_same_v<T, uint16_t>) return DType::u16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return DType::u32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return DType::u64;
   else if constexpr (std::is_same_v<T, bool>) return DType::boolean;
   else static_assert(sizeof(T) == 0, "no tensorjit dtype for this type (bf16/f16: NDArray::copy_of with raw bytes)");
 }

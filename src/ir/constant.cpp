@@ -25,10 +25,10 @@ std::shared_ptr<const ConstValues> in_dtype(const std::shared_ptr<const ConstVal
 
 int64_t ConstValues::int_at(size_t i) const {
   switch (dtype()) {
-    case DType::i64: return static_cast<const int64_t*>(raw())[i];
-    case DType::i32: return static_cast<const int32_t*>(raw())[i];
     case DType::boolean: return static_cast<const uint8_t*>(raw())[i] != 0;
-    default: throw Error("int_at of a " + std::string(dtype_name(dtype())) + " constant");
+    default:
+      if (!is_int(dtype())) throw Error("int_at of a " + std::string(dtype_name(dtype())) + " constant");
+      return load_int(raw(), static_cast<int64_t>(i), dtype());  // u64: its bits
   }
 }
 

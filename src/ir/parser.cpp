@@ -343,8 +343,9 @@ class Parser {
       if (t == DType::boolean) {
         if (v != 0 && v != 1) bad = "a bool constant must be 0 or 1";
       } else if (is_int(t)) {
-        double lo = t == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
-        double hi = t == DType::i32 ? 2147483647.0 : 9223372036854774784.0;
+        // u64 may be written as its bits (a negative int64) or its value.
+        double lo = t == DType::u64 ? -9223372036854775808.0 : int_min(t);
+        double hi = t == DType::i64 ? 9223372036854774784.0 : t == DType::u64 ? 18446744073709549568.0 : int_max(t);
         if (!std::isfinite(v) || std::trunc(v) != v) bad = "an integer constant must be a whole number";
         else if (v < lo || v > hi) bad = "integer constant out of range for " + std::string(dtype_name(t));
       } else if (std::isfinite(v) && !std::isfinite(round_to_dtype(v, t))) {

@@ -77,11 +77,7 @@ NDArray to_ndarray(const Value<T>& v, DType declared, DType compute) {
     const auto& d = *v.template as<int64_t>().data;
     for (int64_t k = 0; k < o.numel(); ++k) {
       int64_t x = d[static_cast<size_t>(k)];
-      switch (declared) {
-        case DType::i32: o.data<int32_t>()[k] = static_cast<int32_t>(x); break;
-        case DType::i64: o.data<int64_t>()[k] = x; break;
-        default: o.data<uint8_t>()[k] = x != 0; break;
-      }
+      store_int(o.raw(), k, declared, x);
     }
   } else {
     const auto& d = *v.template as<T>().data;
@@ -109,13 +105,14 @@ Value<T> from_ndarray(const NDArray& a, DType declared, const std::string& what)
   // Integers and bools exactly, from the array's own width.
   auto data = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(a.numel()));
   for (int64_t k = 0; k < a.numel(); ++k) {
-    int64_t x = 0;
-    switch (a.dtype()) {
-      case DType::i32: x = a.data<int32_t>()[k]; break;
-      case DType::i64: x = a.data<int64_t>()[k]; break;
-      case DType::boolean: x = a.data<uint8_t>()[k] != 0; break;
-      default: throw Error(what + ": expected " + std::string(dtype_name(declared)) + " data, got " + a.type_str());
-    }
+    if (!is_int(a.dtype()) && a.dtype() != DType::boolean)
+      throw Error(what + ": expected " + std::string(dtype_name(declared)) + " data, got " + a.type_str());
+    int64_t x = load_int(a.raw(), k, a.dtype());
+    if (a.dtype() == DType::boolean) x = x != 0;
+    // u64 and i64 hold the same bits; a negative value is no u64, nor a u64 above INT64_MAX an i64.
+    if ((declared == DType::u64) != (a.dtype() == DType::u64) && x < 0 && is_int(declared) && is_int(a.dtype()))
+      throw Error(what + ": value " + std::to_string(x) + " of " + std::string(dtype_name(a.dtype())) + " is out of range for " +
+                  std::string(dtype_name(declared)));
     if (wrap_int(x, declared) != x)
       throw Error(what + ": value " + std::to_string(x) + " is out of range for " + std::string(dtype_name(declared)));
     (*data)[static_cast<size_t>(k)] = x;

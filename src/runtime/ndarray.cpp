@@ -44,10 +44,10 @@ double round_to_dtype(double v, DType t) {
     case DType::bf16: return round_to_bf16(v);
     case DType::f16: return round_to_f16(v);
     case DType::boolean: return v != 0 ? 1.0 : 0.0;
-    case DType::i32: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), -2147483648.0, 2147483647.0);
     case DType::i64: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), -9223372036854775808.0, 9223372036854774784.0);
+    case DType::u64: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), 0.0, 18446744073709549568.0);
+    default: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), int_min(t), int_max(t));  // the narrower integers
   }
-  return v;
 }
 
 void NDArray::Free::operator()(void* p) const {
@@ -136,11 +136,10 @@ double NDArray::get(int64_t i) const {
     case DType::f64: return static_cast<const double*>(p)[i];
     case DType::bf16: return bf16_value(static_cast<const uint16_t*>(p)[i]);
     case DType::f16: return static_cast<double>(static_cast<const _Float16*>(p)[i]);
-    case DType::i32: return static_cast<const int32_t*>(p)[i];
-    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
     case DType::boolean: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    case DType::u64: return static_cast<double>(static_cast<const uint64_t*>(p)[i]);
+    default: return static_cast<double>(load_int(p, i, dtype_));
   }
-  return 0;
 }
 
 void NDArray::set(int64_t i, double v) {
@@ -151,11 +150,14 @@ void NDArray::set(int64_t i, double v) {
     case DType::bf16: static_cast<uint16_t*>(p)[i] = bf16_bits(to_float_round_odd(v)); break;
     case DType::f16: static_cast<_Float16*>(p)[i] = static_cast<_Float16>(to_float_round_odd(v)); break;
     // Integers saturate (NaN becomes 0) instead of overflowing.
-    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(round_to_dtype(v, DType::i32)); break;
     case DType::i64:  // 2^63 and beyond saturate to INT64_MAX (which no double holds)
       static_cast<int64_t*>(p)[i] = v >= 9223372036854775808.0 ? INT64_MAX : static_cast<int64_t>(round_to_dtype(v, DType::i64));
       break;
+    case DType::u64:  // likewise 2^64 and beyond
+      static_cast<uint64_t*>(p)[i] = v >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(round_to_dtype(v, DType::u64));
+      break;
     case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0; break;
+    default: store_int(p, i, dtype_, static_cast<int64_t>(round_to_dtype(v, dtype_))); break;
   }
 }
 

@@ -22,6 +22,12 @@ std::optional<DType> descr_dtype(const std::string& d) {
   if (d == "<f8") return DType::f64;
   if (d == "<i4") return DType::i32;
   if (d == "<i8") return DType::i64;
+  if (d == "|i1" || d == "i1") return DType::i8;
+  if (d == "|u1" || d == "u1") return DType::u8;
+  if (d == "<i2") return DType::i16;
+  if (d == "<u2") return DType::u16;
+  if (d == "<u4") return DType::u32;
+  if (d == "<u8") return DType::u64;
   if (d == "|b1" || d == "b1" || d == "?" || d == "<b1") return DType::boolean;
   return std::nullopt;
 }
@@ -34,6 +40,12 @@ const char* dtype_descr(DType t) {
     case DType::i32: return "<i4";
     case DType::i64: return "<i8";
     case DType::boolean: return "|b1";
+    case DType::i8: return "|i1";
+    case DType::u8: return "|u1";
+    case DType::i16: return "<i2";
+    case DType::u16: return "<u2";
+    case DType::u32: return "<u4";
+    case DType::u64: return "<u8";
     case DType::bf16: return nullptr;
   }
   return nullptr;

@@ -32,12 +32,17 @@ E mul_(E a, E b) {
   else return a * b;
 }
 
-// A float saturated to int64 (NaN: 0), then to the range of `dt`.
+// A float saturated to the range of `dt` (NaN: 0); u64 as its bits.
 template <class T>
 I saturate(T x, DType dt) {
   if (std::isnan(x)) return 0;
-  I lo = dt == DType::i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<I>::min();
-  I hi = dt == DType::i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<I>::max();
+  if (dt == DType::u64) {  // 2^64 is exact in float and double
+    if (x >= static_cast<T>(18446744073709551616.0)) return -1;  // UINT64_MAX's bits
+    if (x < 1) return 0;
+    return static_cast<I>(static_cast<uint64_t>(std::trunc(x)));
+  }
+  I lo = dt == DType::i64 ? std::numeric_limits<I>::min() : static_cast<I>(int_min(dt));
+  I hi = dt == DType::i64 ? std::numeric_limits<I>::max() : static_cast<I>(int_max(dt));
   // 2^63 is exact in float and double; every float below it converts exactly.
   if (x >= static_cast<T>(9223372036854775808.0)) return hi;
   if (x < static_cast<T>(-9223372036854775808.0)) return lo;
@@ -445,13 +450,7 @@ Array<E> eval_same(const Node& n, const std::vector<const Value<T>*>& in, const 
 
 }  // namespace
 
-int64_t wrap_int(int64_t v, DType dt) {
-  switch (dt) {
-    case DType::i32: return static_cast<int32_t>(v);  // modular (C++20)
-    case DType::boolean: return v != 0;
-    default: return v;
-  }
-}
+int64_t wrap_int(int64_t v, DType dt) { return wrap_to(v, dt); }
 
 void wrap_to_dtype(Array<int64_t>& a, DType dt) {
   if (dt == DType::i64) return;

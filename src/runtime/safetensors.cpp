@@ -29,6 +29,12 @@ std::optional<DType> dtype_of(const std::string& s) {
   if (s == "BF16") return DType::bf16;
   if (s == "I64") return DType::i64;
   if (s == "I32") return DType::i32;
+  if (s == "I16") return DType::i16;
+  if (s == "I8") return DType::i8;
+  if (s == "U64") return DType::u64;
+  if (s == "U32") return DType::u32;
+  if (s == "U16") return DType::u16;
+  if (s == "U8") return DType::u8;
   if (s == "BOOL") return DType::boolean;
   return std::nullopt;
 }
@@ -41,6 +47,12 @@ const char* dtype_name_of(DType t) {
     case DType::bf16: return "BF16";
     case DType::i64: return "I64";
     case DType::i32: return "I32";
+    case DType::i16: return "I16";
+    case DType::i8: return "I8";
+    case DType::u64: return "U64";
+    case DType::u32: return "U32";
+    case DType::u16: return "U16";
+    case DType::u8: return "U8";
     case DType::boolean: return "BOOL";
   }
   return "?";

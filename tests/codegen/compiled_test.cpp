@@ -319,6 +319,56 @@ TEST_F(Compiled, HalfPrecisionTypes) {
   }
 }
 
+// The 8- to 32-bit integers and u64, interpreted and compiled, to the same
+// bits: wrapping arithmetic (u16 products beyond int's range), unsigned
+// division and order, i8's -128 / -1, float to integer saturating, u64
+// sums wrapping; ordering u64 is refused (u64 is held as int64 bits).
+TEST_F(Compiled, NarrowAndUnsignedIntegers) {
+  const char* text =
+      "graph g\ninput %a : u8[4]\ninput %b : u8[4]\ninput %c : i8[4]\ninput %d : i8[4]\ninput %e : u16[4]\ninput %f : u32[4]\n"
+      "input %x : f32[4]\ninput %u : u64[4]\n"
+      "%0 = add(%a, %b) : u8[4]\n%1 = div(%a, %b) : u8[4]\n%2 = lt(%a, %b) : bool[4]\n%3 = div(%c, %d) : i8[4]\n"
+      "%4 = mul(%e, %e) : u16[4]\n%5 = sub(%f, %f) : u32[4]\n%6 = cast(%x) {to=u8} : u8[4]\n%7 = cast(%x) {to=i16} : i16[4]\n"
+      "%8 = add(%u, %u) : u64[4]\n%9 = cast(%a) {to=f32} : f32[4]\n%10 = max(%c, %d) : i8[4]\n%11 = sum(%f) {axes=[0]} : u32[]\n"
+      "return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11\n";
+  Graph g = parse_graph(text);
+  EXPECT_EQ(print_graph(parse_graph(print_graph(g))), print_graph(g));
+  Bindings in{{"a", NDArray::of<uint8_t>({4}, std::vector<uint8_t>{200, 255, 7, 130})},
+              {"b", NDArray::of<uint8_t>({4}, std::vector<uint8_t>{3, 2, 9, 1})},
+              {"c", NDArray::of<int8_t>({4}, std::vector<int8_t>{-128, 100, -7, 5})},
+              {"d", NDArray::of<int8_t>({4}, std::vector<int8_t>{-1, -3, 2, 5})},
+              {"e", NDArray::of<uint16_t>({4}, std::vector<uint16_t>{65535, 300, 2, 40000})},
+              {"f", NDArray::of<uint32_t>({4}, std::vector<uint32_t>{4000000000u, 1, 2, 3})},
+              {"x", NDArray::of<float>({4}, std::vector<float>{300.5f, -5.f, 7.9f, 1e9f})},
+              {"u", NDArray::of<uint64_t>({4}, std::vector<uint64_t>{UINT64_MAX, 1ull << 63, 5, 0})}};
+  auto want = interpret(g, in);
+  auto got = Executable::compile(g, {}).run(in);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].type_str(), want[o].type_str()) << o;
+    EXPECT_EQ(std::memcmp(got[o].raw(), want[o].raw(), want[o].nbytes()), 0) << "output " << o;
+  }
+  auto u8s = [](const NDArray& a) { return std::vector<int>(a.data<uint8_t>(), a.data<uint8_t>() + a.numel()); };
+  EXPECT_EQ(u8s(want[0]), (std::vector<int>{203, 1, 16, 131}));
+  EXPECT_EQ(u8s(want[1]), (std::vector<int>{66, 127, 0, 130}));
+  EXPECT_EQ(u8s(want[2]), (std::vector<int>{0, 0, 1, 0}));
+  EXPECT_EQ(want[3].data<int8_t>()[0], -128);
+  EXPECT_EQ(want[3].data<int8_t>()[1], -33);
+  EXPECT_EQ(want[4].data<uint16_t>()[0], 1);  // 65535^2 mod 2^16
+  EXPECT_EQ(u8s(want[6]), (std::vector<int>{255, 0, 7, 255}));
+  EXPECT_EQ(want[7].data<int16_t>()[3], 32767);
+  EXPECT_EQ(want[8].data<uint64_t>()[0], UINT64_MAX - 1);
+  EXPECT_EQ(want[8].data<uint64_t>()[1], 0u);
+  EXPECT_EQ(want[9].data<float>()[0], 200.f);
+  EXPECT_EQ(want[11].data<uint32_t>()[0], 4000000006u);
+  try {
+    parse_graph("graph g\ninput %u : u64[2]\n%0 = lt(%u, %u) : bool[2]\nreturn %0\n");
+    ADD_FAILURE() << "u64 ordering accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("u64 operands are not supported"), std::string::npos) << e.what();
+  }
+}
+
 // A kernel with two results: where(m, 0, 1) is planned in place of the
 // exp (dead after this kernel), which the mul reads after it. Found by the
 // ONNX conformance suite (the expanded NegativeLogLikelihoodLoss): storing

@@ -102,7 +102,7 @@ TEST(Safetensors, MalformedFilesAreClearErrors) {
       {"not_object", "[1,2]", "", "not a JSON object"},
       {"bad_json", "{\"t\":", "", "not valid JSON"},
       {"no_offsets", t(R"({"dtype":"F32","shape":[1]})"), "abcd", "needs dtype, shape and data_offsets"},
-      {"dtype", t(R"({"dtype":"I8","shape":[4],"data_offsets":[0,4]})"), "abcd", "dtype I8 is not supported"},
+      {"dtype", t(R"({"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]})"), "abcd", "dtype F8_E4M3 is not supported"},
       {"negative", t(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})"), "abcd", "negative or too large"},
       {"overflow", t(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})"), "abcd", "too large"},
       {"size", t(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"), "abcd", "4 data bytes for 2 values of F32 (8 bytes)"},

@@ -159,10 +159,16 @@ void set_element(NDArray& a, int64_t k, const std::string& text, const std::stri
     else if (text == "1" || text == "true") v = true;
     else throw Error(what + ": '" + text + "' is not a bool (0, 1, false or true)");
     a.data<uint8_t>()[k] = v;
-  } else if (t == DType::i32) {
-    a.data<int32_t>()[k] = static_cast<int32_t>(int_arg(text, what + " (i32)", INT32_MIN, INT32_MAX));
+  } else if (t == DType::u64) {
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+      throw Error(what + ": '" + text + "' is not a u64 (0 to 18446744073709551615)");
+    a.data<uint64_t>()[k] = v;
   } else if (t == DType::i64) {
     a.data<int64_t>()[k] = int_arg(text, what + " (i64)", INT64_MIN, INT64_MAX);
+  } else if (is_int(t)) {
+    store_int(a.raw(), k, t, int_arg(text, what + " (" + type + ")", static_cast<int64_t>(int_min(t)), static_cast<int64_t>(int_max(t))));
   } else {
     double v = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);

@@ -19,6 +19,12 @@ std::string ctype(DType t) {
     case DType::i64: return "int64_t";
     case DType::i32: return "int32_t";
     case DType::boolean: return "uint8_t";
+    case DType::i8: return "int8_t";
+    case DType::u8: return "char8_t";  // unsigned, 8 bits, and a type of its own: uint8_t is bool here
+    case DType::i16: return "int16_t";
+    case DType::u16: return "uint16_t";
+    case DType::u32: return "uint32_t";
+    case DType::u64: return "uint64_t";
     case DType::f16: return "tj_f16";
     case DType::bf16: return "tj_bf16";
   }
@@ -190,7 +196,8 @@ std::string Emitter::prelude() {
          "template <class T> static inline T tj_select(bool c, T a, T b) { return c ? a : b; }\n"
          "// Integers wrap (two's complement, through unsigned arithmetic: no UB); division\n"
          "// truncates, by zero is an error (tj_status 2), INT_MIN / -1 wraps to INT_MIN.\n"
-         "template <class T> using tj_u = std::make_unsigned_t<T>;\n"
+         "// (at least unsigned int: narrower types would promote to int, and int products overflow)\n"
+         "template <class T> using tj_u = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;\n"
          "template <class T> static inline T tj_iadd(T a, T b) { return (T)((tj_u<T>)a + (tj_u<T>)b); }\n"
          "template <class T> static inline T tj_isub(T a, T b) { return (T)((tj_u<T>)a - (tj_u<T>)b); }\n"
          "template <class T> static inline T tj_imul(T a, T b) { return (T)((tj_u<T>)a * (tj_u<T>)b); }\n"
@@ -198,13 +205,14 @@ std::string Emitter::prelude() {
          "template <class T> static inline T tj_iabs(T a) { return a < 0 ? tj_ineg(a) : a; }\n"
          "template <class T> static inline T tj_idiv(T a, T b) {\n"
          "  if (b == 0) { __atomic_store_n(&tj_status, 2, __ATOMIC_RELAXED); return 0; }\n"
-         "  return b == -1 ? tj_ineg(a) : (T)(a / b);\n}\n"
+         "  if constexpr (std::is_signed_v<T>) return b == -1 ? tj_ineg(a) : (T)(a / b);\n  else return (T)(a / b);\n}\n"
          "// Float to integer saturates to the target's range; NaN becomes 0.\n"
          "template <class T, class F> static inline T tj_f2i(F x) {\n"
-         "  const F lim = sizeof(T) == 4 ? (F)2147483648.0 : (F)9223372036854775808.0;  // exact powers of two\n"
+         "  const F lim = (F)((double)(1ULL << (std::numeric_limits<T>::digits - 1)) * 2.0);  // 2^digits: exact\n"
+         "  const F lo = std::is_signed_v<T> ? -lim : (F)0;\n"
          "  if (x != x) return 0;\n"
          "  if (x >= lim) return std::numeric_limits<T>::max();\n"
-         "  if (x < -lim) return std::numeric_limits<T>::min();\n"
+         "  if (x < lo) return std::numeric_limits<T>::min();\n"
          "  return (T)x;\n}\n"
          "// exp for float: Cody-Waite reduction and a degree-6 polynomial (Cephes), within 2 ulp,\n"
          "// branch-free so loops vectorize; results below 2^-126 flush to zero.\n"

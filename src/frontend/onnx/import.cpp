@@ -98,9 +98,15 @@ DType dtype_of_onnx(int32_t t, const std::string& where) {
     case onnx::TensorProto::INT32: return DType::i32;
     case onnx::TensorProto::INT64: return DType::i64;
     case onnx::TensorProto::BOOL: return DType::boolean;
+    case onnx::TensorProto::INT8: return DType::i8;
+    case onnx::TensorProto::UINT8: return DType::u8;
+    case onnx::TensorProto::INT16: return DType::i16;
+    case onnx::TensorProto::UINT16: return DType::u16;
+    case onnx::TensorProto::UINT32: return DType::u32;
+    case onnx::TensorProto::UINT64: return DType::u64;
     default:
       throw Unsupported("onnx: " + where + ": element type " + std::to_string(t) + " (" + onnx::TensorProto::DataType_Name(t) +
-                  ") is not supported (f32, f64, f16, bf16, i32, i64, bool are)");
+                  ") is not supported (f32, f64, f16, bf16, the 8- to 64-bit integers and bool are)");
   }
 }
 
@@ -172,6 +178,14 @@ NDArray tensor_value(const onnx::TensorProto& t, const std::string& where, const
     case DType::i64: check(static_cast<size_t>(t.int64_data_size())); for (size_t i = 0; i < n; ++i) a.data<int64_t>()[i] = t.int64_data(static_cast<int>(i)); break;
     case DType::i32: check(static_cast<size_t>(t.int32_data_size())); for (size_t i = 0; i < n; ++i) a.data<int32_t>()[i] = t.int32_data(static_cast<int>(i)); break;
     case DType::boolean: check(static_cast<size_t>(t.int32_data_size())); for (size_t i = 0; i < n; ++i) a.data<uint8_t>()[i] = t.int32_data(static_cast<int>(i)) != 0; break;
+    case DType::i8: case DType::u8: case DType::i16: case DType::u16:  // in int32_data
+      check(static_cast<size_t>(t.int32_data_size()));
+      for (size_t i = 0; i < n; ++i) store_int(a.raw(), static_cast<int64_t>(i), dt, t.int32_data(static_cast<int>(i)));
+      break;
+    case DType::u32: case DType::u64:  // in uint64_data
+      check(static_cast<size_t>(t.uint64_data_size()));
+      for (size_t i = 0; i < n; ++i) store_int(a.raw(), static_cast<int64_t>(i), dt, static_cast<int64_t>(t.uint64_data(static_cast<int>(i))));
+      break;
     default:  // f16/bf16 as bits in int32_data
       check(static_cast<size_t>(t.int32_data_size()));
       for (size_t i = 0; i < n; ++i) a.data<uint16_t>()[i] = static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
@@ -266,6 +280,7 @@ void convert_nodes(Ctx& c, const onnx::GraphProto& g) {
       evaluate_known(c, *conv, &results);
     } catch (const ShapeError& e) {
       c.node = &n;
+      if (std::string(e.what()).find(kU64Refused) != std::string::npos) c.unsupported(e.what());  // valid ONNX
       c.fail(e.what());
     }
     for (int i = 0; i < n.output_size() && static_cast<size_t>(i) < results.size(); ++i)

@@ -21,6 +21,18 @@ R binary(Ctx& c) {
   return {v(F(c.in(0), c.in(1)))};
 }
 
+// u64 is held as an int64's bits, and the IR's ordering ops refuse it:
+// ordered as i64 with the top bit flipped (x + 2^63, wrapping), which keeps
+// the unsigned order.
+Tensor biased(const Tensor& x) { return cast(x, DType::i64) + -9223372036854775808.0; }
+bool is_u64(const Tensor& a, const Tensor& b) { return a.dtype() == DType::u64 || b.dtype() == DType::u64; }
+template <Tensor (*F)(const Tensor&, const Tensor&)>
+Tensor ordered(const Tensor& a, const Tensor& b) {
+  return is_u64(a, b) ? F(biased(a), biased(b)) : F(a, b);
+}
+Tensor maximum_(const Tensor& a, const Tensor& b) { return is_u64(a, b) ? where(lt(biased(a), biased(b)), b, a) : maximum(a, b); }
+Tensor minimum_(const Tensor& a, const Tensor& b) { return is_u64(a, b) ? where(lt(biased(b), biased(a)), b, a) : minimum(a, b); }
+
 Tensor add(const Tensor& a, const Tensor& b) { return a + b; }
 Tensor sub(const Tensor& a, const Tensor& b) { return a - b; }
 Tensor mul(const Tensor& a, const Tensor& b) { return a * b; }
@@ -106,8 +118,7 @@ R where_(Ctx& c) { return {v(where(c.in(0), c.in(1), c.in(2)))}; }
 R clip_(Ctx& c) {
   Tensor x = c.in(0);
   double lo = -INFINITY, hi = INFINITY;
-  if (x.dtype() == DType::i32) lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
-  if (x.dtype() == DType::i64) lo = -9223372036854775808.0, hi = 9223372036854775807.0;
+  if (is_int(x.dtype())) lo = int_min(x.dtype()), hi = int_max(x.dtype());
   return {v(clip(x, c.has_input(1) ? c.in(1) : c.scalar(lo, x.dtype()), c.has_input(2) ? c.in(2) : c.scalar(hi, x.dtype())))};
 }
 
@@ -303,9 +314,9 @@ void add_math_ops(ConverterTable& t) {
       {"Gelu", gelu_}, {"HardSigmoid", hard_sigmoid}, {"Swish", swish}, {"Elu", elu}, {"Selu", selu}, {"Celu", celu},
       {"ThresholdedRelu", thresholded_relu}, {"LeakyRelu", leaky_relu_}, {"PRelu", binary<prelu>},
       {"Add", binary<add>}, {"Sub", binary<sub>}, {"Mul", binary<mul>}, {"Div", binary<div>}, {"Pow", pow_}, {"Mod", mod_},
-      {"Equal", binary<eq>}, {"Less", binary<lt>}, {"LessOrEqual", binary<le>}, {"Greater", binary<gt>},
-      {"GreaterOrEqual", binary<ge>}, {"And", binary<logical_and>}, {"Or", binary<logical_or>}, {"Xor", binary<logical_xor>},
-      {"Max", fold<maximum>}, {"Min", fold<minimum>}, {"Sum", fold<add>}, {"Mean", mean_},
+      {"Equal", binary<eq>}, {"Less", binary<ordered<lt>>}, {"LessOrEqual", binary<ordered<le>>}, {"Greater", binary<ordered<gt>>},
+      {"GreaterOrEqual", binary<ordered<ge>>}, {"And", binary<logical_and>}, {"Or", binary<logical_or>}, {"Xor", binary<logical_xor>},
+      {"Max", fold<maximum_>}, {"Min", fold<minimum_>}, {"Sum", fold<add>}, {"Mean", mean_},
       {"Where", where_}, {"Clip", clip_},
       {"ReduceSum", reduce<Red::sum, true>}, {"ReduceMean", reduce<Red::mean, false>}, {"ReduceMax", reduce<Red::max, false>},
       {"ReduceMin", reduce<Red::min, false>}, {"ReduceProd", reduce<Red::prod, false>}, {"ReduceL1", reduce<Red::l1, false>}, {"ReduceL2", reduce<Red::l2, false>},

@@ -46,7 +46,7 @@ constexpr const char* kCastHelpers =
 constexpr const char* kModHelpers =
     "template <class T> static inline T tj_imod(T a, T b, bool fmod) {\n"
     "  if (b == 0) { __atomic_store_n(&tj_status, 2, __ATOMIC_RELAXED); return 0; }\n"
-    "  if (b == -1) return 0;\n"
+    "  if constexpr (std::is_signed_v<T>) { if (b == -1) return 0; }\n"
     "  T r = (T)(a % b);\n"
     "  return !fmod && r != 0 && ((r < 0) != (b < 0)) ? (T)(r + b) : r;\n}\n"
     "template <class T> static inline T tj_fmod(T a, T b, bool fmod) {\n"

@@ -113,6 +113,8 @@ int attr_index(const OpDef& def, std::string_view name) {
   return -1;
 }
 
+const char* const kU64Refused = "u64 operands are not supported here (u64 is held as int64 bits; this op's unsigned meaning differs)";
+
 Type infer_type(Op op, const std::vector<Type>& operand_types, std::vector<AttrValue>& attrs) {
   const OpDef& def = op_def(op);
   auto describe = [&] {
@@ -124,6 +126,23 @@ Type infer_type(Op op, const std::vector<Type>& operand_types, std::vector<AttrV
   if (n < def.min_inputs || (def.max_inputs >= 0 && n > def.max_inputs))
     throw ShapeError(describe() + ": wrong number of operands (" + std::to_string(n) + ")");
   if (!def.infer) throw ShapeError(describe() + ": type of a source op must be given");
+  // u64 is held as an int64's bits: the ops whose meaning differs for
+  // unsigned values (order, division, sign, conversion to float) refuse it,
+  // rather than compute a signed answer (the ONNX importer orders u64
+  // values through a biased i64 instead).
+  for (const Type& t : operand_types) {
+    if (t.dtype != DType::u64) continue;
+    bool differs = false;
+    switch (op) {
+      case Op::div: case Op::mod: case Op::max: case Op::min: case Op::lt: case Op::le: case Op::gt: case Op::ge:
+      case Op::sign: case Op::abs: case Op::relu: case Op::clip: case Op::amax: case Op::argmax:
+        differs = true;
+        break;
+      case Op::cast: differs = !attrs.empty() && std::holds_alternative<DType>(attrs[0]) && is_float(std::get<DType>(attrs[0])); break;
+      default: break;
+    }
+    if (differs) throw ShapeError(describe() + ": " + std::string(kU64Refused));
+  }
   InferCtx ctx{def, operand_types, attrs};
   try {
     return def.infer(ctx);
