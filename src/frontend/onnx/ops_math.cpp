@@ -221,8 +221,10 @@ R topk(Ctx& c) {
   if (k < 0 || k > n) c.fail("k = " + std::to_string(k) + " for a dim of " + std::to_string(n));
   if (k > 256) c.unsupported("TopK with k over 256 is not supported");
   bool largest = c.attr_int("largest", 1) != 0;
-  Tensor key = largest ? x : reversed(x);
-  double floor_ = is_float(x.dtype()) ? -INFINITY : x.dtype() == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+  Tensor in_order = x.dtype() == DType::u64 ? biased(x) : x;  // u64: ordered as i64
+  Tensor key = largest ? in_order : reversed(in_order);
+  const DType kd = key.dtype();
+  double floor_ = is_float(kd) ? -INFINITY : int_min(kd);
   Shape s(static_cast<size_t>(x.rank()), Dim(1));
   s[static_cast<size_t>(axis)] = Dim(n);
   Tensor pos = reshape(iota(x, Dim(n)), s);
@@ -231,12 +233,12 @@ R topk(Ctx& c) {
   for (int64_t i = 0; i < k; ++i) {
     // NaN counts as the largest (argmax's rule); -inf is then a valid pick,
     // so what is taken is masked by position, not by value alone.
-    Tensor masked = taken ? where(*taken, c.scalar(floor_, x.dtype()), key) : key;
+    Tensor masked = taken ? where(*taken, c.scalar(floor_, kd), key) : key;
     Tensor idx = argmax(masked, axis, true);
     if (taken) {  // a -inf row after masking: the first position not taken
       Tensor free_ = logical_not(*taken);
       Tensor best = take_along(c, masked, idx, axis);
-      Tensor at_floor = eq(best, c.scalar(floor_, x.dtype()));
+      Tensor at_floor = eq(best, c.scalar(floor_, kd));
       idx = where(logical_and(at_floor, logical_not(take_along(c, free_, idx, axis))), argmax(cast(free_, DType::i32), axis, true), idx);
     }
     idxs.push_back(idx);

@@ -79,8 +79,6 @@ Equation parse_einsum(Ctx& c, std::string eq, const std::vector<int64_t>& ranks)
     int64_t named = static_cast<int64_t>(e.in[i].size()) - (e.in[i].find("...") != std::string::npos ? 3 : 0);
     e.in[i] = expand_ell(e.in[i], ranks[i] - named);
     if (static_cast<int64_t>(e.in[i].size()) != ranks[i]) c.fail("operand " + std::to_string(i) + " has rank " + std::to_string(ranks[i]) + ", the equation names " + std::to_string(e.in[i].size()) + " dims");
-    for (char ch : e.in[i])
-      if (std::count(e.in[i].begin(), e.in[i].end(), ch) > 1) c.unsupported("Einsum with a repeated label in one operand (a diagonal) is not supported");
   }
   if (rhs) {
     e.out = expand_ell(*rhs, ell);
@@ -93,6 +91,36 @@ Equation parse_einsum(Ctx& c, std::string eq, const std::vector<int64_t>& ranks)
       if (n == 1 && !(ch >= '0' && ch <= '9')) e.out += ch;
   }
   return e;
+}
+
+// x (labelled `labels`) with each label repeated within it replaced by
+// the diagonal over its axes ("ii" -> "i"): the two axes moved last, merged,
+// and every (n+1)-th element taken. The label goes last.
+Tensor diagonals(Ctx& c, Tensor x, std::string& labels) {
+  for (;;) {
+    size_t p = std::string::npos, q = std::string::npos;
+    for (size_t i = 0; i < labels.size() && q == std::string::npos; ++i)
+      for (size_t j = i + 1; j < labels.size(); ++j)
+        if (labels[i] == labels[j]) {
+          p = i, q = j;
+          break;
+        }
+    if (q == std::string::npos) return x;
+    int64_t n = static_dim(c, x, static_cast<int64_t>(p), "Einsum's diagonal over a symbolic dim");
+    if (static_dim(c, x, static_cast<int64_t>(q), "Einsum's diagonal over a symbolic dim") != n)
+      c.fail(std::string("label '") + labels[p] + "' names dims of different sizes");
+    std::vector<int64_t> perm;
+    std::string rest;
+    Shape merged;
+    for (size_t i = 0; i < labels.size(); ++i)
+      if (i != p && i != q) perm.push_back(static_cast<int64_t>(i)), rest += labels[i], merged.push_back(x.shape()[i]);
+    perm.push_back(static_cast<int64_t>(p)), perm.push_back(static_cast<int64_t>(q));
+    merged.push_back(Dim(n * n));
+    std::vector<int64_t> at;
+    for (int64_t k = 0; k < n; ++k) at.push_back(k * (n + 1));
+    x = take(c, reshape(permute(x, perm), merged), static_cast<int64_t>(merged.size()) - 1, at);
+    labels = rest + labels[p];
+  }
 }
 
 // x, labelled `have`, with the labels not in `keep` summed away.
@@ -150,12 +178,14 @@ R einsum(Ctx& c) {
   std::vector<int64_t> ranks;
   for (int i = 0; i < c.node->input_size(); ++i) ranks.push_back(c.in(static_cast<size_t>(i)).rank());
   Equation e = parse_einsum(c, a->s(), ranks);
-  Tensor acc = c.in(0);
+  std::vector<Tensor> ops;
+  for (size_t i = 0; i < e.in.size(); ++i) ops.push_back(diagonals(c, c.in(i), e.in[i]));
+  Tensor acc = ops[0];
   std::string have = e.in[0];
   for (size_t i = 1; i < e.in.size(); ++i) {
     std::string later = e.out;
     for (size_t j = i + 1; j < e.in.size(); ++j) later += e.in[j];
-    acc = contract(acc, have, c.in(i), e.in[i], later, &have);
+    acc = contract(acc, have, ops[i], e.in[i], later, &have);
   }
   acc = sum_away(acc, have, e.out);
   for (char ch : e.out)
@@ -193,13 +223,26 @@ Tensor per_channel(const Ctx& c, const Tensor& p, int64_t rank) {
   return reshape(p, s);
 }
 
+// Inference: the running statistics. Training mode (opset 14 on): the
+// batch's own mean and (population) variance over every axis but the
+// channels normalize, and the running statistics come out updated:
+// running * momentum + batch * (1 - momentum), as the spec's reference.
 R batch_norm(Ctx& c) {
-  if (c.attr_int("training_mode", 0)) c.unsupported("BatchNormalization in training mode is not supported");
   Tensor x = c.in(0);
   int64_t r = x.rank();
   double eps = c.attr_float("epsilon", 1e-5);
   Tensor scale = per_channel(c, c.in(1), r), bias = per_channel(c, c.in(2), r), m = per_channel(c, c.in(3), r), var = per_channel(c, c.in(4), r);
-  return {v((x - m) * rsqrt(var + eps) * scale + bias)};
+  if (!c.attr_int("training_mode", 0)) return {v((x - m) * rsqrt(var + eps) * scale + bias)};
+  double momentum = c.attr_float("momentum", 0.9);
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < r; ++i)
+    if (i != 1) axes.push_back(i);
+  Tensor bm = mean(x, axes, true), d = x - bm, bv = mean(d * d, axes, true);
+  Tensor y = d * rsqrt(bv + eps) * scale + bias;
+  Shape ch{x.shape()[1]};
+  Tensor new_mean = c.in(3) * momentum + reshape(bm, ch) * (1 - momentum);
+  Tensor new_var = c.in(4) * momentum + reshape(bv, ch) * (1 - momentum);
+  return {v(y), v(new_mean), v(new_var)};
 }
 
 R instance_norm(Ctx& c) {
@@ -401,18 +444,40 @@ std::vector<int64_t> pool_kernel(Ctx& c) {
   return k;
 }
 
+// The maximum of each window; with the Indices output, also where it is:
+// the flat index into the input of each window's first maximum (with
+// storage_order 1, the spatial dims counted column-major).
 R max_pool(Ctx& c) {
-  if (c.node->output_size() > 1 && !c.node->output(1).empty()) c.unsupported("MaxPool's Indices output is not supported");
+  const bool indices = c.node->output_size() > 1 && !c.node->output(1).empty();
+  const bool column_major = c.attr_int("storage_order", 0) != 0;
   Tensor x = c.in(0);
   std::vector<int64_t> xs = image_shape(c, x, "MaxPool of a symbolic channel or spatial dim");
   std::vector<int64_t> k = pool_kernel(c);
   if (k.size() + 2 != xs.size()) c.fail("kernel_shape does not match the input's spatial rank");
   Window w = window(c, spatial(xs), k, c.attr_int("ceil_mode", 0) != 0);
-  double low = is_float(x.dtype()) ? -INFINITY : x.dtype() == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+  double low = is_float(x.dtype()) ? -INFINITY : int_min(x.dtype());
   std::vector<Tensor> ws = windows(pad_spatial(c, x, w, low), w);
   Tensor r = ws[0];
   for (size_t i = 1; i < ws.size(); ++i) r = maximum(r, ws[i]);
-  return {v(r)};
+  if (!indices) return {v(r)};
+  Dim numel(1);
+  for (const Dim& d : x.shape()) numel = numel * d;
+  Tensor flat = reshape(iota(x, numel), x.shape());
+  if (column_major) {  // counted over the spatial dims reversed, then put back in place
+    Shape rev = {x.shape()[0], x.shape()[1]};
+    std::vector<int64_t> perm = {0, 1};
+    for (int64_t i = x.rank() - 1; i >= 2; --i) rev.push_back(x.shape()[static_cast<size_t>(i)]);
+    for (int64_t j = 2; j < x.rank(); ++j) perm.push_back(x.rank() + 1 - j);  // spatial axis j is at rev's rank + 1 - j
+    flat = permute(reshape(iota(x, numel), rev), perm);
+  }
+  std::vector<Tensor> at = windows(pad_spatial(c, flat, w, -1), w);
+  Tensor best = ws[0], where_ = at[0];
+  for (size_t i = 1; i < ws.size(); ++i) {
+    Tensor later = gt(ws[i], best);  // strictly: the first maximum stays
+    best = where(later, ws[i], best);
+    where_ = where(later, at[i], where_);
+  }
+  return {v(r), v(where_)};
 }
 
 // The mean of each window; without count_include_pad, of its elements that
