@@ -5,7 +5,8 @@ by tensorjit, compiled and interpreted, against PyTorch's own outputs:
 - a small CNN: Conv (padding, stride, groups), BatchNorm, ReLU, MaxPool,
   AveragePool, global pooling, Flatten, Linear; dynamic batch;
 - a Llama-style decoder stack: RMSNorm, rotary embeddings, causal attention
-  with grouped KV heads, SwiGLU MLP, residuals; dynamic batch and sequence.
+  with grouped KV heads, SwiGLU MLP, residuals; dynamic batch and sequence;
+- the CNN again in f16 (exported from module.half()), against f32.
 
     bench/torch_models.py            # both models, two input shapes each
     bench/torch_models.py --keep DIR # and keep the .onnx files in DIR
@@ -13,6 +14,7 @@ by tensorjit, compiled and interpreted, against PyTorch's own outputs:
 Run it through bench/run-minilm's venv (bench/setup --minilm has torch).
 """
 import contextlib
+import copy
 import os
 import subprocess
 import sys
@@ -121,10 +123,17 @@ def run(tjc, model, feeds, out, interpret):
     return np.load(os.path.join(out, "y.npy"))
 
 
-def check(name, module, shapes, dynamic, tjc, folder):
+def check(name, module, shapes, dynamic, tjc, folder, half=False):
+    """half: the module exported in f16 and run on f16 inputs, against the
+    f32 module on the same (f16) values."""
     module.eval()
     torch.manual_seed(0)
+    reference = copy.deepcopy(module).float() if half else module
+    if half:
+        module = module.half()
     example = torch.randn(*shapes[0])
+    if half:
+        example = example.half()
     path = os.path.join(folder, name + ".onnx")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -133,11 +142,13 @@ def check(name, module, shapes, dynamic, tjc, folder):
     worst = 0.0
     for shape in shapes:
         x = torch.randn(*shape)
+        if half:
+            x = x.half()
         with torch.no_grad():
-            want = module(x).numpy()
+            want = reference(x.float()).numpy()
         for interpret in (False, True):
             got = run(tjc, path, {"x": x.numpy()}, folder, interpret)
-            rel = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
+            rel = np.abs(got.astype(np.float32) - want).max() / max(np.abs(want).max(), 1e-30)
             worst = max(worst, rel)
             print(f"  {name} {list(shape)} {'interpreted' if interpret else 'compiled':12s} max rel diff {rel:.2e}")
     return worst
@@ -159,8 +170,10 @@ def main():
         print("PyTorch models through ONNX, against PyTorch:")
         w1 = check("cnn", cnn, [(2, 3, 32, 32), (5, 3, 32, 32)], {0: "batch"}, tjc, folder)
         w2 = check("llama", llama, [(1, 16, 64), (3, 7, 64)], {0: "batch", 1: "seq"}, tjc, folder)
-    ok = max(w1, w2) < 1e-4
-    print(f"worst max rel diff {max(w1, w2):.2e}: {'ok' if ok else 'ABOVE 1e-4'}")
+        # f16: each op rounded to 11 bits, against f32 (2^-11 is 4.9e-4).
+        w3 = check("cnn_f16", copy.deepcopy(cnn), [(2, 3, 32, 32), (5, 3, 32, 32)], {0: "batch"}, tjc, folder, half=True)
+    ok = max(w1, w2) < 1e-4 and w3 < 4e-3
+    print(f"worst max rel diff {max(w1, w2):.2e} (f32), {w3:.2e} (f16): {'ok' if ok else 'ABOVE 1e-4 (f32) or 4e-3 (f16)'}")
     sys.exit(0 if ok else 1)
 
 
