@@ -136,9 +136,6 @@ bool broadcasts_to(const Type& b, const Type& scores) {
 std::optional<Attention> match(const Graph& g, ValueId out) {
   const Node& pv = g.node(out);
   if (pv.op != Op::matmul || pv.type.rank() != 4) return std::nullopt;
-  // The attention kernels are generated for f32 and f64 (f16/bf16 attention
-  // stays unfused: matmuls, softmax, matmuls, which are generated).
-  if (pv.type.dtype != DType::f32 && pv.type.dtype != DType::f64) return std::nullopt;
   Attention a;
   ValueId p = pv.inputs[0];
   // Optional guard: where(p != p, 0, p).

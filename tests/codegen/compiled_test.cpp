@@ -210,7 +210,8 @@ TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
 // broadcast over batch and heads, or over heads and queries, plus random
 // values; every row's first block of 64 keys masked (-inf scores to start
 // the online softmax), and one row with no visible key: NaN, or 0 with
-// zero_empty_rows. Both paths: blocks of rows, and one query per KV head.
+// zero_empty_rows. Both paths: blocks of rows, and one query per KV head;
+// f32, f64 and bf16 (16-bit operands read as floats).
 TEST_F(Compiled, FlashAttentionWithABiasAndEmptyRows) {
   auto graph = [](const std::string& dt, int64_t b, int64_t t, int64_t kv, const std::string& rshape, int64_t empty, bool zero) {
     std::string T = std::to_string(t), B = std::to_string(b), KV = std::to_string(kv);
@@ -233,13 +234,13 @@ TEST_F(Compiled, FlashAttentionWithABiasAndEmptyRows) {
     int64_t empty;
   };
   int checked = 0;
-  for (const char* dt : {"f32", "f64"})
+  for (const char* dt : {"f32", "f64", "bf16"})
     for (Case c : {Case{2, 37, 2, "bt", 5}, Case{2, 37, 2, "b", 5}, Case{1, 1, 4, "bt", -1}, Case{1, 1, 4, "b", 0}})
       for (bool zero : {false, true}) {
-        DType d = std::string(dt) == "f32" ? DType::f32 : DType::f64;
+        DType d = *parse_dtype(dt);
         Graph g = parse_graph(graph(dt, c.b, c.t, c.kv, c.rshape, c.empty, zero));
         Bindings in = random_inputs(g, {});
-        auto want = interpret(g, in, {d});
+        auto want = interpret(g, in, {d == DType::bf16 ? DType::f32 : d});
         auto got = Executable::compile(g, {}).run(in);
         ASSERT_EQ(got[0].numel(), want[0].numel());
         SCOPED_TRACE(std::string(dt) + " T=" + std::to_string(c.t) + " r=" + c.rshape + (zero ? " zero" : " nan"));
@@ -250,7 +251,9 @@ TEST_F(Compiled, FlashAttentionWithABiasAndEmptyRows) {
             EXPECT_TRUE(std::isnan(x)) << i;
             ++empty;
           } else {
-            EXPECT_NEAR(x, w, (d == DType::f32 ? 1e-5 : 1e-12) * std::max(1.0, std::abs(w))) << i;
+            // bf16: read as floats, computed in float, rounded once (the interpreter: in f32, rounded once).
+            double tol = d == DType::f32 ? 1e-5 : d == DType::f64 ? 1e-12 : 0x1p-7;
+            EXPECT_NEAR(x, w, tol * std::max(1.0, std::abs(w))) << i;
           }
         }
         // The empty row (NaN, or 0 and finite everywhere).
@@ -260,7 +263,7 @@ TEST_F(Compiled, FlashAttentionWithABiasAndEmptyRows) {
         }
         ++checked;
       }
-  EXPECT_EQ(checked, 16);
+  EXPECT_EQ(checked, 24);
 }
 
 // prod: a last-axis product fused into a rowwise kernel with its consumer,

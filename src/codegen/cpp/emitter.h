@@ -180,7 +180,7 @@ class Emitter {
   // causal limit, an added bias (read as `bias` with strides sb0..sb3 over
   // batch, head, query, key), 0 rather than NaN for rows with no key.
   struct AttentionForm {
-    std::string ty;
+    std::string ty, st;  // compute and storage types (float and tj_bf16 for bf16)
     bool causal = false, bias = false, zero_empty = false;
     bool bias_keys_contiguous = false;  // sb3 is 1
   };

@@ -34,26 +34,26 @@ std::string Emitter::attention_body(const Kernel& K) {
   if (!sq[1].is_const() || !sk[1].is_const() || !Dv.is_const())
     throw Error("code generation: flash_attn needs concrete head counts and value width, got " + shape_str(sq) + " and " + shape_str(sv));
   int64_t H = sq[1].value(), Hkv = sk[1].value();
-  if (is_half(n.type.dtype)) throw Error("code generation: flash_attn in " + std::string(dtype_name(n.type.dtype)) + " is not generated yet");
   AttentionForm f;
-  f.ty = T(fa);
+  f.ty = CT(fa);  // f16/bf16: read as floats, computed in float, the result rounded once
+  f.st = T(fa);
   f.causal = n.attr_bool("causal");
   f.bias = n.attr_bool("bias");
   f.zero_empty = n.attr_bool("zero_empty_rows");
-  const std::string& ty = f.ty;
+  const std::string& st = f.st;
   // The bias: its strides over (batch, head, query, key), 0 where it
   // broadcasts (a dim of 1 that the scores do not have).
   std::string bias_ptr, bias_strides[4];
   if (f.bias) {
     ValueId x = n.inputs.back();
-    auto st = strided(x);
-    if (!st) {
+    auto view = strided(x);
+    if (!view) {
       make_temp_copy(x, &code);
-      st = Strided{x, 0, contiguous_strides(shape(x))};
+      view = Strided{x, 0, contiguous_strides(shape(x))};
     }
     auto sb = shape(x);
-    bias_ptr = "(" + ptr(st->base) + " + " + C(st->offset) + ")";
-    for (size_t d = 0; d < 4; ++d) bias_strides[d] = sb[d] == Dim(1) ? std::string("0") : C(st->strides[d]);
+    bias_ptr = "(" + ptr(view->base) + " + " + C(view->offset) + ")";
+    for (size_t d = 0; d < 4; ++d) bias_strides[d] = sb[d] == Dim(1) ? std::string("0") : C(view->strides[d]);
     f.bias_keys_contiguous = bias_strides[3] == "1";
   }
   bool copies = !code.empty();  // operands copied into temporaries first
@@ -61,11 +61,11 @@ std::string Emitter::attention_body(const Kernel& K) {
   code += "  const int64_t off = " + (f.causal ? "(int64_t)(" + load(n.inputs[3], {}) + ")" : std::string("0")) + ";\n";
   code += "  const double scale = " + literal(n.attr_float("scale"), DType::f64) + ";\n";
   if (f.bias) {
-    code += "  const " + ty + "* bias = " + bias_ptr + ";\n";
+    code += "  const " + st + "* bias = " + bias_ptr + ";\n";
     code += "  const int64_t sb0 = " + bias_strides[0] + ", sb1 = " + bias_strides[1] + ", sb2 = " + bias_strides[2] +
             ", sb3 = " + bias_strides[3] + ";\n";
   }
-  code += "  " + ty + "* out = " + ptr(fa) + ";\n";
+  code += "  " + st + "* out = " + ptr(fa) + ";\n";
   code += "  const int64_t tj_tq = " + C(Tq) + ";\n";
   int64_t work = hint(B * H * Tq * S * (D + Dv));
   // Units of work. A row is one query of one head; the rows that read the
@@ -97,16 +97,16 @@ std::string Emitter::attention_body(const Kernel& K) {
   if (qb == 1) {
     code += "    const int64_t bh = u / " + nrb + ", i0 = u % " + nrb + ";\n";
     code += "    const int64_t b = bh / " + std::to_string(H) + "LL, h = bh % " + std::to_string(H) + "LL, g = h / " + G + ";\n";
-    code += "    const " + ty + "* q = " + p[0] + " + b*" + p[1] + " + h*" + p[2] + ";\n";
+    code += "    const " + st + "* q = " + p[0] + " + b*" + p[1] + " + h*" + p[2] + ";\n";
   } else {
     code += "    const int64_t bg = u / " + nrb + ", r0 = u % " + nrb + " * " + QB + ";\n";
     code += "    const int64_t b = bg / " + std::to_string(Hkv) + "LL, g = bg % " + std::to_string(Hkv) + "LL;\n";
-    code += "    const " + ty + "* q = " + p[0] + " + b*" + p[1] + ";\n";
+    code += "    const " + st + "* q = " + p[0] + " + b*" + p[1] + ";\n";
     code += "    const int64_t hstride = " + p[2] + ";\n";
   }
   code += "    const int64_t qstride = " + p[3] + ";\n";
-  code += "    const " + ty + "* k = " + p[4] + " + b*" + p[5] + " + g*" + p[6] + ";\n";
-  code += "    const " + ty + "* v = " + p[8] + " + b*" + p[9] + " + g*" + p[10] + ";\n";
+  code += "    const " + st + "* k = " + p[4] + " + b*" + p[5] + " + g*" + p[6] + ";\n";
+  code += "    const " + st + "* v = " + p[8] + " + b*" + p[9] + " + g*" + p[10] + ";\n";
   code += "    const int64_t kstride = " + p[7] + ", vstride = " + p[11] + ";\n";
   code += "    constexpr int64_t kBlock = 64;\n";
   code += qb == 1 ? attention_one_query(f, C(S), C(D), Dv.value()) : attention_row_block(f, C(rows), C(S), H, group, D.value(), Dv.value(), qb);
@@ -119,18 +119,18 @@ std::string Emitter::attention_body(const Kernel& K) {
 // one block of keys at a time: dot products, block maximum, exponentials
 // (vectorized), then the value rows weighted into the accumulator.
 std::string Emitter::attention_one_query(const AttentionForm& f, const std::string& S, const std::string& D, int64_t Dv) {
-  const std::string& ty = f.ty;
+  const std::string &ty = f.ty, &st = f.st;
   std::string code;
   code += "    const int64_t i = i0;\n    q += i*qstride;\n";
   code += "    const int64_t limit = " + std::string(f.causal ? "std::min<int64_t>(" + S + ", off + i + 1)" : S) + ";\n";
-  if (f.bias) code += "    const " + ty + "* brow = bias + b*sb0 + h*sb1 + i*sb2;\n";
+  if (f.bias) code += "    const " + st + "* brow = bias + b*sb0 + h*sb1 + i*sb2;\n";
   code += "    " + ty + " m = -INFINITY, l = 0, acc[" + std::to_string(Dv) + "] = {0};\n";
   code += "    " + ty + " s[kBlock];\n";
   code += "    for (int64_t j0 = 0; j0 < limit; j0 += kBlock) {\n";
   code += "      const int64_t jn = std::min<int64_t>(limit - j0, kBlock);\n";
   code += "      " + ty + " bm = m;\n";
   code += "      for (int64_t j = 0; j < jn; ++j) {\n";
-  code += "        const " + ty + "* kj = k + (j0 + j)*kstride;\n        " + ty + " dot = 0;\n";
+  code += "        const " + st + "* kj = k + (j0 + j)*kstride;\n        " + ty + " dot = 0;\n";
   code += "#pragma omp simd reduction(+:dot)\n";
   code += "        for (int64_t d = 0; d < " + D + "; ++d) dot += q[d]*kj[d];\n";
   code += "        s[j] = dot * (" + ty + ")scale" + (f.bias ? " + brow[(j0 + j)*sb3]" : "") + ";\n        bm = std::max(bm, s[j]);\n      }\n";
@@ -140,11 +140,11 @@ std::string Emitter::attention_one_query(const AttentionForm& f, const std::stri
   code += "      for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) acc[d] *= corr;\n";
   code += "#pragma omp simd\n      for (int64_t j = 0; j < jn; ++j) s[j] = tj_exp(s[j] - bs);\n";
   code += "      for (int64_t j = 0; j < jn; ++j) {\n";
-  code += "        const " + ty + " pj = s[j];\n        l += pj;\n        const " + ty + "* vj = v + (j0 + j)*vstride;\n";
+  code += "        const " + ty + " pj = s[j];\n        l += pj;\n        const " + st + "* vj = v + (j0 + j)*vstride;\n";
   code += "#pragma omp simd\n";
   code += "        for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) acc[d] += pj*vj[d];\n      }\n";
   code += "      m = bm;\n    }\n";
-  code += "    " + ty + "* o = out + (bh*tj_tq + i)*" + std::to_string(Dv) + ";\n";
+  code += "    " + st + "* o = out + (bh*tj_tq + i)*" + std::to_string(Dv) + ";\n";
   // No key, or every score -inf: l is 0 (NaN after a NaN score).
   code += "    for (int64_t d = 0; d < " + std::to_string(Dv) + "; ++d) o[d] = l > 0 ? acc[d]/l : (" + ty + ")" +
           (f.zero_empty ? "0" : "NAN") + ";\n";
@@ -176,7 +176,7 @@ std::string lane_tree(const std::string& indent, const std::string& to, const st
 // keys, in registers, right after its softmax step.
 std::string Emitter::attention_row_block(const AttentionForm& f, const std::string& rows, const std::string& S, int64_t H, int64_t group,
                                          int64_t D, int64_t Dv, int64_t qb) {
-  const std::string& ty = f.ty;
+  const std::string &ty = f.ty, &st = f.st;
   const bool causal = f.causal;
   std::string G = std::to_string(group) + "LL";
   std::string Ds = std::to_string(D), Dvs = std::to_string(Dv), QB = std::to_string(qb);
@@ -206,12 +206,12 @@ std::string Emitter::attention_row_block(const AttentionForm& f, const std::stri
   // block's last compute the last row again, unused.
   std::string V = ty == "float" ? "tj_vf16" : "tj_vd16";
   code += "      for (int64_t i4 = 0; i4 < in; i4 += 4) {\n";
-  code += "        const " + ty + "* q0 = row(r0 + i4);\n";
+  code += "        const " + st + "* q0 = row(r0 + i4);\n";
   for (int w = 1; w < 4; ++w)
-    code += "        const " + ty + "* q" + std::to_string(w) + " = row(r0 + std::min<int64_t>(i4 + " + std::to_string(w) + ", in - 1));\n";
+    code += "        const " + st + "* q" + std::to_string(w) + " = row(r0 + std::min<int64_t>(i4 + " + std::to_string(w) + ", in - 1));\n";
   code += "        for (int64_t j = 0; j < jp; j += 16) {\n          " + V + " a0 = {}, a1 = {}, a2 = {}, a3 = {};\n";
   code += "          for (int64_t d = 0; d < " + Ds + "; ++d) {\n            const " + V + " kv = *(const " + V + "*)&kt[d][j];\n";
-  code += "            a0 += q0[d] * kv, a1 += q1[d] * kv, a2 += q2[d] * kv, a3 += q3[d] * kv;\n          }\n";
+  code += "            a0 += (" + ty + ")q0[d] * kv, a1 += (" + ty + ")q1[d] * kv, a2 += (" + ty + ")q2[d] * kv, a3 += (" + ty + ")q3[d] * kv;\n          }\n";
   code += "          *(" + V + "*)&p[i4][j] = a0;\n";
   for (int w = 1; w < 4; ++w)
     code += "          if (i4 + " + std::to_string(w) + " < in) *(" + V + "*)&p[i4 + " + std::to_string(w) + "][j] = a" + std::to_string(w) + ";\n";
@@ -224,7 +224,7 @@ std::string Emitter::attention_row_block(const AttentionForm& f, const std::stri
     // Row r is query r / group of head g*group + r % group.
     std::string at = f.bias_keys_contiguous ? "brow[j0 + j]" : "brow[(j0 + j)*sb3]";
     code += "        const int64_t rr = r0 + ii;\n";
-    code += "        const " + ty + "* brow = bias + b*sb0 + (g*" + G + " + rr % " + G + ")*sb1 + rr / " + G + "*sb2;\n";
+    code += "        const " + st + "* brow = bias + b*sb0 + (g*" + G + " + rr % " + G + ")*sb1 + rr / " + G + "*sb2;\n";
     code += "#pragma omp simd\n        for (int64_t j = 0; j < jm; ++j) s[j] = s[j] * (" + ty + ")scale + " + at + ";\n";
     code += "        for (int64_t j = jm; j < jp; ++j) s[j] = -INFINITY;\n";
   } else {
@@ -260,9 +260,9 @@ std::string Emitter::attention_row_block(const AttentionForm& f, const std::stri
   code += "        " + ty + " r[" + Us + "][" + Dvs + "] = {};\n";
   code += "        int64_t j = 0;\n        for (; j + " + Us + " <= jm; j += " + Us + ")\n";
   code += "          for (int64_t w = 0; w < " + Us + "; ++w) {\n            const " + ty + " pj = s[j + w];\n";
-  code += "            const " + ty + "* vj = v + (j0 + j + w)*vstride;\n";
+  code += "            const " + st + "* vj = v + (j0 + j + w)*vstride;\n";
   code += "#pragma omp simd\n            for (int64_t d = 0; d < " + Dvs + "; ++d) r[w][d] += pj*vj[d];\n          }\n";
-  code += "        for (; j < jm; ++j) {\n          const " + ty + " pj = s[j];\n          const " + ty + "* vj = v + (j0 + j)*vstride;\n";
+  code += "        for (; j < jm; ++j) {\n          const " + ty + " pj = s[j];\n          const " + st + "* vj = v + (j0 + j)*vstride;\n";
   code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += pj*vj[d];\n        }\n";
   code += "        for (int64_t w = 1; w < " + Us + "; ++w)\n";
   code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += r[w][d];\n";
@@ -270,7 +270,7 @@ std::string Emitter::attention_row_block(const AttentionForm& f, const std::stri
   code += "    }\n";
   code += "    for (int64_t ii = 0; ii < in; ++ii) {\n";
   code += "      const int64_t r = r0 + ii, h = g*" + G + " + r % " + G + ";\n";
-  code += "      " + ty + "* o = out + ((b*" + std::to_string(H) + "LL + h)*tj_tq + r / " + G + ")*" + Dvs + ";\n";
+  code += "      " + st + "* o = out + ((b*" + std::to_string(H) + "LL + h)*tj_tq + r / " + G + ")*" + Dvs + ";\n";
   code += lane_tree("      ", "l[ii]", "l[ii][jj] + l[ii][jj + $]");
   // No key, or every score -inf: l is 0 (NaN after a NaN score).
   code += "      const bool any = l[ii][0] > 0;\n";
