@@ -34,7 +34,6 @@ constexpr bool is_int(DType t) {
     default: return false;
   }
 }
-constexpr bool is_unsigned(DType t) { return t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64; }
 
 std::string_view dtype_name(DType t);
 std::optional<DType> parse_dtype(std::string_view s);

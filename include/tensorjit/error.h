@@ -19,6 +19,14 @@ class ShapeError : public Error {
   using Error::Error;
 };
 
+// What inference throws for valid operands an op does not take (u64 where
+// its unsigned meaning differs from the int64 bits the interpreter holds):
+// an importer reports it as unsupported, not as a malformed model.
+class UnsupportedOperand : public ShapeError {
+ public:
+  using ShapeError::ShapeError;
+};
+
 // Valid input that uses what tensorjit does not support (yet): an ONNX op,
 // opset, element type or attribute value. The message names it.
 class Unsupported : public Error {

@@ -93,9 +93,6 @@ class Graph {
 // Runs an op's inference on given operand types; the entry point shared by
 // Graph::add, the verifier and (later) passes that want to check a rewrite.
 Type infer_type(Op op, const std::vector<Type>& operand_types, std::vector<AttrValue>& attrs);
-// The ShapeError's message where an op refuses u64 operands (their unsigned
-// meaning differs from the int64 bits the interpreter holds).
-extern const char* const kU64Refused;
 
 std::string attr_str(AttrKind kind, const AttrValue& v);
 

@@ -113,7 +113,7 @@ Value<T> from_ndarray(const NDArray& a, DType declared, const std::string& what)
     if ((declared == DType::u64) != (a.dtype() == DType::u64) && x < 0 && is_int(declared) && is_int(a.dtype()))
       throw Error(what + ": value " + std::to_string(x) + " of " + std::string(dtype_name(a.dtype())) + " is out of range for " +
                   std::string(dtype_name(declared)));
-    if (wrap_int(x, declared) != x)
+    if (wrap_to(x, declared) != x)
       throw Error(what + ": value " + std::to_string(x) + " is out of range for " + std::string(dtype_name(declared)));
     (*data)[static_cast<size_t>(k)] = x;
   }

@@ -301,7 +301,7 @@ Value<T> cast(const Node& n, const Value<T>& x, const Idx& out) {
   if (x.is_int()) {
     const Array<I>& a = x.template as<I>();
     if (to == DType::boolean) return {map<I>(out, [](I v) { return I(v != 0); }, a)};
-    if (is_int(to)) return {map<I>(out, [to](I v) { return wrap_int(v, to); }, a)};
+    if (is_int(to)) return {map<I>(out, [to](I v) { return wrap_to(v, to); }, a)};
     return {map<T>(out, [](I v) { return static_cast<T>(v); }, a)};
   }
   const Array<T>& a = x.template as<T>();
@@ -450,15 +450,13 @@ Array<E> eval_same(const Node& n, const std::vector<const Value<T>*>& in, const 
 
 }  // namespace
 
-int64_t wrap_int(int64_t v, DType dt) { return wrap_to(v, dt); }
-
 void wrap_to_dtype(Array<int64_t>& a, DType dt) {
   if (dt == DType::i64) return;
   bool changes = false;
-  for (int64_t v : *a.data) changes |= wrap_int(v, dt) != v;
+  for (int64_t v : *a.data) changes |= wrap_to(v, dt) != v;
   if (!changes) return;
   std::vector<int64_t> r(a.data->begin(), a.data->end());
-  for (int64_t& v : r) v = wrap_int(v, dt);
+  for (int64_t& v : r) v = wrap_to(v, dt);
   a.data = std::make_shared<const std::vector<int64_t>>(std::move(r));
 }
 

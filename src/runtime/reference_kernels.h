@@ -44,7 +44,5 @@ template <class T>
 void round_to_dtype(Array<T>& a, DType dt);
 // Integers wrapped to the width of `dt` (i32: 32 bits), bools to 0/1.
 void wrap_to_dtype(Array<int64_t>& a, DType dt);
-// The value of int64 `v` in integer dtype `dt` (two's complement wrap), or bool.
-int64_t wrap_int(int64_t v, DType dt);
 
 }  // namespace tj

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "support/files.h"
 #include "tensorjit/error.h"
@@ -22,39 +23,21 @@ namespace {
 // The reference implementation's limit: a larger header is an attack or a bug.
 constexpr uint64_t kMaxHeader = 100'000'000;
 
+// The format's dtype names, both ways.
+constexpr std::pair<DType, const char*> kNames[] = {
+    {DType::f64, "F64"}, {DType::f32, "F32"}, {DType::f16, "F16"}, {DType::bf16, "BF16"}, {DType::i64, "I64"},
+    {DType::i32, "I32"}, {DType::i16, "I16"}, {DType::i8, "I8"},   {DType::u64, "U64"},   {DType::u32, "U32"},
+    {DType::u16, "U16"}, {DType::u8, "U8"},   {DType::boolean, "BOOL"}};
+
 std::optional<DType> dtype_of(const std::string& s) {
-  if (s == "F64") return DType::f64;
-  if (s == "F32") return DType::f32;
-  if (s == "F16") return DType::f16;
-  if (s == "BF16") return DType::bf16;
-  if (s == "I64") return DType::i64;
-  if (s == "I32") return DType::i32;
-  if (s == "I16") return DType::i16;
-  if (s == "I8") return DType::i8;
-  if (s == "U64") return DType::u64;
-  if (s == "U32") return DType::u32;
-  if (s == "U16") return DType::u16;
-  if (s == "U8") return DType::u8;
-  if (s == "BOOL") return DType::boolean;
+  for (const auto& [t, name] : kNames)
+    if (s == name) return t;
   return std::nullopt;
 }
 
 const char* dtype_name_of(DType t) {
-  switch (t) {
-    case DType::f64: return "F64";
-    case DType::f32: return "F32";
-    case DType::f16: return "F16";
-    case DType::bf16: return "BF16";
-    case DType::i64: return "I64";
-    case DType::i32: return "I32";
-    case DType::i16: return "I16";
-    case DType::i8: return "I8";
-    case DType::u64: return "U64";
-    case DType::u32: return "U32";
-    case DType::u16: return "U16";
-    case DType::u8: return "U8";
-    case DType::boolean: return "BOOL";
-  }
+  for (const auto& [d, name] : kNames)
+    if (d == t) return name;
   return "?";
 }
 

@@ -278,9 +278,11 @@ void convert_nodes(Ctx& c, const onnx::GraphProto& g) {
       }
       c.node = &n;  // a converter of subgraphs (If) converts other nodes on the way
       evaluate_known(c, *conv, &results);
+    } catch (const UnsupportedOperand& e) {  // valid ONNX
+      c.node = &n;
+      c.unsupported(e.what());
     } catch (const ShapeError& e) {
       c.node = &n;
-      if (std::string(e.what()).find(kU64Refused) != std::string::npos) c.unsupported(e.what());  // valid ONNX
       c.fail(e.what());
     }
     for (int i = 0; i < n.output_size() && static_cast<size_t>(i) < results.size(); ++i)

@@ -102,16 +102,10 @@ const onnx::GraphProto& graph_attr(const Ctx& c, const char* name) {
 
 // A one-element operand as a scalar.
 Tensor scalar_of(const Ctx& c, const Tensor& x, const char* what) {
-  auto n = x.shape().empty() ? std::optional<int64_t>(1) : std::optional<int64_t>();
-  if (!n) {
-    int64_t e = 1;
-    for (const Dim& d : x.shape()) {
-      if (!d.is_const()) c.fail(std::string(what) + " must have one element, got " + shape_str(x.shape()));
-      e *= d.value();
-    }
-    if (e != 1) c.fail(std::string(what) + " must have one element, got " + shape_str(x.shape()));
-  }
-  return x.shape().empty() ? x : reshape(x, {});
+  if (x.shape().empty()) return x;
+  for (const Dim& d : x.shape())
+    if (d != Dim(1)) c.fail(std::string(what) + " must have one element, got " + shape_str(x.shape()));
+  return reshape(x, {});
 }
 
 R if_(Ctx& c) {
@@ -196,12 +190,8 @@ R loop(Ctx& c) {
   if (node->output_size() > n + scans) c.fail("the node has more outputs than the loop's values and scan outputs");
   if (!has_m && !has_cond) c.unsupported("Loop with neither a trip count nor a condition (it never ends)");
   std::optional<Tensor> trips;
-  int64_t known_trips = -1;
-  if (has_m) {
-    const Value& m = c.input(0);
-    trips = cast(scalar_of(c, m.t, "the trip count M"), DType::i64);
-    if (m.known && m.known->numel() == 1) known_trips = static_cast<int64_t>(m.known->get(0));
-  }
+  if (has_m) trips = cast(scalar_of(c, c.in(0), "the trip count M"), DType::i64);
+  int64_t known_trips = 0;  // the scans' length
   if (scans > 0) {
     // The scans' length must be known: M iterations, none ending early.
     if (!has_m) c.unsupported("Loop with scan outputs and no trip count (the scans' length is known only at run time)");

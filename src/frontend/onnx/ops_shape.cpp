@@ -262,11 +262,10 @@ R gather_elements(Ctx& c) {
 }
 
 // data[i[..., 0], .., i[..., k-1], ...] for each index tuple of the last
-// axis (batch_dims 0): a gather from data with its first k dims merged, at
-// the tuples' flat positions.
-// The first batch_dims dims of data and indices are shared: each index
-// tuple addresses the data of its own batch element (data and indices
-// flattened over them, the batch element's offset added).
+// axis: a gather from data with its first k dims merged, at the tuples' flat
+// positions. The first batch_dims dims of data and indices are shared: each
+// tuple addresses its own batch element's data (the batch dims merged too,
+// the element's offset added).
 R gather_nd(Ctx& c) {
   Tensor x = c.in(0), idx = cast(c.in(1), DType::i64);
   int64_t b = c.attr_int("batch_dims", 0);

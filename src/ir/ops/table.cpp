@@ -113,8 +113,6 @@ int attr_index(const OpDef& def, std::string_view name) {
   return -1;
 }
 
-const char* const kU64Refused = "u64 operands are not supported here (u64 is held as int64 bits; this op's unsigned meaning differs)";
-
 Type infer_type(Op op, const std::vector<Type>& operand_types, std::vector<AttrValue>& attrs) {
   const OpDef& def = op_def(op);
   auto describe = [&] {
@@ -141,7 +139,8 @@ Type infer_type(Op op, const std::vector<Type>& operand_types, std::vector<AttrV
       case Op::cast: differs = !attrs.empty() && std::holds_alternative<DType>(attrs[0]) && is_float(std::get<DType>(attrs[0])); break;
       default: break;
     }
-    if (differs) throw ShapeError(describe() + ": " + std::string(kU64Refused));
+    if (differs)
+      throw UnsupportedOperand(describe() + ": u64 operands are not supported here (u64 is held as int64 bits; this op's unsigned meaning differs)");
   }
   InferCtx ctx{def, operand_types, attrs};
   try {
