@@ -60,6 +60,9 @@ class NDArray {
   // caches) write the caller's memory. A copy of a view is a view of the same
   // memory (as putting it into a Bindings map copies it); copy_of copies data.
   static NDArray view(DType dtype, std::vector<int64_t> shape, void* data);
+  // A view whose memory `owner` keeps alive (a file mapping, say): every
+  // copy of the view shares the owner, and the last one to go releases it.
+  static NDArray view(DType dtype, std::vector<int64_t> shape, void* data, std::shared_ptr<const void> owner);
   bool is_view() const { return data_ && !data_.get_deleter().owned; }
 
   DType dtype() const { return dtype_; }
@@ -84,8 +87,9 @@ class NDArray {
  private:
   struct Free {
     Free() : owned(true) {}
-    explicit Free(bool o) : owned(o) {}
+    explicit Free(bool o, std::shared_ptr<const void> k = nullptr) : owned(o), keep(std::move(k)) {}
     bool owned;
+    std::shared_ptr<const void> keep;  // what keeps a view's memory alive, if anything
     void operator()(void* p) const;
   };
   struct Uninitialized {};

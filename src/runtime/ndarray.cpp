@@ -72,6 +72,12 @@ NDArray NDArray::view(DType dtype, std::vector<int64_t> shape, void* data) {
   return a;
 }
 
+NDArray NDArray::view(DType dtype, std::vector<int64_t> shape, void* data, std::shared_ptr<const void> owner) {
+  NDArray a = view(dtype, std::move(shape), data);
+  a.data_.get_deleter().keep = std::move(owner);
+  return a;
+}
+
 int64_t checked_numel(const std::vector<int64_t>& shape, DType t) {
   int64_t n = 1, bytes;
   auto str = [&] {
@@ -105,7 +111,7 @@ NDArray::NDArray(DType dtype, std::vector<int64_t> shape, Uninitialized) : dtype
 NDArray::NDArray(const NDArray& o) : dtype_(o.dtype_), shape_(o.shape_), numel_(o.numel_) {
   if (!o.data_) return;  // a default-constructed array copies as one
   if (o.is_view()) {     // a view copies as a view of the same memory
-    data_ = std::unique_ptr<void, Free>(o.data_.get(), Free(false));
+    data_ = std::unique_ptr<void, Free>(o.data_.get(), o.data_.get_deleter());
     return;
   }
   *this = NDArray(o.dtype_, o.shape_, Uninitialized{});

@@ -453,9 +453,24 @@ TEST(OnnxImport, ExternalDataAndTruncatedFiles) {
     }
     return "(no error)";
   };
-  OnnxModel o = onnx_import::import_file(with_location("weights.bin", "4"));
-  ASSERT_EQ(o.params.at("w").shape(), (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(o.params.at("w").data<float>()[5], 6.f);
+  NDArray kept;
+  {
+    OnnxModel o = onnx_import::import_file(with_location("weights.bin", "4"));
+    ASSERT_EQ(o.params.at("w").shape(), (std::vector<int64_t>{2, 3}));
+    EXPECT_TRUE(o.params.at("w").is_view());  // mapped, not read
+    kept = o.params.at("w");
+  }
+  EXPECT_EQ(kept.data<float>()[5], 6.f);  // the mapping outlives the model
+  kept.data<float>()[5] = 7.f;            // a private page: the file keeps its 6
+  EXPECT_EQ(onnx_import::import_file(with_location("weights.bin", "4")).params.at("w").data<float>()[5], 6.f);
+  {
+    std::ofstream f(dir / "odd.bin", std::ios::binary);
+    f.write("pa", 2);  // floats at offset 2 are not aligned: copied
+    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size() * sizeof(float)));
+  }
+  OnnxModel odd = onnx_import::import_file(with_location("odd.bin", "2"));
+  EXPECT_FALSE(odd.params.at("w").is_view());
+  EXPECT_EQ(odd.params.at("w").data<float>()[1], 2.f);
   EXPECT_NE(error_of_file(with_location("missing.bin", "0")).find("external data file"), std::string::npos);
   EXPECT_NE(error_of_file(with_location("weights.bin", "8")).find("runs past the end"), std::string::npos);
   EXPECT_NE(error_of_file(with_location("../weights.bin", "0")).find("outside the model's folder"), std::string::npos);

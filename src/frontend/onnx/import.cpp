@@ -13,9 +13,10 @@
 #include <memory>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include <onnx/defs/schema.h>  // the official operator schemas (libonnx): op versions
 
@@ -112,6 +113,62 @@ DType dtype_of_onnx(int32_t t, const std::string& where) {
 
 namespace {
 
+// An external-data file, mapped once however many initializers it holds
+// and for as long as any of their arrays lives. The mapping is private and
+// writable: a write through an array changes this process's copy of the
+// page, never the file. (Like every mapped weight file, it must not be
+// truncated while mapped.)
+struct FileMapping {
+  void* data = nullptr;
+  size_t size = 0;
+  FileMapping() = default;
+  FileMapping(const FileMapping&) = delete;
+  FileMapping& operator=(const FileMapping&) = delete;
+  ~FileMapping() {
+    if (data) ::munmap(data, size);
+  }
+};
+
+// The files mapped by the import under way on this thread.
+struct ExternalFiles {
+  static thread_local std::map<std::pair<dev_t, ino_t>, std::shared_ptr<const FileMapping>>* current;
+  std::map<std::pair<dev_t, ino_t>, std::shared_ptr<const FileMapping>> files, *outer = current;
+  ExternalFiles() { current = &files; }
+  ~ExternalFiles() { current = outer; }
+  ExternalFiles(const ExternalFiles&) = delete;
+  ExternalFiles& operator=(const ExternalFiles&) = delete;
+};
+thread_local std::map<std::pair<dev_t, ino_t>, std::shared_ptr<const FileMapping>>* ExternalFiles::current = nullptr;
+
+std::shared_ptr<const FileMapping> map_file(const std::filesystem::path& file, const std::string& what) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("onnx: " + what + ": external data file '" + file.string() + "' cannot be opened: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error("onnx: " + what + ": external data file '" + file.string() + "' is not a regular file");
+  }
+  // The same file maps once per import: its initializers share the mapping
+  // (a later import maps it again, so writes through one import's arrays
+  // are not seen by the next).
+  using Key = std::pair<dev_t, ino_t>;
+  std::map<Key, std::shared_ptr<const FileMapping>>* shared = ExternalFiles::current;
+  Key key{st.st_dev, st.st_ino};
+  if (shared)
+    if (auto it = shared->find(key); it != shared->end()) {
+      ::close(fd);
+      return it->second;
+    }
+  auto m = std::make_shared<FileMapping>();
+  m->size = static_cast<size_t>(st.st_size);
+  void* p = m->size ? ::mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : nullptr;
+  ::close(fd);
+  if (p == MAP_FAILED) throw Error("onnx: " + what + ": cannot map external data file '" + file.string() + "': " + std::strerror(errno));
+  m->data = p;
+  if (shared) (*shared)[key] = m;
+  return m;
+}
+
 // External data: `location` (a path under the model's folder), `offset`
 // and `length` (default: the rest of the file), as the spec's
 // external_data entries say.
@@ -136,21 +193,21 @@ NDArray external_value(const onnx::TensorProto& t, DType dt, const std::vector<i
   if (escapes) throw Error("onnx: " + what + ": external data location '" + location + "' is outside the model's folder");
   if (base_dir.empty()) throw Error("onnx: " + what + ": external data ('" + location + "') needs the model's folder: import the file, not its bytes");
   std::filesystem::path file = std::filesystem::path(base_dir) / rel;
-  std::ifstream f(file, std::ios::binary);
-  if (!f) throw Error("onnx: " + what + ": external data file '" + file.string() + "' cannot be opened");
-  std::error_code ec;
-  uint64_t size = std::filesystem::file_size(file, ec);
-  if (ec) throw Error("onnx: " + what + ": external data file '" + file.string() + "': " + ec.message());
-  NDArray a(dt, shape);
-  uint64_t want = length.value_or(a.nbytes());
-  if (want != a.nbytes()) throw Error("onnx: " + what + ": external data length " + std::to_string(want) + " for " + a.type_str() + " (" + std::to_string(a.nbytes()) + " bytes)");
+  std::shared_ptr<const FileMapping> map = map_file(file, what);
+  const uint64_t size = map->size;
+  const uint64_t nbytes = static_cast<uint64_t>(checked_numel(shape, dt)) * static_cast<uint64_t>(dtype_size(dt));
+  uint64_t want = length.value_or(nbytes);
+  if (want != nbytes)
+    throw Error("onnx: " + what + ": external data length " + std::to_string(want) + " for " + std::string(dtype_name(dt)) + shape_str(Shape(shape.begin(), shape.end())) + " (" +
+                std::to_string(nbytes) + " bytes)");
   if (offset > size || size - offset < want)
     throw Error("onnx: " + what + ": external data runs past the end of '" + file.string() + "' (" + std::to_string(size) + " bytes, offset " +
                 std::to_string(offset) + ", length " + std::to_string(want) + ")");
-  f.seekg(static_cast<std::streamoff>(offset));
-  if (want > 0 && !f.read(static_cast<char*>(a.raw()), static_cast<std::streamsize>(want)))
-    throw Error("onnx: " + what + ": cannot read external data from '" + file.string() + "'");
-  return a;
+  if (want == 0) return NDArray(dt, shape);
+  char* at = static_cast<char*>(map->data) + offset;
+  // Viewed in place when the elements are aligned, copied otherwise.
+  if (offset % static_cast<uint64_t>(dtype_size(dt)) == 0) return NDArray::view(dt, shape, at, map);
+  return NDArray::copy_of(dt, shape, at, want);
 }
 
 }  // namespace
@@ -293,6 +350,7 @@ void convert_nodes(Ctx& c, const onnx::GraphProto& g) {
 OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what, const ImportOptions& opts) {
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     throw Error("onnx: " + what + ": " + std::to_string(bytes.size()) + " bytes: models over 2 GB need external data");
+  ExternalFiles files;
   onnx::ModelProto m;
   if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) throw Error("onnx: " + what + ": not a valid ONNX model (protobuf parse failed)");
   if (!m.has_graph()) throw Error("onnx: " + what + ": the model has no graph");
