@@ -113,7 +113,11 @@ int64_t checked_numel(const std::vector<int64_t>& shape, DType t);
 double round_to_bf16(double v);
 double round_to_f16(double v);
 // The nearest value of dtype `t` (floats round to nearest even; integers
-// truncate and saturate, NaN becomes 0; bool is v != 0).
-double round_to_dtype(double v, DType t);
+// truncate and saturate, NaN becomes 0, but the 4- and 2-bit ones give 0
+// out of range; bool is v != 0). float8 values beyond the format saturate
+// to its largest, or with `saturate` false become infinity or NaN (ONNX
+// Cast's tables, docs/ir.md). An NDArray of a float8 type stores values
+// without saturating.
+double round_to_dtype(double v, DType t, bool saturate = true);
 
 }  // namespace tj

@@ -155,7 +155,7 @@ Tensor cos(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor recip(const Tensor& x);
-Tensor cast(const Tensor& x, DType to);
+Tensor cast(const Tensor& x, DType to, bool saturate = true);  // saturate: float8 targets only (docs/ir.md)
 Tensor erf(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);

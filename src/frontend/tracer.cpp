@@ -199,7 +199,7 @@ Tensor cos(const Tensor& x) { return unary(Op::cos, x); }
 Tensor abs(const Tensor& x) { return unary(Op::abs, x); }
 Tensor sigmoid(const Tensor& x) { return unary(Op::sigmoid, x); }
 Tensor recip(const Tensor& x) { return unary(Op::recip, x); }
-Tensor cast(const Tensor& x, DType to) { return emit(tracer_of(x), Op::cast, {x}, {{"to", to}}); }
+Tensor cast(const Tensor& x, DType to, bool saturate) { return emit(tracer_of(x), Op::cast, {x}, {{"to", to}, {"saturate", saturate}}); }
 Tensor erf(const Tensor& x) { return unary(Op::erf, x); }
 Tensor floor(const Tensor& x) { return unary(Op::floor, x); }
 Tensor ceil(const Tensor& x) { return unary(Op::ceil, x); }

@@ -7,9 +7,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "support/minifloat.h"
 #include "tensorjit/error.h"
 
 namespace tj {
+
+float to_float_round_odd(double v);
 
 namespace {
 
@@ -20,6 +23,30 @@ uint16_t bf16_bits(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 float bf16_value(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+// The float8/float4 formats by dtype (src/support/minifloat.h).
+template <class F>
+auto with_format(DType t, F f) {
+  switch (minifloat_format(t)) {
+    case 0: return f.template operator()<0>();
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    default: throw Error(std::string(dtype_name(t)) + " is not a float8/float4 type");
+  }
+}
+
+float mini_round(double v, DType t, bool saturate) {
+  return with_format(t, [&]<int F>() { return tj_mini_round<F>(to_float_round_odd(v), saturate); });
+}
+uint8_t mini_bits(double v, DType t) {  // not saturating: IEEE's conversion, as ml_dtypes' astype
+  return with_format(t, [&]<int F>() { return static_cast<uint8_t>(tj_mini_bits<F>(tj_mini_round<F>(to_float_round_odd(v), false))); });
+}
+double mini_value(uint8_t b, DType t) {
+  return with_format(t, [&]<int F>() { return static_cast<double>(tj_mini_value<F>(b)); });
+}
 
 }  // namespace
 
@@ -37,7 +64,8 @@ float to_float_round_odd(double v) {
 double round_to_bf16(double v) { return bf16_value(bf16_bits(to_float_round_odd(v))); }
 double round_to_f16(double v) { return static_cast<double>(static_cast<_Float16>(to_float_round_odd(v))); }
 
-double round_to_dtype(double v, DType t) {
+double round_to_dtype(double v, DType t, bool saturate) {
+  if (is_minifloat(t)) return mini_round(v, t, saturate);
   switch (t) {
     case DType::f64: return v;
     case DType::f32: return static_cast<float>(v);
@@ -46,6 +74,11 @@ double round_to_dtype(double v, DType t) {
     case DType::boolean: return v != 0 ? 1.0 : 0.0;
     case DType::i64: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), -9223372036854775808.0, 9223372036854774784.0);
     case DType::u64: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), 0.0, 18446744073709549568.0);
+    case DType::i4: case DType::u4: case DType::i2: case DType::u2: {
+      // Out of range is undefined in ONNX's Cast; 0, as ml_dtypes (its reference) gives.
+      double r = std::trunc(v);
+      return r >= int_min(t) && r <= int_max(t) ? r : 0.0;
+    }
     default: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), int_min(t), int_max(t));  // the narrower integers
   }
 }
@@ -144,6 +177,8 @@ double NDArray::get(int64_t i) const {
     case DType::f16: return static_cast<double>(static_cast<const _Float16*>(p)[i]);
     case DType::boolean: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
     case DType::u64: return static_cast<double>(static_cast<const uint64_t*>(p)[i]);
+    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0: case DType::f4e2m1:
+      return mini_value(static_cast<const uint8_t*>(p)[i], dtype_);
     default: return static_cast<double>(load_int(p, i, dtype_));
   }
 }
@@ -163,6 +198,9 @@ void NDArray::set(int64_t i, double v) {
       static_cast<uint64_t*>(p)[i] = v >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(round_to_dtype(v, DType::u64));
       break;
     case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0; break;
+    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0: case DType::f4e2m1:
+      static_cast<uint8_t*>(p)[i] = mini_bits(v, dtype_);
+      break;
     default: store_int(p, i, dtype_, static_cast<int64_t>(round_to_dtype(v, dtype_))); break;
   }
 }

@@ -46,7 +46,11 @@ const char* dtype_descr(DType t) {
     case DType::u16: return "<u2";
     case DType::u32: return "<u4";
     case DType::u64: return "<u8";
-    case DType::bf16: return nullptr;
+    case DType::i4: case DType::i2: return "|i1";  // numpy has no narrower integers: one byte each, as in memory
+    case DType::u4: case DType::u2: return "|u1";
+    case DType::bf16:  // no numpy type (ml_dtypes' are not in the format)
+    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0: case DType::f4e2m1:
+      return nullptr;
   }
   return nullptr;
 }

@@ -36,6 +36,8 @@ E mul_(E a, E b) {
 template <class T>
 I saturate(T x, DType dt) {
   if (std::isnan(x)) return 0;
+  if (dtype_size(dt) == 1 && dt != DType::i8 && dt != DType::u8)  // i4, u4, i2, u2: 0 out of range (round_to_dtype)
+    return static_cast<I>(round_to_dtype(static_cast<double>(x), dt));
   if (dt == DType::u64) {  // 2^64 is exact in float and double
     if (x >= static_cast<T>(18446744073709551616.0)) return -1;  // UINT64_MAX's bits
     if (x < 1) return 0;
@@ -461,10 +463,10 @@ void wrap_to_dtype(Array<int64_t>& a, DType dt) {
 }
 
 template <class T>
-void round_to_dtype(Array<T>& a, DType dt) {
-  if (dt != DType::bf16 && dt != DType::f16) return;
+void round_to_dtype(Array<T>& a, DType dt, bool saturate) {
+  if (dt != DType::bf16 && dt != DType::f16 && !is_minifloat(dt)) return;
   std::vector<T> r(a.data->begin(), a.data->end());
-  for (T& v : r) v = static_cast<T>(dt == DType::bf16 ? round_to_bf16(v) : round_to_f16(v));
+  for (T& v : r) v = static_cast<T>(round_to_dtype(static_cast<double>(v), dt, saturate));
   a.data = std::make_shared<const std::vector<T>>(std::move(r));
 }
 
@@ -482,7 +484,7 @@ Value<T> eval_node(const Node& n, const std::vector<const Value<T>*>& in, const 
     case Op::cast: {
       Value<T> r = cast(n, *in[0], out);
       if (r.is_int()) wrap_to_dtype(std::get<1>(r.a), n.type.dtype);
-      else round_to_dtype(std::get<0>(r.a), n.type.dtype);
+      else round_to_dtype(std::get<0>(r.a), n.type.dtype, n.attr_bool("saturate"));
       return r;
     }
     case Op::argmax: {
@@ -509,7 +511,7 @@ Value<T> eval_node(const Node& n, const std::vector<const Value<T>*>& in, const 
 
 template Value<float> eval_node<float>(const Node&, const std::vector<const Value<float>*>&, const SymEnv&);
 template Value<double> eval_node<double>(const Node&, const std::vector<const Value<double>*>&, const SymEnv&);
-template void round_to_dtype<float>(Array<float>&, DType);
-template void round_to_dtype<double>(Array<double>&, DType);
+template void round_to_dtype<float>(Array<float>&, DType, bool);
+template void round_to_dtype<double>(Array<double>&, DType, bool);
 
 }  // namespace tj

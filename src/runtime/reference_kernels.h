@@ -39,9 +39,10 @@ struct Value {
 template <class T>
 Value<T> eval_node(const Node& n, const std::vector<const Value<T>*>& in, const SymEnv& env);
 
-// bf16/f16 values are rounded to their precision; others are left alone.
+// bf16/f16 and float8/float4 values are rounded to their format (float8
+// saturating unless told not to); others are left alone.
 template <class T>
-void round_to_dtype(Array<T>& a, DType dt);
+void round_to_dtype(Array<T>& a, DType dt, bool saturate = true);
 // Integers wrapped to the width of `dt` (i32: 32 bits), bools to 0/1.
 void wrap_to_dtype(Array<int64_t>& a, DType dt);
 

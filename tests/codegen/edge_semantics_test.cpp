@@ -1,7 +1,8 @@
 // Integer and cast edge cases: the interpreter and generated code agree bit
 // for bit on every dtype pair, and both give the values docs/ir.md defines
 // (wrapping integers, INT_MIN / -1 = INT_MIN, division by zero an error,
-// saturating float-to-int casts with NaN -> 0).
+// saturating float-to-int casts with NaN -> 0), and the float8/float4 and
+// 4- and 2-bit types.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -393,6 +394,80 @@ TEST_F(EdgeSemantics, IntegerModuloByZeroIsAnErrorInBoth) {
     SCOPED_TRACE(text);
     both_throw(parse_graph(text), {});
   }
+}
+
+// The float8 and float4 formats: every bit pattern converts to a value and
+// back to itself, the ONNX Cast tables hold (saturating and not), and the
+// interpreter and generated code round every edge value alike. The 4- and
+// 2-bit integers wrap, and a float out of their range converts to 0.
+TEST_F(EdgeSemantics, SmallFloatsAndSubByteIntegers) {
+  const DType minis[] = {DType::f8e4m3fn, DType::f8e4m3fnuz, DType::f8e5m2, DType::f8e5m2fnuz, DType::f8e8m0, DType::f4e2m1};
+  for (DType t : minis) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const int n = t == DType::f4e2m1 ? 16 : 256;
+    NDArray a(t, {n}), b(t, {n});
+    for (int i = 0; i < n; ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(i);
+    int nans = 0;
+    for (int i = 0; i < n; ++i) {
+      double v = a.get(i);
+      nans += std::isnan(v);
+      b.set(i, v);
+      if (!std::isnan(v)) {
+        EXPECT_EQ(b.data<uint8_t>()[i], i) << v;
+        EXPECT_EQ(round_to_dtype(v, t, false), v);
+      }
+    }
+    const int want_nans = t == DType::f8e4m3fn ? 2 : t == DType::f8e5m2 ? 6 : t == DType::f4e2m1 ? 0 : 1;
+    EXPECT_EQ(nans, want_nans);
+  }
+  EXPECT_EQ(round_to_dtype(1000, DType::f8e4m3fn), 448);
+  EXPECT_TRUE(std::isnan(round_to_dtype(1000, DType::f8e4m3fn, false)));
+  EXPECT_EQ(round_to_dtype(463, DType::f8e4m3fn, false), 448);  // below 448's half-way point
+  EXPECT_EQ(round_to_dtype(INFINITY, DType::f8e5m2), 57344);
+  EXPECT_EQ(round_to_dtype(-1e6, DType::f8e5m2, false), -INFINITY);
+  EXPECT_TRUE(std::isnan(round_to_dtype(INFINITY, DType::f8e5m2fnuz, false)));
+  EXPECT_FALSE(std::signbit(round_to_dtype(-0.0, DType::f8e4m3fnuz)));  // no -0
+  EXPECT_TRUE(std::signbit(round_to_dtype(-0.0, DType::f8e4m3fn)));
+  EXPECT_EQ(round_to_dtype(0x1p-10, DType::f8e4m3fn), 0);  // half the smallest subnormal: to even
+  EXPECT_EQ(round_to_dtype(3 * 0x1p-10, DType::f8e4m3fn), 0x1p-8);
+  EXPECT_EQ(round_to_dtype(NAN, DType::f4e2m1), 6);  // float4 has no NaN
+  EXPECT_EQ(round_to_dtype(0.75, DType::f4e2m1), 1);
+  EXPECT_EQ(round_to_dtype(-9, DType::f4e2m1), -6);
+  EXPECT_EQ(round_to_dtype(0.124, DType::f8e8m0), 0.125);  // rounds up
+  EXPECT_EQ(round_to_dtype(0, DType::f8e8m0), 0x1p-127);
+  EXPECT_EQ(round_to_dtype(-9, DType::i4), 0);
+  EXPECT_EQ(round_to_dtype(-8.5, DType::i4), -8);
+  EXPECT_EQ(round_to_dtype(2, DType::i2), 0);
+  EXPECT_EQ(wrap_to(9, DType::i4), -7);
+  EXPECT_EQ(wrap_to(-1, DType::u2), 3);
+
+  // Interpreted and compiled: casts to each format and back, saturating and not.
+  std::vector<double> f = {0.0, -0.0, 0.3, -0.47, 1.05, 2.5, 3.5, 17.0, 239.0, 241.0, 447.0, 463.0, 465.0, 1000.0, -1e6, 57344.0, 61440.0,
+                           1e-7, 0x1p-10, 3 * 0x1p-10, NAN, INFINITY, -INFINITY, 5.9, 6.1, -9.0, 8.0, 7.9};
+  Graph g("small");
+  ValueId x = g.add_input("x", {DType::f32, {static_cast<int64_t>(f.size())}});
+  ValueId d = g.add_input("d", {DType::f64, {static_cast<int64_t>(f.size())}});
+  std::vector<ValueId> outs;
+  for (DType t : minis)
+    for (bool sat : {true, false})
+      for (ValueId from : {x, d}) outs.push_back(g.add(Op::cast, {g.add(Op::cast, {from}, {{"to", t}, {"saturate", sat}})}, {{"to", DType::f32}}));
+  for (DType t : {DType::i4, DType::u4, DType::i2, DType::u2}) {
+    ValueId c = g.add(Op::cast, {x}, {{"to", t}});
+    outs.push_back(c);
+    outs.push_back(g.add(Op::add, {c, g.add(Op::cast, {d}, {{"to", t}})}));  // wraps
+  }
+  ValueId e = g.add(Op::cast, {x}, {{"to", DType::f8e4m3fn}});
+  outs.push_back(g.add(Op::cast, {g.add(Op::mul, {e, e})}, {{"to", DType::f32}}));  // each op's result rounded, saturating
+  g.set_outputs(outs);
+  NDArray xs = NDArray::from(DType::f32, {static_cast<int64_t>(f.size())}, f), ds = NDArray::from(DType::f64, {static_cast<int64_t>(f.size())}, f);
+  auto got = agree(g, {{"x", xs}, {"d", ds}});
+  ASSERT_EQ(got.size(), outs.size());
+  EXPECT_EQ(got[0].get(13), 448);        // e4m3fn, saturating: 1000
+  EXPECT_TRUE(std::isnan(got[2].get(13)));  // not saturating
+  EXPECT_EQ(got[24].data<int8_t>()[25], 0);  // i4 of -9
+  EXPECT_EQ(got[24].data<int8_t>()[26], 0);  // i4 of 8
+  EXPECT_EQ(got[24].data<int8_t>()[27], 7);  // i4 of 7.9
+  EXPECT_EQ(got.back().get(13), 448);  // 448 * 448 saturates
 }
 
 }  // namespace

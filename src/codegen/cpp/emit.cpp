@@ -27,15 +27,26 @@ std::string ctype(DType t) {
     case DType::u64: return "uint64_t";
     case DType::f16: return "tj_f16";
     case DType::bf16: return "tj_bf16";
+    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0: case DType::f4e2m1:
+      return "tj_mf<" + std::to_string(minifloat_format(t)) + ">";
+    case DType::i4: case DType::i2: return "int8_t";
+    case DType::u4: case DType::u2: return "char8_t";
   }
   throw Error("code generation does not support " + std::string(dtype_name(t)) + " yet");
 }
 
-std::string compute_ctype(DType t) { return is_half(t) ? "float" : ctype(t); }
+std::string compute_ctype(DType t) { return is_narrow_float(t) ? "float" : ctype(t); }
 
-std::string rounded(const std::string& expr, DType t) {
-  if (!is_half(t)) return expr;
-  return (t == DType::bf16 ? "tj_rbf16(" : "tj_rf16(") + expr + ")";
+std::string rounded(const std::string& expr, DType t, bool saturate) {
+  switch (t) {
+    case DType::bf16: return "tj_rbf16(" + expr + ")";
+    case DType::f16: return "tj_rf16(" + expr + ")";
+    case DType::i4: case DType::u4: case DType::i2: case DType::u2:
+      return "tj_wrapbits<" + ctype(t) + ", " + (t == DType::i4 || t == DType::u4 ? "4" : "2") + ">(" + expr + ")";
+    default:
+      if (!is_minifloat(t)) return expr;
+      return "tj_mini_round<" + std::to_string(minifloat_format(t)) + ">(" + expr + (saturate ? ", true)" : ", false)");
+  }
 }
 
 std::string literal(double v, DType t) {
@@ -251,12 +262,34 @@ std::string Emitter::prelude() {
          "  operator float() const { return (float)h; }\n};\n"
          "static inline float tj_rbf16(float x) { return tj_bf16_value(tj_bf16_bits(x)); }\n"
          "static inline float tj_rf16(float x) { return (float)(_Float16)x; }\n"
+         "// Float to a 4- or 2-bit integer in [lo, hi]: truncated, 0 out of range.\n"
+         "template <class T, class F> static inline T tj_f2sub(F x, int lo, int hi) {\n"
+         "  const F r = std::trunc(x);\n  return r >= (F)lo && r <= (F)hi ? (T)r : (T)0;\n}\n"
+         "// The low B bits of x (sign-extended for a signed T).\n"
+         "template <class T, int B, class X> static inline T tj_wrapbits(X x) {\n"
+         "  const unsigned u = (unsigned)(int64_t)x & ((1u << B) - 1);\n"
+         "  if constexpr (std::is_signed_v<T>) return (T)(u >= (1u << (B - 1)) ? (int)u - (1 << B) : (int)u);\n"
+         "  else return (T)u;\n}\n"
          "static inline float tj_odd(double v) {\n"
          "  float f = (float)v;\n  if (v != v || (double)f == v) return f;\n"
          "  if (std::fabs((double)f) > std::fabs(v)) f = std::nextafter(f, 0.0f);\n"
          "  uint32_t u; std::memcpy(&u, &f, 4); u |= 1u; std::memcpy(&f, &u, 4);\n  return f;\n}\n\n"
          "static inline int64_t tj_index(int64_t i, int64_t n) {\n"
-         "  if (i < -n || i >= n) { tj_status = 1; return 0; }\n  return i < 0 ? i + n : i;\n}\n\n";
+         "  if (i < -n || i >= n) { tj_status = 1; return 0; }\n  return i < 0 ? i + n : i;\n}\n\n" +
+         minifloat_text() +
+         "// A float8/float4 element: its bits, converted from float without saturating (values are\n"
+         "// rounded, saturating or not, before they are stored).\n"
+         "template <int F> struct tj_mf {\n  uint8_t bits;\n  tj_mf() = default;\n"
+         "  tj_mf(float f) : bits((uint8_t)tj_mini_bits<F>(tj_mini_round<F>(f, false))) {}\n"
+         "  operator float() const { return tj_mini_value<F>(bits); }\n};\n\n";
+}
+
+// src/support/minifloat.h's text (embedded by CMakeLists.txt), without its
+// #pragma once: the same rounding as the interpreter's.
+std::string Emitter::minifloat_text() {
+  std::string s = kMinifloatText;
+  if (auto at = s.find("#pragma once"); at != std::string::npos) s.erase(at, sizeof("#pragma once") - 1);
+  return s;
 }
 
 // ---- elementwise ops (values read through codegen/cpp/views.cpp) ----------
@@ -273,8 +306,17 @@ std::string Emitter::elementwise(const Node& n, const Idx& idx) {
   e.integer = is_int(n.type.dtype);
   std::vector<double> k = scalar_attrs(def, n.attrs);
   e.k = k.data();
-  // f16/bf16 from f64: through float rounded to odd, so rounded once.
-  if (n.op == Op::cast && is_half(n.type.dtype) && g_.type(n.inputs[0]).dtype == DType::f64) return rounded("tj_odd(" + e.a[0] + ")", n.type.dtype);
+  if (n.op == Op::cast) {
+    const DType from = g_.type(n.inputs[0]).dtype, to = n.type.dtype;
+    const bool saturate = n.attr_bool("saturate");
+    // Narrow floats from f64: through float rounded to odd, so rounded once.
+    if (is_narrow_float(to) && from == DType::f64) return rounded("tj_odd(" + e.a[0] + ")", to, saturate);
+    if (is_narrow_float(to)) return rounded("(float)(" + e.a[0] + ")", to, saturate);
+    // Floats to 4- and 2-bit integers: 0 out of range (round_to_dtype).
+    if (is_float(from) && dtype_size(to) == 1 && is_int(to) && to != DType::i8 && to != DType::u8)
+      return "tj_f2sub<" + ctype(to) + ">(" + e.a[0] + ", " + std::to_string(static_cast<int>(int_min(to))) + ", " +
+             std::to_string(static_cast<int>(int_max(to))) + ")";
+  }
   return rounded(def.c_expr(e), n.type.dtype);
 }
 

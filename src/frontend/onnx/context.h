@@ -69,6 +69,7 @@ void add_shape_ops(ConverterTable& t);  // ops_shape.cpp: shapes, views, data mo
 void add_nn_ops(ConverterTable& t);     // ops_nn.cpp: contractions, normalization, conv, pooling
 void add_control_ops(ConverterTable& t);  // ops_control.cpp: If, Loop
 void add_attention_ops(ConverterTable& t);  // ops_attention.cpp: Attention
+void add_quant_ops(ConverterTable& t);      // ops_quant.cpp: (Dynamic)QuantizeLinear, DequantizeLinear
 
 // The nodes of `g` in order, their results into c.values (import.cpp; If
 // and Loop convert their subgraphs with it).

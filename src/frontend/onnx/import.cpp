@@ -105,9 +105,20 @@ DType dtype_of_onnx(int32_t t, const std::string& where) {
     case onnx::TensorProto::UINT16: return DType::u16;
     case onnx::TensorProto::UINT32: return DType::u32;
     case onnx::TensorProto::UINT64: return DType::u64;
+    // Newer than Debian's onnx.proto (1.12): by number.
+    case 17: return DType::f8e4m3fn;
+    case 18: return DType::f8e4m3fnuz;
+    case 19: return DType::f8e5m2;
+    case 20: return DType::f8e5m2fnuz;
+    case 21: return DType::u4;
+    case 22: return DType::i4;
+    case 23: return DType::f4e2m1;
+    case 24: return DType::f8e8m0;
+    case 25: return DType::u2;
+    case 26: return DType::i2;
     default:
       throw Unsupported("onnx: " + where + ": element type " + std::to_string(t) + " (" + onnx::TensorProto::DataType_Name(t) +
-                  ") is not supported (f32, f64, f16, bf16, the 8- to 64-bit integers and bool are)");
+                  ") is not supported (strings and complex numbers are not)");
   }
 }
 
@@ -169,6 +180,32 @@ std::shared_ptr<const FileMapping> map_file(const std::filesystem::path& file, c
   return m;
 }
 
+// The 4- and 2-bit types are packed in ONNX files, low bits first: the
+// bits per element, or 0 for the others.
+int packed_bits(DType dt) {
+  switch (dt) {
+    case DType::i4: case DType::u4: case DType::f4e2m1: return 4;
+    case DType::i2: case DType::u2: return 2;
+    default: return 0;
+  }
+}
+
+uint64_t packed_bytes(int64_t numel, int bits) { return (static_cast<uint64_t>(numel) * static_cast<uint64_t>(bits) + 7) / 8; }
+
+// One byte per element (the 4- and 2-bit integers sign-extended).
+NDArray unpack(const uint8_t* p, uint64_t bytes, DType dt, const std::vector<int64_t>& shape, const std::string& what) {
+  NDArray a(dt, shape);
+  const int bits = packed_bits(dt), per = 8 / bits;
+  const uint64_t want = packed_bytes(a.numel(), bits);
+  if (bytes != want)
+    throw Error("onnx: " + what + ": " + std::to_string(bytes) + " bytes of packed data for " + a.type_str() + " (" + std::to_string(want) + " bytes)");
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const int64_t v = (p[i / per] >> (i % per * bits)) & ((1 << bits) - 1);
+    store_int(a.raw(), i, dt == DType::f4e2m1 ? DType::u8 : dt, v);
+  }
+  return a;
+}
+
 // External data: `location` (a path under the model's folder), `offset`
 // and `length` (default: the rest of the file), as the spec's
 // external_data entries say.
@@ -195,7 +232,8 @@ NDArray external_value(const onnx::TensorProto& t, DType dt, const std::vector<i
   std::filesystem::path file = std::filesystem::path(base_dir) / rel;
   std::shared_ptr<const FileMapping> map = map_file(file, what);
   const uint64_t size = map->size;
-  const uint64_t nbytes = static_cast<uint64_t>(checked_numel(shape, dt)) * static_cast<uint64_t>(dtype_size(dt));
+  const int64_t numel = checked_numel(shape, dt);
+  const uint64_t nbytes = packed_bits(dt) ? packed_bytes(numel, packed_bits(dt)) : static_cast<uint64_t>(numel) * static_cast<uint64_t>(dtype_size(dt));
   uint64_t want = length.value_or(nbytes);
   if (want != nbytes)
     throw Error("onnx: " + what + ": external data length " + std::to_string(want) + " for " + std::string(dtype_name(dt)) + shape_str(Shape(shape.begin(), shape.end())) + " (" +
@@ -205,6 +243,7 @@ NDArray external_value(const onnx::TensorProto& t, DType dt, const std::vector<i
                 std::to_string(offset) + ", length " + std::to_string(want) + ")");
   if (want == 0) return NDArray(dt, shape);
   char* at = static_cast<char*>(map->data) + offset;
+  if (packed_bits(dt)) return unpack(reinterpret_cast<const uint8_t*>(at), want, dt, shape, what);
   // Viewed in place when the elements are aligned, copied otherwise.
   if (offset % static_cast<uint64_t>(dtype_size(dt)) == 0) return NDArray::view(dt, shape, at, map);
   return NDArray::copy_of(dt, shape, at, want);
@@ -221,6 +260,12 @@ NDArray tensor_value(const onnx::TensorProto& t, const std::string& where, const
   if (t.data_location() == onnx::TensorProto::EXTERNAL) return external_value(t, dt, shape, what, base_dir);
   NDArray a(dt, shape);
   size_t n = static_cast<size_t>(a.numel());
+  if (packed_bits(dt)) {  // in raw_data, or a byte in each of int32_data
+    if (t.has_raw_data()) return unpack(reinterpret_cast<const uint8_t*>(t.raw_data().data()), t.raw_data().size(), dt, shape, what);
+    std::vector<uint8_t> bytes;
+    for (int32_t b : t.int32_data()) bytes.push_back(static_cast<uint8_t>(b));
+    return unpack(bytes.data(), bytes.size(), dt, shape, what);
+  }
   if (t.has_raw_data()) {
     if (t.raw_data().size() != a.nbytes())
       throw Error("onnx: " + what + ": " + std::to_string(t.raw_data().size()) + " bytes of raw data for " + a.type_str());
@@ -235,6 +280,10 @@ NDArray tensor_value(const onnx::TensorProto& t, const std::string& where, const
     case DType::i64: check(static_cast<size_t>(t.int64_data_size())); for (size_t i = 0; i < n; ++i) a.data<int64_t>()[i] = t.int64_data(static_cast<int>(i)); break;
     case DType::i32: check(static_cast<size_t>(t.int32_data_size())); for (size_t i = 0; i < n; ++i) a.data<int32_t>()[i] = t.int32_data(static_cast<int>(i)); break;
     case DType::boolean: check(static_cast<size_t>(t.int32_data_size())); for (size_t i = 0; i < n; ++i) a.data<uint8_t>()[i] = t.int32_data(static_cast<int>(i)) != 0; break;
+    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0:  // bits in int32_data
+      check(static_cast<size_t>(t.int32_data_size()));
+      for (size_t i = 0; i < n; ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(t.int32_data(static_cast<int>(i)));
+      break;
     case DType::i8: case DType::u8: case DType::i16: case DType::u16:  // in int32_data
       check(static_cast<size_t>(t.int32_data_size()));
       for (size_t i = 0; i < n; ++i) store_int(a.raw(), static_cast<int64_t>(i), dt, t.int32_data(static_cast<int>(i)));

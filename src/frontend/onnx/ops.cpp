@@ -84,6 +84,7 @@ const Converter* find_converter(const std::string& op_type) {
     add_nn_ops(t);
     add_control_ops(t);
     add_attention_ops(t);
+    add_quant_ops(t);
     return t;
   }();
   auto it = table.find(op_type);

@@ -78,12 +78,20 @@ R dropout(Ctx& c) {
   return r;
 }
 
-R cast_(Ctx& c) {
-  DType to = dtype_of_onnx(static_cast<int32_t>(c.attr_int("to", 0)), "Cast");
-  if (c.attr_int("saturate", 1) == 0) c.unsupported("saturate=0 is not supported");
-  return {v(cast(c.in(0), to))};
+// saturate applies to float8 targets; e8m0 rounds up (the default
+// round_mode) and saturates, its other modes are not supported.
+Tensor cast_to(Ctx& c, const Tensor& x, DType to) {
+  const bool saturate = c.attr_int("saturate", 1) != 0;
+  const auto* mode = c.attr("round_mode");
+  if (to == DType::f8e8m0 && ((mode && mode->s() != "up") || !saturate))
+    c.unsupported("a cast to float8e8m0 that does not round up and saturate");
+  return cast(x, to, saturate);
 }
-R cast_like(Ctx& c) { return {v(cast(c.in(0), c.in(1).dtype()))}; }
+
+R cast_(Ctx& c) {
+  return {v(cast_to(c, c.in(0), dtype_of_onnx(static_cast<int32_t>(c.attr_int("to", 0)), "Cast")))};
+}
+R cast_like(Ctx& c) { return {v(cast_to(c, c.in(0), c.in(1).dtype()))}; }
 
 R transpose_(Ctx& c) {
   Tensor x = c.in(0);

@@ -88,8 +88,10 @@ std::vector<OpDef> elementwise() {
             floats<1>([](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); }),
             C_FORM("(($T)1/(($T)1+tj_exp(($T)(-($0)))))")),
       unary(Op::recip, "recip", infer::float_unary, floats<1>([](auto x) { return decltype(x)(1) / x; }), C_FORM("(($T)1/($0))")),
-      {Op::cast, "cast", Cat::elementwise, 1, 1, {{"to", AK::DTypeK, std::nullopt}}, infer_cast, false, Fuse::pointwise, 0,
-       nullptr, {}, C_FORM("tj_cast<$T, $S>($0)"), kCastHelpers},
+      // saturate: a float8 result beyond the format's range is its largest
+      // value (true, ONNX's default) or infinity/NaN (false).
+      {Op::cast, "cast", Cat::elementwise, 1, 1, {{"to", AK::DTypeK, std::nullopt}, {"saturate", AK::Bool, AttrValue(true)}}, infer_cast,
+       false, Fuse::pointwise, 0, nullptr, {}, C_FORM("tj_cast<$T, $S>($0)"), kCastHelpers},
       unary(Op::erf, "erf", infer::float_unary, floats<1>([](auto x) { return std::erf(x); }), C_FORM("std::erf($0)")),
       unary(Op::floor, "floor", infer::float_unary, floats<1>([](auto x) { return std::floor(x); }), C_FORM("std::floor($0)")),
       unary(Op::ceil, "ceil", infer::float_unary, floats<1>([](auto x) { return std::ceil(x); }), C_FORM("std::ceil($0)")),

@@ -49,7 +49,7 @@ std::string Emitter::matmul_body(const Kernel& K) {
   size_t r = so.size();
   Dim M = so[r - 2], N = so[r - 1], Kd = sa.back();
   std::string code;
-  if (is_half(n.type.dtype)) return loop_matmul(K);
+  if (is_narrow_float(n.type.dtype)) return loop_matmul(K);
   std::string ty = T(mm);
   if (ty != "float" && ty != "double") throw Error("code generation: matmul of " + ty);
   BlasOperand A0 = blas_operand(a, M, Kd, &code), B0 = blas_operand(b, Kd, N, &code);

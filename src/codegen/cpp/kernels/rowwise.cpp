@@ -71,7 +71,7 @@ std::string Emitter::rowwise_body(const Kernel& K) {
       std::string rowvar = "w" + std::to_string(v);
       code += "    " + ty + "* " + rowvar + " = (" + ty + "*)(mine + " + std::to_string(scratch_slot++) + "LL*" + row_slot(D) + ");\n";
       code += composite_row(n, v, rowvar, full, sp, D);
-      if (is_half(n.type.dtype))  // the composite's result rounded, as the interpreter's
+      if (is_narrow_float(n.type.dtype))  // the composite's result rounded, as the interpreter's
         code += "    for (int64_t j = 0; j < " + C(D) + "; ++j) " + rowvar + "[j] = " + rounded(rowvar + "[j]", n.type.dtype) + ";\n";
       local_row_[v] = rowvar;
       if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) code += store_row(v, rowvar, D);
@@ -103,7 +103,7 @@ std::string Emitter::rowwise_body(const Kernel& K) {
 // element by element through f16/bf16's conversion.
 std::string Emitter::store_row(ValueId v, const std::string& rowvar, const Dim& D) {
   DType dt = g_.type(v).dtype;
-  if (is_half(dt)) return "    for (int64_t j = 0; j < " + C(D) + "; ++j) " + ptr(v) + "[row*" + C(D) + " + j] = " + rowvar + "[j];\n";
+  if (is_narrow_float(dt)) return "    for (int64_t j = 0; j < " + C(D) + "; ++j) " + ptr(v) + "[row*" + C(D) + " + j] = " + rowvar + "[j];\n";
   return "    std::memcpy(" + ptr(v) + " + row*" + C(D) + ", " + rowvar + ", " + C(D * static_cast<int64_t>(dtype_size(dt))) + ");\n";
 }
 
