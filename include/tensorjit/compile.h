@@ -66,6 +66,7 @@ class Program {
   const std::string& source() const;  // the generated C++
 
  private:
+  friend struct OnnxProgram compile_onnx(const std::string&, const struct OnnxOptions&, const AotOptions&);
   std::shared_ptr<Executable> e_;
   std::vector<Port> inputs_, outputs_;
 };

@@ -6,6 +6,11 @@
 //   tj::Program p = tj::Program::compile(m.graph, m.params);   // symbolic batch and sequence
 //   std::vector<tj::NDArray> out = p.run(inputs);               // m.output_names[i] names out[i]
 //
+// or, to start warm the next time (no import: the program from the cache):
+//
+//   tj::OnnxProgram c = tj::compile_onnx("minilm.onnx");
+//   std::vector<tj::NDArray> out = c.program.run(inputs);
+//
 // Malformed files throw tj::Error; valid models using what tensorjit does not
 // support (an op, an element type, an opset) throw tj::Unsupported, naming it.
 #pragma once
@@ -14,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tensorjit/compile.h"
 #include "tensorjit/graph.h"
 #include "tensorjit/ndarray.h"
 
@@ -33,5 +39,19 @@ struct OnnxOptions {
 };
 
 OnnxModel load_onnx(const std::string& path, const OnnxOptions& o = {});
+
+struct OnnxProgram {
+  Program program;
+  std::vector<std::string> output_names;  // the graph outputs' ONNX names, in order
+  bool imported = false;                  // false: the program came from the cache, the file was not read
+};
+
+// The model compiled with its own weights: Program::compile(load_onnx(path))
+// the first time, and for the same file, unchanged, later (in this process
+// or another, under the same TJ_CACHE_DIR), the program from the cache
+// without importing the file: the warm start of `tjc run`. Models with
+// external data, known inputs or non-default AotOptions are imported every
+// time.
+OnnxProgram compile_onnx(const std::string& path, const OnnxOptions& o = {}, const AotOptions& a = {});
 
 }  // namespace tj

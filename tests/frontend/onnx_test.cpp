@@ -329,6 +329,38 @@ TEST(OnnxImport, WarmRunsOfAFileSkipTheImport) {
   fs::remove_all(dir);
 }
 
+// The C++ API's warm start: compile_onnx imports the file once; later calls
+// for the same file take the program from the cache, with the same outputs.
+TEST(OnnxImport, CompileOnnxStartsWarm) {
+  auto m = model();
+  auto* g = m.mutable_graph();
+  input(g, "x", onnx::TensorProto::FLOAT, {"batch", "4"});
+  floats(g->add_initializer(), "w", {4, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}, true);
+  node(g, "MatMul", {"x", "w"}, {"h"});
+  node(g, "Relu", {"h"}, {"out"});
+  output(g, "out");
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(::testing::TempDir()) / ("tj_onnx_api_warm_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "mlp.onnx", std::ios::binary) << m.SerializeAsString();
+  setenv("TJ_CACHE_DIR", (dir / "cache").c_str(), 1);
+  Bindings in{{"x", NDArray::of<float>({2, 4}, std::vector<float>{1, -2, 3, 4, 5, 6, -7, 8})}};
+  OnnxProgram cold = compile_onnx((dir / "mlp.onnx").string());
+  OnnxProgram warm = compile_onnx((dir / "mlp.onnx").string());
+  EXPECT_TRUE(cold.imported);
+  EXPECT_FALSE(warm.imported);
+  EXPECT_EQ(warm.output_names, std::vector<std::string>{"out"});
+  ASSERT_EQ(warm.program.inputs().size(), 1u);
+  EXPECT_EQ(warm.program.inputs()[0].name, "x");
+  std::vector<NDArray> a = cold.program.run(in), b = warm.program.run(in);
+  EXPECT_EQ(a[0].to_vector(), (std::vector<double>{5, 2, 7, 13, 14, 1}));
+  EXPECT_EQ(b[0].to_vector(), a[0].to_vector());
+  EXPECT_TRUE(compile_onnx((dir / "mlp.onnx").string(), {}, AotOptions{.passes = {}, .fuse = false}).imported);  // other options: imported
+  unsetenv("TJ_CACHE_DIR");
+  fs::remove_all(dir);
+}
+
 // Gemm (transB, alpha, beta), Reshape by a Constant shape with 0 and -1,
 // Transpose, ReduceMean (axes attribute at opset 13), Unsqueeze (axes operand).
 TEST(OnnxImport, GemmReshapeTransposeReduce) {
@@ -412,6 +444,46 @@ TEST(OnnxImport, ClearErrors) {
   input(mixed.mutable_graph(), "i", onnx::TensorProto::INT64, {"2"});
   node(mixed.mutable_graph(), "Add", {"x", "i"}, {"y"});
   EXPECT_NE(error_of(mixed).find("onnx: Add node 'Add_1': add(f32[2], i64[2]): operand dtypes differ"), std::string::npos) << error_of(mixed);
+}
+
+// 4-bit weights come packed two to a byte (raw_data, or int32_data) and are
+// unpacked to one byte each; a cast to float8 without saturating makes an
+// out-of-range value NaN. A packed length that does not match is an error.
+TEST(OnnxImport, PackedFourBitWeightsAndFloat8Casts) {
+  auto m = model(21);
+  auto* g = m.mutable_graph();
+  auto* w = g->add_initializer();
+  w->set_name("w"), w->set_data_type(22 /* INT4 */), w->add_dims(5);
+  const int8_t v[] = {-8, 7, -1, 0, 3};
+  std::string packed;
+  for (int i = 0; i < 5; i += 2) packed += static_cast<char>((v[i] & 0xf) | (i + 1 < 5 ? (v[i + 1] & 0xf) << 4 : 0));
+  w->set_raw_data(packed);
+  auto* u = g->add_initializer();
+  u->set_name("u"), u->set_data_type(21 /* UINT4 */), u->add_dims(3);
+  u->add_int32_data(0xf2), u->add_int32_data(0x09);  // 2, 15, 9
+  input(g, "x", onnx::TensorProto::FLOAT, {"2"});
+  int_attr(node(g, "Cast", {"w"}, {"wf"}), "to", onnx::TensorProto::FLOAT);
+  int_attr(node(g, "Cast", {"u"}, {"uf"}), "to", onnx::TensorProto::FLOAT);
+  auto* c = node(g, "Cast", {"x"}, {"x8"});
+  int_attr(c, "to", 17 /* FLOAT8E4M3FN */);
+  int_attr(c, "saturate", 0);
+  int_attr(node(g, "Cast", {"x8"}, {"xf"}), "to", onnx::TensorProto::FLOAT);
+  output(g, "wf"), output(g, "uf"), output(g, "xf");
+  OnnxModel o = import(m);
+  EXPECT_EQ(o.params.at("w").dtype(), DType::i4);
+  Bindings in{{"x", NDArray::of<float>({2}, std::vector<float>{1000.f, 0.3f})}};
+  Bindings all = o.params;
+  all["x"] = in["x"];
+  auto interp = interpret(o.graph, all);
+  auto comp = Executable::compile(o.graph, o.params).run(in);
+  for (const auto* r : {&interp, &comp}) {
+    EXPECT_EQ((*r)[0].to_vector(), (std::vector<double>{-8, 7, -1, 0, 3}));
+    EXPECT_EQ((*r)[1].to_vector(), (std::vector<double>{2, 15, 9}));
+    EXPECT_TRUE(std::isnan((*r)[2].get(0)));  // 1000 is beyond e4m3fn's 448
+    EXPECT_EQ((*r)[2].get(1), 0.3125);        // 0.3 to 3 mantissa bits
+  }
+  w->set_raw_data(packed.substr(0, 2));
+  EXPECT_NE(error_of(m).find("2 bytes of packed data for i4[5] (3 bytes)"), std::string::npos) << error_of(m);
 }
 
 // Initializers in an external-data file (the spec's location, offset,
