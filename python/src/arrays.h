@@ -1,0 +1,39 @@
+// Arrays across the boundary, without copies: numpy arrays (and anything
+// with DLPack: torch tensors, jax arrays) in as NDArray views, NDArrays out
+// as numpy arrays that own them.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <string>
+#include <vector>
+
+#include "tensorjit/ndarray.h"
+
+namespace tj::py {
+
+namespace nb = nanobind;
+
+using AnyArray = nb::ndarray<nb::device::cpu>;
+
+// The dtype of an array's elements; a tj::Error naming `what` for types
+// tensorjit has no dtype for.
+DType dtype_of(const nb::dlpack::dtype& d, const std::string& what);
+nb::dlpack::dtype dlpack_of(DType t);
+// numpy's name of a dtype ("float32"); throws for dtypes numpy lacks (bf16, float8, ...).
+const char* numpy_name(DType t);
+DType dtype_from_name(const std::string& name);
+
+// A view of `a` (no copy): row-major only; anything else is a tj::Error
+// that says how to make one ("np.ascontiguousarray").
+NDArray view_of(const AnyArray& a, const std::string& what);
+// A numpy array that owns `a` (moved, no copy).
+nb::object to_numpy(NDArray&& a);
+// Python values to arrays: an array-like object as a view, or a Python
+// scalar or list through numpy (a copy).
+NDArray as_array(nb::handle obj, const std::string& what);
+
+void bind_arrays(nb::module_& m);
+
+}  // namespace tj::py

@@ -1,0 +1,172 @@
+// The C++ JIT (tensorjit/jit.h) under a Python function, the ahead-of-time
+// Program, ONNX models and the IR's text. Guards, recompilation, dynamic
+// shapes and graph breaks are the C++ JIT's: the Python layer only flattens
+// arguments (python/tensorjit/_jit.py).
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "proxy.h"
+#include "tensorjit/compile.h"
+#include "tensorjit/error.h"
+#include "tensorjit/graph.h"
+#include "tensorjit/jit.h"
+#include "tensorjit/onnx.h"
+
+namespace tj::py {
+
+namespace {
+
+std::vector<NDArray> views(const nb::list& arrays, const char* what) {
+  std::vector<NDArray> r;
+  size_t i = 0;
+  for (nb::handle a : arrays) r.push_back(as_array(a, std::string(what) + " " + std::to_string(i++)));
+  return r;
+}
+
+std::vector<JitValue> values_of(const nb::list& values) {
+  std::vector<JitValue> r;
+  for (nb::handle v : values) {
+    if (nb::isinstance<nb::bool_>(v)) r.emplace_back(nb::cast<bool>(v));
+    else if (nb::isinstance<nb::int_>(v)) r.emplace_back(nb::cast<int64_t>(v));
+    else r.emplace_back(nb::cast<double>(v));
+  }
+  return r;
+}
+
+// Results out as numpy arrays; a result that is a view (of an input) is
+// copied, so that it never outlives the memory it shows.
+nb::list results(std::vector<NDArray>&& outs) {
+  nb::list r;
+  for (NDArray& a : outs) {
+    if (a.is_view()) a = NDArray::copy_of(a.dtype(), a.shape(), a.raw(), a.nbytes());
+    r.append(to_numpy(std::move(a)));
+  }
+  return r;
+}
+
+// The Python function as the C++ JIT's traced function: it gets the
+// arguments as a _JitArgs and returns a list of proxies.
+JitFn traced(nb::callable fn) {
+  return [fn](JitArgs& a) {
+    nb::gil_scoped_acquire gil;
+    TraceScope scope(&a.tracer());
+    nb::object r = fn(nb::cast(&a, nb::rv_policy::reference));
+    return unwrap_all(nb::cast<std::vector<Proxy>>(r));
+  };
+}
+
+DynamicPolicy policy_of(const std::string& s) {
+  if (s == "static") return DynamicPolicy::static_shapes;
+  if (s == "bucketed") return DynamicPolicy::bucketed;
+  if (s == "symbolic") return DynamicPolicy::symbolic;
+  if (s == "automatic") return DynamicPolicy::automatic;
+  throw Error("unknown dynamic policy '" + s + "' (static, bucketed, symbolic, automatic)");
+}
+
+}  // namespace
+
+void bind_jit(nb::module_& m) {
+  nb::class_<JitArgs>(m, "_JitArgs")
+      .def("tensor", [](JitArgs& a, size_t i) { return wrap(a.tensor(i)); })
+      .def("integer", [](JitArgs& a, size_t i) { return a.integer(i); })
+      .def("number", [](JitArgs& a, size_t i) { return a.number(i); })
+      .def("flag", [](JitArgs& a, size_t i) { return a.flag(i); })
+      .def("real_size", [](JitArgs& a, size_t i, int axis) { return wrap(a.real_size(i, axis)); });
+
+  nb::class_<JitFunction>(m, "_JitFunction")
+      .def("__init__",
+           [](JitFunction* self, std::string name, nb::callable fn, const std::string& policy, std::vector<std::vector<int64_t>> dims,
+              int64_t bucket_multiple, size_t cache_limit, bool compile) {
+             JitOptions o;
+             o.policy = policy_of(policy);
+             // dims: [tensor, axis, policy (0 static, 1 bucketed, 2 symbolic)]
+             for (const auto& d : dims) {
+               if (d.size() != 3) throw Error("a dim policy is [tensor, axis, policy]");
+               o.dims.push_back({static_cast<size_t>(d[0]), static_cast<int>(d[1]), d[2] == 0 ? DynamicPolicy::static_shapes
+                                                                                      : d[2] == 1 ? DynamicPolicy::bucketed
+                                                                                                  : DynamicPolicy::symbolic});
+             }
+             o.buckets.multiple = bucket_multiple;
+             o.cache_limit = cache_limit;
+             o.compile = compile;
+             new (self) JitFunction(std::move(name), traced(std::move(fn)), o);
+           })
+      .def("__call__", [](JitFunction& f, const nb::list& tensors, const nb::list& values) {
+        std::vector<NDArray> in = views(tensors, "array argument");
+        std::vector<JitValue> vals = values_of(values);
+        std::vector<NDArray> out;
+        {
+          nb::gil_scoped_release released;  // retaken by the traced function on a miss
+          out = f(in, vals);
+        }
+        return results(std::move(out));
+      })
+      .def("would_hit", [](const JitFunction& f, const nb::list& tensors, const nb::list& values) {
+        return f.would_hit(views(tensors, "array argument"), values_of(values));
+      })
+      .def("explain", &JitFunction::explain)
+      .def_prop_ro("stats", [](const JitFunction& f) {
+        const JitStats& s = f.stats();
+        nb::dict d;
+        d["calls"] = s.calls, d["hits"] = s.hits, d["compilations"] = s.compilations, d["eager_calls"] = s.eager_calls;
+        d["graph_breaks"] = s.graph_breaks, d["graphs_run"] = s.graphs_run, d["compile_seconds"] = s.compile_seconds;
+        return d;
+      });
+
+  nb::class_<TracedGraph>(m, "Graph", "A graph in tensorjit's IR (docs/ir.md).")
+      .def_static("parse", [](const std::string& text) { return TracedGraph::parse(text); })
+      .def_prop_ro("text", &TracedGraph::text)
+      .def_prop_ro("name", &TracedGraph::name)
+      .def("__str__", &TracedGraph::text)
+      .def_prop_ro("inputs", [](const TracedGraph& g) {
+        std::vector<std::string> r;
+        for (const Port& p : g.inputs()) r.push_back(p.name);
+        return r;
+      })
+      .def_prop_ro("params", [](const TracedGraph& g) {
+        std::vector<std::string> r;
+        for (const Port& p : g.params()) r.push_back(p.name);
+        return r;
+      });
+
+  nb::class_<Program>(m, "Program", "A compiled graph: generated C++ kernels run from a static plan.")
+      .def_static("compile", [](const TracedGraph& g, const nb::dict& params) {
+        Bindings b;
+        for (auto [k, v] : params) {
+          NDArray a = as_array(v, "param '" + nb::cast<std::string>(k) + "'");
+          b.emplace(nb::cast<std::string>(k), NDArray::copy_of(a.dtype(), a.shape(), a.raw(), a.nbytes()));  // frozen: the program keeps its own
+        }
+        nb::gil_scoped_release released;
+        return Program::compile(g, b);
+      }, nb::arg("graph"), nb::arg("params") = nb::dict())
+      .def("run", [](Program& p, const nb::dict& inputs) {
+        Bindings b;
+        for (auto [k, v] : inputs) b.emplace(nb::cast<std::string>(k), as_array(v, "input '" + nb::cast<std::string>(k) + "'"));
+        std::vector<NDArray> out;
+        {
+          nb::gil_scoped_release released;
+          out = p.run(b);
+        }
+        return results(std::move(out));
+      })
+      .def_prop_ro("inputs", [](const Program& p) {
+        std::vector<std::string> r;
+        for (const Port& x : p.inputs()) r.push_back(x.name);
+        return r;
+      })
+      .def_prop_ro("compiled", &Program::compiled)
+      .def_prop_ro("kernels", &Program::kernels)
+      .def_prop_ro("source", &Program::source);
+
+  m.def("_compile_onnx", [](const std::string& path) {
+    OnnxProgram r;
+    {
+      nb::gil_scoped_release released;
+      r = compile_onnx(path);
+    }
+    return nb::make_tuple(nb::cast(std::move(r.program)), r.output_names, r.imported);
+  });
+}
+
+}  // namespace tj::py

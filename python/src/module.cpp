@@ -1,0 +1,30 @@
+// tensorjit._core: the C++ library for Python (nanobind). What Python
+// sees: arrays.cpp (numpy and DLPack arrays, no copies), proxy.cpp (the
+// Tensor proxy), ops.cpp (numpy-style functions), jit.cpp (the JIT, the
+// ahead-of-time Program, ONNX models, the IR's text). The package around it
+// is python/tensorjit/.
+#include <nanobind/nanobind.h>
+
+#include "arrays.h"
+#include "proxy.h"
+#include "tensorjit/error.h"
+
+namespace tj::py {
+void bind_jit(nb::module_& m);
+}
+
+NB_MODULE(_core, m) {
+  namespace nb = nanobind;
+  using namespace tj::py;
+  // tensorjit's errors as Python exceptions: Error (a RuntimeError) and its
+  // kinds, most derived registered last (nanobind tries the newest first).
+  nb::exception<tj::Error>(m, "Error", PyExc_RuntimeError);
+  nb::exception<tj::Unsupported>(m, "Unsupported", m.attr("Error"));
+  nb::exception<tj::ParseError>(m, "ParseError", m.attr("Error"));
+  nb::exception<tj::ShapeError>(m, "ShapeError", m.attr("Error"));
+  nb::exception<tj::UnsupportedOperand>(m, "UnsupportedOperand", m.attr("ShapeError"));
+  bind_arrays(m);
+  bind_proxy(m);
+  bind_ops(m);
+  bind_jit(m);
+}

@@ -1,0 +1,256 @@
+"""tensorjit.jit: a Python function of arrays, traced by the C++ JIT.
+
+The arguments are flattened: arrays (numpy, or anything with DLPack) become
+the JIT's tensors, Python numbers and bools its guarded values; lists,
+tuples, dicts, strings and None are the call's structure, which is a guard
+too (one C++ JIT per structure). Guards, recompilation, dynamic shapes and
+graph breaks are the C++ JIT's (include/tensorjit/jit.h)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import linecache
+import threading
+import warnings
+import weakref
+
+from . import _core
+
+_POLICIES = {None: "automatic", True: "symbolic", False: "static", "bucketed": "bucketed"}
+
+# mark_dynamic: arrays whose axes are symbolic (or bucketed) whatever the policy.
+_marks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_marks_by_id: dict = {}
+
+
+def mark_dynamic(array, axis, bucketed=False):
+    """Compile `array`'s `axis` for every size (or, bucketed, for padded sizes),
+    as torch._dynamo.mark_dynamic does."""
+    entry = (axis, 1 if bucketed else 2)
+    try:
+        _marks.setdefault(array, []).append(entry)
+    except TypeError:  # not weak-referenceable: by id, for this call only
+        _marks_by_id.setdefault(id(array), []).append(entry)
+    return array
+
+
+def _is_array(x):
+    return hasattr(x, "__array_interface__") or hasattr(x, "__dlpack__")
+
+
+def _flatten(x, tensors, values):
+    """The structure of x (hashable), its arrays into `tensors` and its
+    numbers into `values`."""
+    if isinstance(x, bool) or isinstance(x, (int, float)):
+        values.append(x)
+        return ("v", len(values) - 1)
+    if _is_array(x):
+        tensors.append(x)
+        return ("t", len(tensors) - 1)
+    if isinstance(x, (list, tuple)):
+        return ("l" if isinstance(x, list) else "u", tuple(_flatten(e, tensors, values) for e in x))
+    if isinstance(x, dict):
+        keys = tuple(x.keys())
+        if not all(isinstance(k, (str, int)) for k in keys):
+            raise TypeError("tensorjit.jit: dict arguments need str or int keys")
+        return ("d", keys, tuple(_flatten(x[k], tensors, values) for k in keys))
+    if x is None or isinstance(x, str):
+        return ("c", x)
+    raise TypeError(f"tensorjit.jit: an argument of type {type(x).__name__} is not supported "
+                    "(arrays, numbers, bools, strings, None, and lists, tuples and dicts of them are)")
+
+
+def _rebuild(spec, args):
+    kind = spec[0]
+    if kind == "t":
+        return args.tensor(spec[1])
+    if kind == "v":
+        value = _rebuild.values[spec[1]]
+        if isinstance(value, bool):
+            return args.flag(spec[1])
+        if isinstance(value, int):
+            return args.integer(spec[1])
+        return args.number(spec[1])
+    if kind in ("l", "u"):
+        items = [_rebuild(s, args) for s in spec[1]]
+        return items if kind == "l" else tuple(items)
+    if kind == "d":
+        return {k: _rebuild(s, args) for k, s in zip(spec[1], spec[2])}
+    return spec[1]
+
+
+def _flatten_out(r, out):
+    if isinstance(r, _core.Tensor):
+        out.append(r)
+        return ("t", len(out) - 1)
+    if isinstance(r, (list, tuple)):
+        return ("l" if isinstance(r, list) else "u", tuple(_flatten_out(e, out) for e in r))
+    if isinstance(r, dict):
+        return ("d", tuple(r.keys()), tuple(_flatten_out(v, out) for v in r.values()))
+    raise TypeError(f"tensorjit.jit: the function returned a {type(r).__name__}; it must return tensors "
+                    "(one, or a list, tuple or dict of them)")
+
+
+def _unflatten(spec, outs):
+    kind = spec[0]
+    if kind == "t":
+        return outs[spec[1]]
+    if kind in ("l", "u"):
+        items = [_unflatten(s, outs) for s in spec[1]]
+        return items if kind == "l" else tuple(items)
+    return {k: _unflatten(s, outs) for k, s in zip(spec[1], spec[2])}
+
+
+class _Breaks(threading.local):
+    """Where the function being traced read a tensor's value (a graph break)."""
+
+    def __init__(self):
+        self.sink = None
+
+
+_breaks = _Breaks()
+
+
+class JitFunction:
+    """A Python function compiled by tensorjit on each new kind of arguments."""
+
+    def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None):
+        if dynamic not in _POLICIES:
+            raise ValueError("dynamic must be None (automatic), True (symbolic), False (static) or 'bucketed'")
+        self._fn = fn
+        self._name = name or getattr(fn, "__name__", "fn")
+        self._policy = _POLICIES[dynamic]
+        self._buckets = int(buckets)
+        self._cache_limit = int(cache_limit)
+        self._compile = bool(compile)
+        self._by_structure = {}  # structure -> (C++ JIT, output structures by values)
+        self._breaks = {}  # (file, line) -> count
+        functools.update_wrapper(self, fn)
+
+    def _entry(self, spec, tensors, kwargs_names):
+        entry = self._by_structure.get(spec)
+        if entry is not None:
+            return entry
+        if len(self._by_structure) >= 64:
+            raise RuntimeError(f"tensorjit.jit({self._name}): 64 argument structures seen; "
+                               "pass varying values as arrays or numbers, not in lists of changing length")
+        dims = []
+        for i, t in enumerate(tensors):
+            try:
+                marks = _marks.get(t, []) if not isinstance(t, (int, float)) else []
+            except TypeError:
+                marks = []
+            for axis, pol in marks + _marks_by_id.pop(id(t), []):
+                dims.append([i, axis, pol])
+        out_specs = {}
+        fn, breaks = self._fn, self._breaks  # not self: the C++ JIT holds `traced`, and a cycle through it is never collected
+
+        def traced(args):
+            values = traced.values
+            _rebuild.values = values
+            pos, kw = _rebuild(spec, args)
+            sink, _breaks.sink = _breaks.sink, breaks
+            try:
+                r = fn(*pos, **kw)
+            finally:
+                _breaks.sink = sink
+            outs = []
+            out_specs[tuple(values)] = _flatten_out(r, outs)
+            out_specs["last"] = out_specs[tuple(values)]
+            return outs
+
+        traced.values = []
+        jit = _core._JitFunction(self._name, traced, self._policy, dims, self._buckets, self._cache_limit, self._compile)
+        entry = (jit, out_specs, traced)
+        self._by_structure[spec] = entry
+        return entry
+
+    def __call__(self, *args, **kwargs):
+        tensors, values = [], []
+        spec = _flatten((args, kwargs), tensors, values)
+        jit, out_specs, traced = self._entry(spec, tensors, None)
+        traced.values = values
+        outs = jit(tensors, values)
+        out_spec = out_specs.get(tuple(values)) or out_specs.get("last")
+        if out_spec is None:
+            raise RuntimeError("tensorjit.jit: no output structure recorded")
+        return _unflatten(out_spec, outs)
+
+    @property
+    def stats(self):
+        """Calls, hits, compilations, graph breaks ... summed over argument structures."""
+        total = {}
+        for jit, _, _ in self._by_structure.values():
+            for k, v in jit.stats.items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    def explain(self):
+        lines = [f"tensorjit.jit({self._name}): {len(self._by_structure)} argument structure(s)"]
+        for i, (spec, (jit, _, _)) in enumerate(self._by_structure.items()):
+            lines.append(f"structure {i}: {_describe(spec)}")
+            lines.append(jit.explain().rstrip())
+        if self._breaks:
+            lines.append("graph breaks (a tensor's value read while tracing):")
+            for (file, line), n in sorted(self._breaks.items()):
+                src = linecache.getline(file, line).strip()
+                lines.append(f"  {file}:{line}: {src}  ({n} time{'s' if n != 1 else ''})")
+        return "\n".join(lines) + "\n"
+
+
+def _describe(spec):
+    kind = spec[0]
+    if kind == "t":
+        return f"array{spec[1]}"
+    if kind == "v":
+        return f"value{spec[1]}"
+    if kind in ("l", "u"):
+        inner = ", ".join(_describe(s) for s in spec[1])
+        return f"[{inner}]" if kind == "l" else f"({inner})"
+    if kind == "d":
+        return "{" + ", ".join(f"{k!r}: {_describe(s)}" for k, s in zip(spec[1], spec[2])) + "}"
+    return repr(spec[1])
+
+
+def _note_break():
+    """Called where a proxy's value is read: records the user's file and line."""
+    sink = _breaks.sink
+    if sink is None:
+        return
+    frame = inspect.currentframe()
+    here = __file__
+    while frame is not None and (frame.f_code.co_filename == here or frame.f_code.co_filename.endswith("tensorjit/__init__.py")):
+        frame = frame.f_back
+    if frame is not None:
+        key = (frame.f_code.co_filename, frame.f_lineno)
+        sink[key] = sink.get(key, 0) + 1
+
+
+def jit(fn=None, *, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None):
+    """Compile a Python function of arrays with tensorjit.
+
+    dynamic: None (a dim is static until it shows a second size, then
+    symbolic), True (every dim symbolic), False (a compilation per shape) or
+    "bucketed" (sizes padded to `buckets`: 0 powers of two, k multiples of k).
+    cache_limit: compiled entries before calls fall back to the interpreter
+    (with a warning)."""
+    if fn is None:
+        return lambda f: JitFunction(f, dynamic, buckets, cache_limit, compile, name)
+    return JitFunction(fn, dynamic, buckets, cache_limit, compile, name)
+
+
+def explain(f):
+    """The entries of a jit function, their guards, each recompilation (with the
+    guard that failed) and each graph break (with the file and line)."""
+    if not isinstance(f, JitFunction):
+        raise TypeError("tensorjit.explain takes a function made by tensorjit.jit")
+    return f.explain()
+
+
+def compile(fn, example_args, **options):
+    """Ahead of time: compile `fn` for `example_args` now; the returned
+    function runs it (and compiles again for other kinds of arguments)."""
+    f = fn if isinstance(fn, JitFunction) else JitFunction(fn, **options)
+    f(*example_args)
+    return f

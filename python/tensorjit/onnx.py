@@ -1,0 +1,35 @@
+"""ONNX models from Python: tensorjit.onnx.load(path) compiles a model file
+(or takes its program from the cache when the file was compiled before) and
+returns a callable."""
+
+from . import _core
+
+
+class OnnxModel:
+    """A compiled ONNX model: call it with its inputs by name (or in order);
+    it returns the outputs in order (output_names names them)."""
+
+    def __init__(self, path):
+        self.program, self.output_names, self.imported = _core._compile_onnx(str(path))
+        self.input_names = list(self.program.inputs)
+
+    def __call__(self, *args, **kwargs):
+        if len(args) > len(self.input_names):
+            raise TypeError(f"the model takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), got {len(args)}")
+        inputs = dict(zip(self.input_names, args))
+        for k, v in kwargs.items():
+            if k in inputs:
+                raise TypeError(f"input '{k}' given twice")
+            inputs[k] = v
+        missing = [n for n in self.input_names if n not in inputs]
+        if missing:
+            raise TypeError(f"missing input(s): {', '.join(missing)}")
+        return self.program.run(inputs)
+
+    def __repr__(self):
+        return f"tensorjit.onnx.OnnxModel(inputs={self.input_names}, outputs={self.output_names})"
+
+
+def load(path):
+    """The ONNX model at `path`, compiled (docs/onnx.md)."""
+    return OnnxModel(path)

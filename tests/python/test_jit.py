@@ -1,0 +1,182 @@
+"""tensorjit.jit: guards and recompilation on each kind of Python value,
+graph breaks (how many, and where), dynamic shapes, arrays in and out
+without copies, structured control flow, and clear errors."""
+import numpy as np
+import pytest
+
+import tensorjit as tj
+
+rng = np.random.default_rng(2)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def test_scalars_are_guards_and_recompile_on_a_new_value():
+    @tj.jit
+    def scale(x, k, flag):
+        y = x * k
+        return tj.relu(y) if flag else y
+
+    x = f32(3, 4)
+    np.testing.assert_allclose(scale(x, 2.0, True), np.maximum(x * 2, 0), rtol=1e-6)
+    np.testing.assert_allclose(scale(x, 2.0, True), np.maximum(x * 2, 0), rtol=1e-6)
+    assert scale.stats["compilations"] == 1 and scale.stats["hits"] == 1
+    np.testing.assert_allclose(scale(x, 3.0, True), np.maximum(x * 3, 0), rtol=1e-6)
+    np.testing.assert_allclose(scale(x, 3.0, False), x * 3, rtol=1e-6)
+    assert scale.stats["compilations"] == 3
+    text = tj.explain(scale)
+    assert "guard" in text.lower(), text
+
+
+def test_ints_strings_none_and_list_lengths_are_guards():
+    @tj.jit
+    def f(xs, n, mode, bias):
+        y = xs[0]
+        for x in xs[1:]:
+            y = y + x
+        y = y * n
+        if mode == "neg":
+            y = -y
+        return y if bias is None else y + bias
+
+    a, b, c = f32(2, 3), f32(2, 3), f32(2, 3)
+    np.testing.assert_allclose(f([a, b], 2, "pos", None), (a + b) * 2, rtol=1e-6)
+    np.testing.assert_allclose(f([a, b, c], 2, "pos", None), (a + b + c) * 2, rtol=1e-6)
+    np.testing.assert_allclose(f([a, b], 3, "neg", None), -(a + b) * 3, rtol=1e-6)
+    np.testing.assert_allclose(f([a, b], 3, "neg", c), -(a + b) * 3 + c, rtol=1e-6)
+    assert f.stats["compilations"] == 4
+    f([a, b], 2, "pos", None)
+    assert f.stats["compilations"] == 4  # seen before: a hit
+
+
+def test_new_shapes_and_dtypes_recompile_and_dynamic_dims_do_not():
+    g = tj.jit(lambda x: (x * 2).sum(axis=-1))
+    for n in (3, 5, 7, 9):
+        x = f32(n, 4)
+        np.testing.assert_allclose(g(x), (x * 2).sum(-1), rtol=1e-5)
+    # automatic: static until a dim shows a second size, then symbolic
+    assert g.stats["compilations"] == 2
+    g(np.ones((3, 4), np.float64))
+    assert g.stats["compilations"] == 3  # a new dtype
+
+    static = tj.jit(lambda x: x + 1, dynamic=False)
+    for n in (3, 5, 7):
+        static(f32(n, 2))
+    assert static.stats["compilations"] == 3
+    symbolic = tj.jit(lambda x: x + 1, dynamic=True)
+    for n in (3, 5, 7):
+        symbolic(f32(n, 2))
+    assert symbolic.stats["compilations"] == 1
+
+
+def test_mark_dynamic():
+    h = tj.jit(lambda x: x * 3, dynamic=False)
+    x = tj.mark_dynamic(f32(4, 2), 0)
+    h(x)
+    y = f32(6, 2)
+    np.testing.assert_allclose(h(y), y * 3, rtol=1e-6)
+    assert h.stats["compilations"] == 1
+
+
+def test_graph_breaks_are_counted_and_located():
+    @tj.jit
+    def branchy(x):
+        s = x.sum()
+        if s > 0:  # a graph break: the value decides the branch
+            return x * 2
+        return x - 1
+
+    pos = np.abs(f32(3, 3))
+    neg = -pos
+    np.testing.assert_allclose(branchy(pos), pos * 2, rtol=1e-6)
+    np.testing.assert_allclose(branchy(neg), neg - 1, rtol=1e-6)
+    np.testing.assert_allclose(branchy(pos), pos * 2, rtol=1e-6)
+    assert branchy.stats["graph_breaks"] == 3
+    text = tj.explain(branchy)
+    assert "test_jit.py" in text and "if s > 0" in text, text
+    assert "3 times" in text, text
+
+
+def test_item_float_and_int_are_graph_breaks():
+    @tj.jit
+    def f(x):
+        n = int(x.max())
+        return x * float(x.mean()) + n
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(f(x), x * x.mean() + 5, rtol=1e-6)
+    assert f.stats["graph_breaks"] == 2
+
+
+def test_cond_and_while_loop_stay_in_one_graph():
+    @tj.jit
+    def collatz_steps(n):
+        def cond(state):
+            return state[0] > 1
+
+        def body(state):
+            v, steps = state
+            odd = (v % 2) == 1
+            return [tj.where(odd, v * 3 + 1, v // 2), steps + 1]
+
+        zero = n * 0
+        return tj.while_loop(cond, body, [n, zero])[1]
+
+    assert int(collatz_steps(np.array(27, dtype=np.int64))) == 111
+    assert collatz_steps.stats["graph_breaks"] == 0
+
+    @tj.jit
+    def pick(p, x):
+        return tj.cond(p, lambda x: [x * 2], lambda x: [x - 1], [x])[0]
+
+    x = f32(3)
+    np.testing.assert_allclose(pick(np.array(True), x), x * 2, rtol=1e-6)
+    np.testing.assert_allclose(pick(np.array(False), x), x - 1, rtol=1e-6)
+    assert pick.stats["compilations"] == 1
+
+
+def test_arrays_go_in_without_a_copy_and_come_out_owned():
+    x = f32(64, 64)
+    assert tj._core._data_pointer(x) == x.ctypes.data
+    f = tj.jit(lambda x: x + 1)
+    y = f(x)
+    assert isinstance(y, np.ndarray) and y.flags["C_CONTIGUOUS"] and y.flags["WRITEABLE"]
+    y[0, 0] = 5  # the result is the caller's
+    identity = tj.jit(lambda x: x)
+    z = identity(x)
+    assert z.ctypes.data != x.ctypes.data  # an output that is an input is copied, never aliased
+    np.testing.assert_array_equal(z, x)
+
+
+def test_bad_inputs_give_clear_errors():
+    f = tj.jit(lambda x: x @ x)
+    with pytest.raises(tj.Error, match="not contiguous"):
+        f(f32(4, 8)[:, ::2])
+    with pytest.raises(tj.ShapeError):
+        f(f32(3, 4))  # [3,4] @ [3,4]
+    with pytest.raises(TypeError, match="not supported"):
+        f(object())
+    with pytest.raises(tj.Error, match="not supported"):
+        tj.jit(lambda x: x + 1)(np.array(["a"]))
+    kept = []
+    g = tj.jit(lambda x: kept.append(x) or x * 2)
+    g(f32(2))
+    with pytest.raises(tj.Error, match="trace that has ended"):
+        kept[0] + 1
+    with pytest.raises(TypeError, match="must return tensors"):
+        tj.jit(lambda x: 3)(f32(2))
+    with pytest.raises(tj.Error, match="only available while a function is traced"):
+        tj.arange(4)
+
+
+def test_ahead_of_time_compile_and_ir_text():
+    f = tj.compile(lambda x: tj.tanh(x) * 2, [f32(2, 3)])
+    assert f.stats["compilations"] == 1
+    g = tj.parse_ir("graph g\ninput %x : f32[2]\n%0 = add(%x, %x) : f32[2]\nreturn %0\n")
+    assert "add" in g.text and g.inputs == ["x"]
+    p = tj.Program.compile(g)
+    np.testing.assert_array_equal(p.run({"x": np.array([1, 2], np.float32)})[0], [2, 4])
+    with pytest.raises(tj.ParseError):
+        tj.parse_ir("graph g\n%0 = nope() : f32[]\n")
