@@ -45,13 +45,21 @@ nb::list results(std::vector<NDArray>&& outs) {
   return r;
 }
 
-// The Python function as the C++ JIT's traced function: it gets the
-// arguments as a _JitArgs and returns a list of proxies.
-JitFn traced(nb::callable fn) {
-  return [fn](JitArgs& a) {
+// The Python function being called: the C++ JIT traces it (on a miss, or
+// on every call of a function that breaks) only within a call. It is passed
+// with each call rather than held by the C++ object: a Python reference held
+// there would make a cycle (function -> its globals -> the jit wrapper ->
+// this object) that Python's collector cannot see through.
+thread_local PyObject* g_traced = nullptr;
+
+// The C++ JIT's traced function: the Python function of the call under
+// way, given the arguments as a _JitArgs; it returns a list of proxies.
+JitFn traced() {
+  return [](JitArgs& a) {
     nb::gil_scoped_acquire gil;
+    if (!g_traced) throw Error("tensorjit: a jit function traced outside a call");
     TraceScope scope(&a.tracer());
-    nb::object r = fn(nb::cast(&a, nb::rv_policy::reference));
+    nb::object r = nb::handle(g_traced)(nb::cast(&a, nb::rv_policy::reference));
     return unwrap_all(nb::cast<std::vector<Proxy>>(r));
   };
 }
@@ -76,7 +84,7 @@ void bind_jit(nb::module_& m) {
 
   nb::class_<JitFunction>(m, "_JitFunction")
       .def("__init__",
-           [](JitFunction* self, std::string name, nb::callable fn, const std::string& policy, std::vector<std::vector<int64_t>> dims,
+           [](JitFunction* self, std::string name, const std::string& policy, std::vector<std::vector<int64_t>> dims,
               int64_t bucket_multiple, size_t cache_limit, bool compile) {
              JitOptions o;
              o.policy = policy_of(policy);
@@ -90,16 +98,22 @@ void bind_jit(nb::module_& m) {
              o.buckets.multiple = bucket_multiple;
              o.cache_limit = cache_limit;
              o.compile = compile;
-             new (self) JitFunction(std::move(name), traced(std::move(fn)), o);
+             new (self) JitFunction(std::move(name), traced(), o);
            })
-      .def("__call__", [](JitFunction& f, const nb::list& tensors, const nb::list& values) {
+      .def("__call__", [](JitFunction& f, nb::callable fn, const nb::list& tensors, const nb::list& values) {
         std::vector<NDArray> in = views(tensors, "array argument");
         std::vector<JitValue> vals = values_of(values);
         std::vector<NDArray> out;
-        {
+        PyObject* outer = g_traced;
+        g_traced = fn.ptr();
+        try {
           nb::gil_scoped_release released;  // retaken by the traced function on a miss
           out = f(in, vals);
+        } catch (...) {
+          g_traced = outer;
+          throw;
         }
+        g_traced = outer;
         return results(std::move(out));
       })
       .def("would_hit", [](const JitFunction& f, const nb::list& tensors, const nb::list& values) {

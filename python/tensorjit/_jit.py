@@ -11,9 +11,12 @@ from __future__ import annotations
 import functools
 import inspect
 import linecache
+import re
 import threading
 import warnings
 import weakref
+
+import numpy as np
 
 from . import _core
 
@@ -39,10 +42,29 @@ def _is_array(x):
     return hasattr(x, "__array_interface__") or hasattr(x, "__dlpack__")
 
 
+_ndarray = np.ndarray
+
+
 def _flatten(x, tensors, values):
     """The structure of x (hashable), its arrays into `tensors` and its
-    numbers into `values`."""
-    if isinstance(x, bool) or isinstance(x, (int, float)):
+    numbers into `values`. Exact types first: this runs on every call."""
+    t = type(x)
+    if t is _ndarray:
+        tensors.append(x)
+        return ("t", len(tensors) - 1)
+    if t is float or t is int or t is bool:
+        values.append(x)
+        return ("v", len(values) - 1)
+    if t is tuple or t is list:
+        return ("u" if t is tuple else "l", tuple([_flatten(e, tensors, values) for e in x]))
+    if t is dict:
+        keys = tuple(x)
+        if not all(isinstance(k, (str, int)) for k in keys):
+            raise TypeError("tensorjit.jit: dict arguments need str or int keys")
+        return ("d", keys, tuple([_flatten(x[k], tensors, values) for k in keys]))
+    if x is None or t is str:
+        return ("c", x)
+    if isinstance(x, (bool, int, float)) and not _is_array(x):
         values.append(x)
         return ("v", len(values) - 1)
     if _is_array(x):
@@ -51,12 +73,9 @@ def _flatten(x, tensors, values):
     if isinstance(x, (list, tuple)):
         return ("l" if isinstance(x, list) else "u", tuple(_flatten(e, tensors, values) for e in x))
     if isinstance(x, dict):
-        keys = tuple(x.keys())
-        if not all(isinstance(k, (str, int)) for k in keys):
-            raise TypeError("tensorjit.jit: dict arguments need str or int keys")
-        return ("d", keys, tuple(_flatten(x[k], tensors, values) for k in keys))
-    if x is None or isinstance(x, str):
-        return ("c", x)
+        return _flatten(dict(x), tensors, values)
+    if isinstance(x, str):
+        return ("c", str(x))
     raise TypeError(f"tensorjit.jit: an argument of type {type(x).__name__} is not supported "
                     "(arrays, numbers, bools, strings, None, and lists, tuples and dicts of them are)")
 
@@ -144,7 +163,7 @@ class JitFunction:
             for axis, pol in marks + _marks_by_id.pop(id(t), []):
                 dims.append([i, axis, pol])
         out_specs = {}
-        fn, breaks = self._fn, self._breaks  # not self: the C++ JIT holds `traced`, and a cycle through it is never collected
+        fn, breaks = self._fn, self._breaks
 
         def traced(args):
             values = traced.values
@@ -161,7 +180,7 @@ class JitFunction:
             return outs
 
         traced.values = []
-        jit = _core._JitFunction(self._name, traced, self._policy, dims, self._buckets, self._cache_limit, self._compile)
+        jit = _core._JitFunction(self._name, self._policy, dims, self._buckets, self._cache_limit, self._compile)
         entry = (jit, out_specs, traced)
         self._by_structure[spec] = entry
         return entry
@@ -171,7 +190,7 @@ class JitFunction:
         spec = _flatten((args, kwargs), tensors, values)
         jit, out_specs, traced = self._entry(spec, tensors, None)
         traced.values = values
-        outs = jit(tensors, values)
+        outs = jit(traced, tensors, values)
         out_spec = out_specs.get(tuple(values)) or out_specs.get("last")
         if out_spec is None:
             raise RuntimeError("tensorjit.jit: no output structure recorded")
@@ -190,7 +209,9 @@ class JitFunction:
         lines = [f"tensorjit.jit({self._name}): {len(self._by_structure)} argument structure(s)"]
         for i, (spec, (jit, _, _)) in enumerate(self._by_structure.items()):
             lines.append(f"structure {i}: {_describe(spec)}")
-            lines.append(jit.explain().rstrip())
+            # The C++ JIT names its own call site for a break (the binding's);
+            # the Python file and line are listed below.
+            lines.append(re.sub(r" at \S*python/src/proxy\.cpp:\d+", "", jit.explain().rstrip()))
         if self._breaks:
             lines.append("graph breaks (a tensor's value read while tracing):")
             for (file, line), n in sorted(self._breaks.items()):

@@ -1,0 +1,53 @@
+"""tensorjit.onnx.load: a model file compiled and called from Python, warm
+the second time (the program from the cache, the file not read)."""
+import numpy as np
+import pytest
+
+import tensorjit as tj
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def mlp_file(path):
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["a"]),
+         helper.make_node("Relu", ["a"], ["y"])],
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, str(path))
+    return w, b
+
+
+def test_load_and_call(tmp_path, monkeypatch):
+    monkeypatch.setenv("TJ_CACHE_DIR", str(tmp_path / "cache"))
+    w, b = mlp_file(tmp_path / "mlp.onnx")
+    m = tj.onnx.load(tmp_path / "mlp.onnx")
+    assert m.imported and m.input_names == ["x"] and m.output_names == ["y"]
+    for batch in (2, 5):  # one compilation for every batch size
+        x = np.random.default_rng(batch).standard_normal((batch, 4)).astype(np.float32)
+        (y,) = m(x)
+        np.testing.assert_allclose(y, np.maximum(x @ w + b, 0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(m(x=x)[0], y)
+    warm = tj.onnx.load(tmp_path / "mlp.onnx")
+    assert not warm.imported
+    np.testing.assert_allclose(warm(x)[0], y)
+    with pytest.raises(TypeError, match="missing input"):
+        m()
+    with pytest.raises(tj.Error):
+        m(np.ones((2, 5), np.float32))  # wrong inner size
+
+
+def test_bad_files(tmp_path):
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    with pytest.raises(tj.Error, match="not a valid ONNX model"):
+        tj.onnx.load(tmp_path / "junk.onnx")
+    with pytest.raises(tj.Error, match="cannot open"):
+        tj.onnx.load(tmp_path / "missing.onnx")
