@@ -23,6 +23,10 @@ NB_MODULE(_core, m) {
   nb::exception<tj::ParseError>(m, "ParseError", m.attr("Error"));
   nb::exception<tj::ShapeError>(m, "ShapeError", m.attr("Error"));
   nb::exception<tj::UnsupportedOperand>(m, "UnsupportedOperand", m.attr("ShapeError"));
+  // Objects still alive when the interpreter finalizes the module (torch's
+  // caches hold compiled functions until then) are not leaks of ours worth a
+  // warning on every exit.
+  nb::set_leak_warnings(false);
   bind_arrays(m);
   bind_proxy(m);
   bind_ops(m);

@@ -81,7 +81,9 @@ Tensor Tracer::constant(DType dtype, Shape shape, std::vector<double> data) {
 
 Tensor Tracer::constant(const NDArray& values) {
   Type type{values.dtype(), Shape(values.shape().begin(), values.shape().end())};
-  return {this, g_->add_const(std::move(type), ConstValues::adopt(values))};
+  // A view is copied: the graph outlives the caller's memory.
+  NDArray owned = values.is_view() ? NDArray::copy_of(values.dtype(), values.shape(), values.raw(), values.nbytes()) : values;
+  return {this, g_->add_const(std::move(type), ConstValues::adopt(std::move(owned)))};
 }
 
 Tensor Tracer::scalar(double value, DType dtype) { return constant(dtype, {}, {value}); }

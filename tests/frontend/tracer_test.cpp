@@ -137,5 +137,21 @@ TEST(Tracer, MultiLayerModelShapes) {
   EXPECT_THROW(models::llama_config("gpt5"), Error);
 }
 
+// A constant made from a view copies it: the graph keeps the values it
+// was given, whatever happens to the caller's memory later. (The Python
+// binding passes views of temporary numpy arrays: two constants from
+// reused memory became one value.)
+TEST(Tracer, ConstantsFromViewsAreCopied) {
+  Tracer t("c");
+  std::vector<float> buf = {-5.f, 1.f};
+  Tensor a = t.constant(NDArray::view(DType::f32, {2}, buf.data()));
+  buf = {3.f, 4.f};
+  Tensor b = t.constant(NDArray::view(DType::f32, {2}, buf.data()));
+  TracedGraph g = t.finish({a, b});
+  std::string text = g.text();
+  EXPECT_NE(text.find("-5"), std::string::npos) << text;
+  EXPECT_NE(text.find("3"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace tj

@@ -1,0 +1,87 @@
+"""torch.compile(backend=tensorjit) on a Llama-style block and a BERT-style
+encoder layer written in torch: outputs match eager. Needs torch
+(scripts/test-torch runs these in the bench venv, where it is installed)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from tensorjit import _torch  # noqa: E402
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d=64, heads=4, hidden=128):
+        super().__init__()
+        self.h = heads
+        self.n1, self.n2 = nn.RMSNorm(d, eps=1e-5), nn.RMSNorm(d, eps=1e-5)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.gate, self.up = nn.Linear(d, hidden, bias=False), nn.Linear(d, hidden, bias=False)
+        self.down = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        h = self.n1(x)
+        q, k, v = (p(h).view(B, T, self.h, -1).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, D)
+        x = x + self.o(a)
+        return x + self.down(F.silu(self.gate(self.n2(x))) * self.up(self.n2(x)))
+
+
+class BertLayer(nn.Module):
+    def __init__(self, d=64, heads=4, hidden=128):
+        super().__init__()
+        self.h = heads
+        self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.up, self.down = nn.Linear(d, hidden), nn.Linear(hidden, d)
+
+    def forward(self, x, mask):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)
+        q, k, v = (t.view(B, T, self.h, -1).transpose(1, 2) for t in (q, k, v))
+        s = q @ k.transpose(-1, -2) / (D // self.h) ** 0.5
+        s = s.masked_fill(~mask[:, None, None, :], float("-inf"))
+        a = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)
+        x = self.ln1(x + self.o(a))
+        return self.ln2(x + self.down(F.gelu(self.up(x))))
+
+
+def compiled(model, **options):
+    torch._dynamo.reset()
+    return torch.compile(model, backend=_torch.backend, options=options or None)
+
+
+@torch.no_grad()
+def test_llama_block_matches_eager():
+    torch.manual_seed(0)
+    m = LlamaBlock().eval()
+    x = torch.randn(2, 7, 64)
+    want = m(x)
+    got = compiled(m)(x)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@torch.no_grad()
+def test_bert_layer_matches_eager():
+    torch.manual_seed(1)
+    m = BertLayer().eval()
+    x = torch.randn(3, 9, 64)
+    mask = torch.ones(3, 9, dtype=torch.bool)
+    mask[1, 6:] = False
+    want = m(x, mask)
+    got = compiled(m)(x, mask)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@torch.no_grad()
+def test_an_unsupported_op_is_named_or_runs_eagerly():
+    class Odd(nn.Module):
+        def forward(self, x):
+            return torch.fft.fft(x).real
+
+    x = torch.randn(8)
+    with pytest.raises(Exception, match="is not supported"):
+        compiled(Odd())(x)
+    np.testing.assert_allclose(compiled(Odd(), fallback=True)(x).numpy(), torch.fft.fft(x).real.numpy(), rtol=1e-6)
