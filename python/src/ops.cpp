@@ -125,8 +125,12 @@ void bind_ops(nb::module_& m) {
   m.def("swapaxes", [](const Proxy& x, int64_t a, int64_t b) { return wrap(transpose(x.get(), a, b)); });
   m.def("argmax", [](const Proxy& x, int64_t axis, bool keepdims) { return wrap(argmax(x.get(), axis, keepdims)); }, nb::arg("x"),
         nb::arg("axis"), nb::arg("keepdims") = false);
-  m.def("arange", [](int64_t n, const std::string& dtype) {
-    return wrap(iota(current_tracer("tensorjit.arange"), Dim(n), parse_dtype(dtype).value_or(DType::i64)));
+  // n: an int, or a symbolic size as x.shape gives it ("T").
+  m.def("arange", [](nb::handle n, const std::string& dtype) {
+    Dim d = nb::isinstance<nb::str>(n) ? Dim::parse(nb::cast<std::string>(n)) : Dim(nb::cast<int64_t>(n));
+    auto dt = parse_dtype(dtype);
+    if (!dt) throw Error("arange: unknown dtype '" + dtype + "'");
+    return wrap(iota(current_tracer("tensorjit.arange"), d, *dt));
   }, nb::arg("n"), nb::arg("dtype") = "i64");
   m.def("asarray", [](nb::handle a) { return wrap(current_tracer("tensorjit.asarray").constant(as_array(a, "asarray"))); });
   m.def("causal_mask", [](const Proxy& offset, int64_t q, int64_t k) { return wrap(causal_mask(offset.get(), Dim(q), Dim(k))); });
