@@ -1,6 +1,7 @@
 """The tiny Llama decode layer (d=128, 8 heads over 2 KV heads, KV cache of
 64) from Python, side by side in one run:
-  - tensorjit.jit of the layer written in Python (tests/python/test_llama.py);
+  - tensorjit.jit of the layer written in Python (tests/python/test_llama.py),
+    with the weights passed as arrays, and frozen (freeze=);
   - the C++ compiled call of the same layer (tjc bench --config tiny --mode decode);
   - torch.compile (Inductor) of the layer written in torch, when torch is installed.
 Per call, medians and p90 of batches of calls.
@@ -56,6 +57,11 @@ rows = []
 
 med, p90 = per_call(lambda: llama_layer(x, pos, kc, vc, w, cos, sin))
 rows.append(("tensorjit.jit (Python layer)", med, p90))
+frozen = tj.jit(llama_layer.__wrapped__, freeze=("w", "rope_cos", "rope_sin"), name="llama_frozen")
+same = np.abs(frozen(x, pos, kc.copy(), vc.copy(), w, cos, sin)[0] - llama_layer(x, pos, kc.copy(), vc.copy(), w, cos, sin)[0]).max()
+print(f"max |frozen - not frozen| = {same:.2e}")
+med, p90 = per_call(lambda: frozen(x, pos, kc, vc, w, cos, sin))
+rows.append(("tensorjit.jit, weights frozen", med, p90))
 
 tjc = os.path.join(root, "build", "tjc")
 if os.path.exists(tjc):

@@ -80,7 +80,12 @@ void bind_jit(nb::module_& m) {
       .def("integer", [](JitArgs& a, size_t i) { return a.integer(i); })
       .def("number", [](JitArgs& a, size_t i) { return a.number(i); })
       .def("flag", [](JitArgs& a, size_t i) { return a.flag(i); })
-      .def("real_size", [](JitArgs& a, size_t i, int axis) { return wrap(a.real_size(i, axis)); });
+      .def("real_size", [](JitArgs& a, size_t i, int axis) { return wrap(a.real_size(i, axis)); })
+      // A frozen weight: copied into the compilation (the array may go away).
+      .def("param", [](JitArgs& a, const std::string& name, nb::handle array) {
+        NDArray v = as_array(array, "frozen weight '" + name + "'");
+        return wrap(a.param(name, NDArray::copy_of(v.dtype(), v.shape(), v.raw(), v.nbytes())));
+      });
 
   nb::class_<JitFunction>(m, "_JitFunction")
       .def("__init__",

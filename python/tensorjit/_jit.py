@@ -9,6 +9,7 @@ graph breaks are the C++ JIT's (include/tensorjit/jit.h)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import inspect
 import linecache
 import re
@@ -45,6 +46,60 @@ def _is_array(x):
 _ndarray = np.ndarray
 
 
+class _Frozen:
+    """An argument whose arrays are frozen into the compilation (freeze=)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _frozen_spec(x, arrays):
+    """The structure of a frozen argument with each array's identity (a
+    different array is a new compilation), its arrays into `arrays`."""
+    t = type(x)
+    if t is _ndarray or (t not in (list, tuple, dict) and _is_array(x)):
+        arrays.append(x)
+        return ("a", id(x))
+    if t is tuple or t is list:
+        return ("u" if t is tuple else "l", tuple([_frozen_spec(e, arrays) for e in x]))
+    if t is dict:
+        return ("d", tuple(x), tuple([_frozen_spec(v, arrays) for v in x.values()]))
+    return ("c", x if isinstance(x, (int, float, bool, str, type(None))) else id(x))
+
+
+_frozen_cache: dict = {}
+
+
+def _frozen_of(x, arrays):
+    """_frozen_spec, remembered for a dict or list of arrays seen before (the
+    same object holding the same arrays): weights are passed on every call."""
+    if type(x) is dict:
+        key = (id(x), tuple(map(id, x.values())))
+    elif type(x) in (list, tuple):
+        key = (id(x), tuple(map(id, x)))
+    else:
+        return _frozen_spec(x, arrays)
+    hit = _frozen_cache.get(key)
+    if hit is not None and hit[2] is x:
+        arrays.extend(hit[1])
+        return hit[0]
+    found = []
+    spec = _frozen_spec(x, found)
+    if len(_frozen_cache) > 256:
+        _frozen_cache.clear()
+    _frozen_cache[key] = (spec, found, x)
+    arrays.extend(found)
+    return spec
+
+
+class _Arrays(list):
+    """The call's arrays, and apart from them the frozen ones."""
+
+    __slots__ = ("frozen",)
+
+
 def _flatten(x, tensors, values):
     """The structure of x (hashable), its arrays into `tensors` and its
     numbers into `values`. Exact types first: this runs on every call."""
@@ -64,6 +119,8 @@ def _flatten(x, tensors, values):
         return ("d", keys, tuple([_flatten(x[k], tensors, values) for k in keys]))
     if x is None or t is str:
         return ("c", x)
+    if t is _Frozen:
+        return ("f", _frozen_of(x.value, tensors.frozen))
     if isinstance(x, (bool, int, float)) and not _is_array(x):
         values.append(x)
         return ("v", len(values) - 1)
@@ -80,8 +137,23 @@ def _flatten(x, tensors, values):
                     "(arrays, numbers, bools, strings, None, and lists, tuples and dicts of them are)")
 
 
+def _rebuild_frozen(spec, args, it):
+    kind = spec[0]
+    if kind == "a":
+        k = next(it)
+        return args.param(f"frozen{k}", _rebuild.frozen[k])
+    if kind in ("u", "l"):
+        items = [_rebuild_frozen(s, args, it) for s in spec[1]]
+        return items if kind == "l" else tuple(items)
+    if kind == "d":
+        return {k: _rebuild_frozen(s, args, it) for k, s in zip(spec[1], spec[2])}
+    return spec[1]
+
+
 def _rebuild(spec, args):
     kind = spec[0]
+    if kind == "f":
+        return _rebuild_frozen(spec[1], args, _rebuild.counter)
     if kind == "t":
         return args.tensor(spec[1])
     if kind == "v":
@@ -134,7 +206,7 @@ _breaks = _Breaks()
 class JitFunction:
     """A Python function compiled by tensorjit on each new kind of arguments."""
 
-    def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None):
+    def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=()):
         if dynamic not in _POLICIES:
             raise ValueError("dynamic must be None (automatic), True (symbolic), False (static) or 'bucketed'")
         self._fn = fn
@@ -145,6 +217,19 @@ class JitFunction:
         self._compile = bool(compile)
         self._by_structure = {}  # structure -> (C++ JIT, output structures by values)
         self._breaks = {}  # (file, line) -> count
+        # freeze: arguments (by name or position) whose arrays are weights,
+        # copied into the compilation; another array there is a new compilation.
+        freeze = (freeze,) if isinstance(freeze, (str, int)) else tuple(freeze)
+        self._freeze_pos, self._freeze_names = set(), set()
+        params = list(inspect.signature(fn).parameters) if freeze else []
+        for f in freeze:
+            if isinstance(f, int):
+                self._freeze_pos.add(f)
+            elif f in params:
+                self._freeze_pos.add(params.index(f))
+                self._freeze_names.add(f)
+            else:
+                raise ValueError(f"tensorjit.jit: freeze names '{f}', which is not a parameter of {self._name}")
         functools.update_wrapper(self, fn)
 
     def _entry(self, spec, tensors, kwargs_names):
@@ -168,6 +253,7 @@ class JitFunction:
         def traced(args):
             values = traced.values
             _rebuild.values = values
+            _rebuild.frozen, _rebuild.counter = traced.frozen, itertools.count()
             pos, kw = _rebuild(spec, args)
             sink, _breaks.sink = _breaks.sink, breaks
             try:
@@ -179,17 +265,21 @@ class JitFunction:
             out_specs["last"] = out_specs[tuple(values)]
             return outs
 
-        traced.values = []
+        traced.values, traced.frozen = [], []
         jit = _core._JitFunction(self._name, self._policy, dims, self._buckets, self._cache_limit, self._compile)
         entry = (jit, out_specs, traced)
         self._by_structure[spec] = entry
         return entry
 
     def __call__(self, *args, **kwargs):
-        tensors, values = [], []
+        if self._freeze_pos:
+            args = tuple(_Frozen(a) if i in self._freeze_pos else a for i, a in enumerate(args))
+            kwargs = {k: _Frozen(v) if k in self._freeze_names else v for k, v in kwargs.items()}
+        tensors, values = _Arrays(), []
+        tensors.frozen = []
         spec = _flatten((args, kwargs), tensors, values)
         jit, out_specs, traced = self._entry(spec, tensors, None)
-        traced.values = values
+        traced.values, traced.frozen = values, tensors.frozen
         outs = jit(traced, tensors, values)
         out_spec = out_specs.get(tuple(values)) or out_specs.get("last")
         if out_spec is None:
@@ -222,6 +312,10 @@ class JitFunction:
 
 def _describe(spec):
     kind = spec[0]
+    if kind == "f":
+        return "frozen " + _describe(spec[1])
+    if kind == "a":
+        return "weight"
     if kind == "t":
         return f"array{spec[1]}"
     if kind == "v":
@@ -248,17 +342,20 @@ def _note_break():
         sink[key] = sink.get(key, 0) + 1
 
 
-def jit(fn=None, *, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None):
+def jit(fn=None, *, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=()):
     """Compile a Python function of arrays with tensorjit.
 
     dynamic: None (a dim is static until it shows a second size, then
     symbolic), True (every dim symbolic), False (a compilation per shape) or
     "bucketed" (sizes padded to `buckets`: 0 powers of two, k multiples of k).
     cache_limit: compiled entries before calls fall back to the interpreter
-    (with a warning)."""
+    (with a warning). freeze: arguments (names or positions) whose arrays are
+    weights: copied into the compilation once, where the optimizer folds
+    them; passing other arrays there compiles again (changing a frozen
+    array in place is not seen)."""
     if fn is None:
-        return lambda f: JitFunction(f, dynamic, buckets, cache_limit, compile, name)
-    return JitFunction(fn, dynamic, buckets, cache_limit, compile, name)
+        return lambda f: JitFunction(f, dynamic, buckets, cache_limit, compile, name, freeze)
+    return JitFunction(fn, dynamic, buckets, cache_limit, compile, name, freeze)
 
 
 def explain(f):

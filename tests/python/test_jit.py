@@ -180,3 +180,24 @@ def test_ahead_of_time_compile_and_ir_text():
     np.testing.assert_array_equal(p.run({"x": np.array([1, 2], np.float32)})[0], [2, 4])
     with pytest.raises(tj.ParseError):
         tj.parse_ir("graph g\n%0 = nope() : f32[]\n")
+
+
+def test_frozen_weights_are_copied_in_and_guarded_by_identity():
+    w = {"a": f32(4, 4), "b": f32(4)}
+
+    @tj.jit(freeze="w")
+    def f(x, w):
+        return x @ w["a"] + w["b"]
+
+    x = f32(2, 4)
+    np.testing.assert_allclose(f(x, w), x @ w["a"] + w["b"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f(x, w), x @ w["a"] + w["b"], rtol=1e-5, atol=1e-6)
+    assert f.stats["compilations"] == 1 and f.stats["hits"] == 1
+    w2 = {"a": f32(4, 4), "b": w["b"]}  # another array: compiled again, with it
+    np.testing.assert_allclose(f(x, w2), x @ w2["a"] + w2["b"], rtol=1e-5, atol=1e-6)
+    assert f.stats["compilations"] == 2
+    del w2  # the compilation holds its own copy
+    np.testing.assert_allclose(f(x, w=w), x @ w["a"] + w["b"], rtol=1e-5, atol=1e-6)
+    assert "frozen" in tj.explain(f)
+    with pytest.raises(ValueError, match="not a parameter"):
+        tj.jit(lambda x: x, freeze="w")
