@@ -23,15 +23,27 @@ from ._jit import JitFunction
 _DTYPES = {}  # torch dtype -> tensorjit name, filled on first use
 
 
-def _dtype(t):
+def _dtypes():
     import torch
     if not _DTYPES:
         _DTYPES.update({torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
                         torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
                         torch.bool: "bool"})
-    if t not in _DTYPES:
+    return _DTYPES
+
+
+def _dtype(t):
+    if t not in _dtypes():
         raise NotImplementedError(f"tensorjit: torch dtype {t} is not supported")
     return _DTYPES[t]
+
+
+def _torch_dtype(name):
+    """The torch dtype of a tensorjit dtype name."""
+    for t, n in _dtypes().items():
+        if n == name:
+            return t
+    raise NotImplementedError(f"tensorjit: no torch dtype for {name}")
 
 
 def _np_dtype(t):
@@ -137,6 +149,36 @@ def _clamp(x, lo=None, hi=None):
     return x
 
 
+def _bool_only(x, y, op):
+    if x.dtype != "bool" or getattr(y, "dtype", "bool") != "bool":
+        raise NotImplementedError(f"tensorjit: aten.{op} of integers is not supported (of bools it is logical)")
+    return x
+
+
+def _index(x, indices):
+    """x[i0, i1, ...] with index tensors (None: the whole axis), numpy's
+    advanced indexing: one index tensor is a take along its axis; index
+    tensors on the leading axes broadcast together and read x flattened
+    over those axes (flat = sum of i_d * stride_d)."""
+    given = [d for d, i in enumerate(indices) if i is not None]
+    if any(indices[d].dtype == "bool" for d in given):
+        raise NotImplementedError("tensorjit: aten.index with a boolean mask (a data-dependent shape) is not supported")
+    if len(given) == 1:
+        return _core.take(x, indices[given[0]], given[0])
+    k = len(given)
+    if given != list(range(k)) or not all(isinstance(x.shape[d], int) for d in range(k)):
+        raise NotImplementedError("tensorjit: aten.index with index tensors other than on the leading static axes is not supported")
+    flat, stride = None, 1
+    for d in reversed(range(k)):
+        i = indices[d]
+        i = _core.where(i < 0, i + x.shape[d], i)
+        term = i * stride if stride != 1 else i
+        flat = term if flat is None else flat + term
+        stride *= x.shape[d]
+    rest = list(x.shape[k:])
+    return _core.take(x.reshape([stride] + rest), flat, 0)
+
+
 def _same(x, *_, **__):
     return x
 
@@ -158,6 +200,8 @@ def _table():
         a.gt: lambda x, y: x > y, a.ge: lambda x, y: x >= y,
         a.logical_not: _core.logical_not, a.bitwise_not: _core.logical_not,
         a.logical_and: _core.logical_and, a.logical_or: _core.logical_or,
+        a.bitwise_and: lambda x, y: _bool_only(x, y, "bitwise_and") & y, a.bitwise_or: lambda x, y: _bool_only(x, y, "bitwise_or") | y,
+        a.index: _index,
         a.where: lambda c, x, y: _core.where(c, x, y),
         a.masked_fill: lambda x, m, v: _core.where(m, v, x),
         a.mean: lambda x, dims=None, keepdim=False, dtype=None: x.mean(axis=_dims(dims, x), keepdims=keepdim),
@@ -185,6 +229,9 @@ def _table():
         a.ones: lambda size, dtype=None, **_: _full(size, 1, dtype), a.zeros: lambda size, dtype=None, **_: _full(size, 0, dtype),
         a.full: lambda size, v, dtype=None, **_: _full(size, v, dtype),
         a.scalar_tensor: lambda v, dtype=None, **_: _full((), v, dtype), a.arange: _arange,
+        a.new_ones: lambda x, size, dtype=None, **_: _full(size, 1, dtype or _torch_dtype(x.dtype)),
+        a.new_zeros: lambda x, size, dtype=None, **_: _full(size, 0, dtype or _torch_dtype(x.dtype)),
+        a.new_full: lambda x, size, v, dtype=None, **_: _full(size, v, dtype or _torch_dtype(x.dtype)),
     }
     return t
 
@@ -200,6 +247,7 @@ def lower(gm):
     import torch.fx as fx
     nodes = list(gm.graph.nodes)
     rows = {}  # node -> (row, in place): an in-place op (add_) is its functional row, and rebinds its first operand
+    missing = {}
     for n in nodes:
         if n.op == "call_function" and n.target is not operator.getitem:
             packet = getattr(n.target, "overloadpacket", None)
@@ -210,7 +258,10 @@ def lower(gm):
             elif functional in _ATEN:
                 rows[n] = (_ATEN[functional], True)
             else:
-                raise NotImplementedError(f"tensorjit: the aten op {n.target} is not supported (node {n.name})")
+                missing.setdefault(str(n.target), n.name)
+    if missing:
+        ops = ", ".join(f"{op} (node {node})" for op, node in missing.items())
+        raise NotImplementedError(f"tensorjit: the aten op{'s' if len(missing) > 1 else ''} {ops} {'are' if len(missing) > 1 else 'is'} not supported")
 
     def fn(*args):
         env = {}
