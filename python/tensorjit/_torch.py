@@ -5,6 +5,11 @@ whole graph is a tensorjit.jit function of the graph's inputs (parameters
 included: Dynamo lifts them), called with the torch tensors themselves
 (DLPack, no copy) and returning torch tensors over the results (no copy).
 
+The module's parameters are frozen into the compilation (options
+{"freeze_parameters": False} passes them as inputs on every call instead):
+for inference, as Inductor's freezing; a parameter changed in place
+afterwards is not seen.
+
 An aten op without a row is an error naming it, or with fallback=True
 (torch.compile(..., options={"fallback": True})) the graph runs eagerly and
 the reason is logged (TJ_LOG=torch)."""
@@ -310,10 +315,17 @@ def backend(gm, example_inputs, options=None):
             raise
         _log(f"graph of {len(gm.graph.nodes)} nodes runs eagerly: {e}")
         return gm.forward
-    jitted = JitFunction(fn, dynamic=False, name="torch_graph")
+    # The module's parameters (Dynamo passes them as inputs) are frozen into
+    # the compilation, where the passes fold them; they are passed as the same
+    # detached tensors on every call, since the freeze guard is identity.
+    params = {i: (a, a.detach()) for i, a in enumerate(example_inputs) if isinstance(a, torch.nn.Parameter)}
+    if options.pop("freeze_parameters", True) is False:
+        params = {}
+    jitted = JitFunction(fn, dynamic=False, name="torch_graph", freeze=tuple(params))
 
     def run(*args):
-        arrays = [a.detach().contiguous() if isinstance(a, torch.Tensor) else a for a in args]
+        arrays = [params[i][1] if i in params and a is params[i][0] else a.detach().contiguous() if isinstance(a, torch.Tensor) else a
+                  for i, a in enumerate(args)]
         outs = jitted(*arrays)
         return [torch.from_numpy(o) for o in outs]
 
