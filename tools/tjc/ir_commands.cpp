@@ -219,7 +219,9 @@ bool check_outputs(const std::vector<NDArray>& want, const std::vector<NDArray>&
     bool exact = !is_float(c.dtype()) || !is_float(w.dtype());
     // By the coarser of the two: the interpreter's outputs are in its compute dtype.
     auto coarse = [&](DType t) { return c.dtype() == t || w.dtype() == t; };
-    double tol = tol_arg >= 0 ? tol_arg : coarse(DType::f16) || coarse(DType::bf16) ? 1e-2 : coarse(DType::f32) ? 1e-4 : 1e-9;
+    // float8/float4: a unit in the last place is 2^-3 (e4m3) or 2^-2 (e5m2, e2m1) of the value.
+    const bool mini = is_minifloat(c.dtype()) || is_minifloat(w.dtype());
+    double tol = tol_arg >= 0 ? tol_arg : mini ? 0.25 : coarse(DType::f16) || coarse(DType::bf16) ? 1e-2 : coarse(DType::f32) ? 1e-4 : 1e-9;
     double max_abs = 0, scale = 0;
     int64_t nan_mismatch = 0, differing = 0;
     bool identical = true;
