@@ -34,12 +34,23 @@ std::vector<JitValue> values_of(const nb::list& values) {
   return r;
 }
 
-// Results out as numpy arrays; a result that is a view (of an input) is
-// copied, so that it never outlives the memory it shows.
-nb::list results(std::vector<NDArray>&& outs) {
+// Results out as numpy arrays. A result that is an input's memory (a
+// donated cache written in place, or an input passed through) is that
+// input's Python object, with no copy; another view is copied, so that it
+// never outlives the memory it shows.
+nb::list results(std::vector<NDArray>&& outs, const std::vector<NDArray>& in = {}, const nb::list* objects = nullptr) {
   nb::list r;
   for (NDArray& a : outs) {
-    if (a.is_view()) a = NDArray::copy_of(a.dtype(), a.shape(), a.raw(), a.nbytes());
+    if (a.is_view()) {
+      bool same = false;
+      for (size_t k = 0; objects && k < in.size() && !same; ++k)
+        if (in[k].raw() == a.raw() && in[k].dtype() == a.dtype() && in[k].shape() == a.shape()) {
+          r.append((*objects)[k]);
+          same = true;
+        }
+      if (same) continue;
+      a = NDArray::copy_of(a.dtype(), a.shape(), a.raw(), a.nbytes());
+    }
     r.append(to_numpy(std::move(a)));
   }
   return r;
@@ -119,7 +130,7 @@ void bind_jit(nb::module_& m) {
           throw;
         }
         g_traced = outer;
-        return results(std::move(out));
+        return results(std::move(out), in, &tensors);
       })
       .def("would_hit", [](const JitFunction& f, const nb::list& tensors, const nb::list& values) {
         return f.would_hit(views(tensors, "array argument"), values_of(values));

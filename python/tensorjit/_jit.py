@@ -94,6 +94,9 @@ def _frozen_of(x, arrays):
     return spec
 
 
+_NO_KWARGS = ("d", (), ())
+
+
 class _Arrays(list):
     """The call's arrays, and apart from them the frozen ones."""
 
@@ -272,16 +275,32 @@ class JitFunction:
         return entry
 
     def __call__(self, *args, **kwargs):
-        if self._freeze_pos:
-            args = tuple(_Frozen(a) if i in self._freeze_pos else a for i, a in enumerate(args))
-            kwargs = {k: _Frozen(v) if k in self._freeze_names else v for k, v in kwargs.items()}
         tensors, values = _Arrays(), []
         tensors.frozen = []
-        spec = _flatten((args, kwargs), tensors, values)
+        # The positional arguments one by one (arrays first: the common case);
+        # the structure is the same as _flatten((args, kwargs)) gives.
+        frozen_pos = self._freeze_pos
+        parts = []
+        for i, a in enumerate(args):
+            if i in frozen_pos:
+                parts.append(("f", _frozen_of(a, tensors.frozen)))
+            elif type(a) is _ndarray:
+                tensors.append(a)
+                parts.append(("t", len(tensors) - 1))
+            else:
+                parts.append(_flatten(a, tensors, values))
+        if kwargs:
+            if self._freeze_names:
+                kwargs = {k: _Frozen(v) if k in self._freeze_names else v for k, v in kwargs.items()}
+            kw = _flatten(kwargs, tensors, values)
+        else:
+            kw = _NO_KWARGS
+        spec = ("u", (("u", tuple(parts)), kw))
         jit, out_specs, traced = self._entry(spec, tensors, None)
         traced.values, traced.frozen = values, tensors.frozen
         outs = jit(traced, tensors, values)
-        out_spec = out_specs.get(tuple(values)) or out_specs.get("last")
+        out_spec = out_specs.get(tuple(values)) if values else out_specs.get(())
+        out_spec = out_spec or out_specs.get("last")
         if out_spec is None:
             raise RuntimeError("tensorjit.jit: no output structure recorded")
         return _unflatten(out_spec, outs)
