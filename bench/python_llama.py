@@ -4,41 +4,30 @@
     with the weights passed as arrays, and frozen (freeze=);
   - the C++ compiled call of the same layer (tjc bench --config tiny --mode decode);
   - torch.compile (Inductor) of the layer written in torch, when torch is installed.
-Per call, medians and p90 of batches of calls.
+Per call, medians and p90 (bench/compare_numpy.py's timing).
     bench/run-python-llama   (builds, then runs this in the bench venv)"""
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(root, "tests", "python"))
+sys.path.insert(0, os.path.join(root, "bench"))
 import tensorjit as tj  # noqa: E402
+from compare_numpy import timing  # noqa: E402
 from test_llama import CFG, llama_layer  # noqa: E402
 
 S = 64
 
 
-def per_call(fn, seconds=1.0, rounds=11):
-    for _ in range(20):
-        fn()
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < 0.05:
-        fn()
-        n += 1
-    batch = max(1, int(n * seconds / rounds / 0.05))
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        times.append((time.perf_counter() - t0) / batch * 1e6)
-    times.sort()
-    return statistics.median(times), times[int(0.9 * (len(times) - 1))]
+def per_call(fn, seconds=1.0):
+    """(median, p90) per call in microseconds."""
+    med, p90 = timing(fn, seconds)
+    return med * 1e6, p90 * 1e6
+
 
 
 rng = np.random.default_rng(0)

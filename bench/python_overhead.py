@@ -1,28 +1,18 @@
 """Per-call cost of tensorjit from Python, on a function that does almost
 nothing (x + 1 on 4 floats): a tensorjit.jit call (flattening, guard check,
 argument views, run, result array) against the same graph's Program.run, and
-a plain numpy x + 1. Medians and p90 of batches of calls, side by side.
+a plain numpy x + 1. Medians and p90 per call (bench/compare_numpy.py's
+timing), side by side.
     PYTHONPATH=build/python build/py-venv/bin/python bench/python_overhead.py"""
-import statistics
-import time
+import os
+import sys
 
 import numpy as np
 
 import tensorjit as tj
 
-
-def per_call(fn, n=2000, rounds=15):
-    for _ in range(200):
-        fn()
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        times.append((time.perf_counter() - t0) / n * 1e6)
-    times.sort()
-    return statistics.median(times), times[int(0.9 * (len(times) - 1))]
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_numpy import timing  # noqa: E402
 
 x = np.ones(4, np.float32)
 f = tj.jit(lambda x: x + 1, dynamic=False)
@@ -33,5 +23,5 @@ rows = [("tensorjit.jit call", lambda: f(x)), ("Program.run (the compiled graph 
         ("numpy x + 1", lambda: x + 1)]
 print(f"{'per call, us':40s} {'median':>8s} {'p90':>8s}")
 for name, fn in rows:
-    med, p90 = per_call(fn)
-    print(f"{name:40s} {med:8.2f} {p90:8.2f}")
+    med, p90 = timing(fn, 1.0)
+    print(f"{name:40s} {med * 1e6:8.2f} {p90 * 1e6:8.2f}")

@@ -4,17 +4,18 @@ tests/python/test_torch_backend.py (d=256, 8 heads, batch 1, 128 tokens) and
 all-MiniLM-L6-v2 (batch 1 and 8, 128 tokens). Per call, medians and p90.
     bench/run-torch-backend [--busy N]   (N background compile jobs while timing)"""
 import argparse
+import contextlib
 import os
-import statistics
-import subprocess
 import sys
-import time
+import tempfile
 
 import numpy as np
 import torch
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(root, "tests", "python"))
+sys.path.insert(0, os.path.join(root, "bench"))
+from compare_numpy import BusyLoad, timing  # noqa: E402
 from test_torch_backend import LlamaBlock  # noqa: E402
 
 from tensorjit import _torch  # noqa: E402
@@ -26,22 +27,10 @@ args = ap.parse_args()
 torch.set_num_threads(int(os.environ.get("TJ_THREADS", "2")))
 
 
-def per_call(fn, seconds, rounds=11):
-    for _ in range(3):
-        fn()
-    t0, n = time.perf_counter(), 0
-    while time.perf_counter() - t0 < 0.2:
-        fn()
-        n += 1
-    batch = max(1, int(n * seconds / rounds / 0.2))
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        times.append((time.perf_counter() - t0) / batch * 1e3)
-    times.sort()
-    return statistics.median(times), times[int(0.9 * (len(times) - 1))]
+def per_call(fn, seconds):
+    """(median, p90) per call in milliseconds."""
+    med, p90 = timing(fn, seconds)
+    return med * 1e3, p90 * 1e3
 
 
 def models():
@@ -57,12 +46,9 @@ def models():
         yield f"MiniLM-L6, {b}x128", bert, (), dict(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids))
 
 
-busy = []
-if args.busy:
-    src = os.path.join(root, "src", "runtime", "interpreter.cpp")
-    cmd = f"while true; do g++ -std=c++20 -O2 -I{root}/include -I{root}/src -fsyntax-only {src}; done"
-    busy = [subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(args.busy)]
-try:
+with contextlib.ExitStack() as stack:
+    if args.busy:  # N compile jobs in sessions of their own, bounded in time, killed on exit
+        stack.enter_context(BusyLoad(args.busy, 1800, stack.enter_context(tempfile.TemporaryDirectory())))
     print(f"{'per call, ms' + (f' (busy {args.busy})' if args.busy else ''):28s} {'backend':10s} {'median':>8s} {'p90':>8s} {'inductor/tensorjit':>19s}")
     with torch.no_grad():
         for name, m, a, kw in models():
@@ -79,6 +65,3 @@ try:
             for backend, (med, p90, err) in res.items():
                 ratio = res["inductor"][0] / res["tensorjit"][0] if backend == "tensorjit" else float("nan")
                 print(f"{name:28s} {backend:10s} {med:8.3f} {p90:8.3f} {ratio:18.2f}x   (max |diff| vs eager {err:.1e})")
-finally:
-    for p in busy:
-        p.kill()

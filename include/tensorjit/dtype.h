@@ -34,6 +34,8 @@ constexpr int dtype_size(DType t) {
   return 0;
 }
 
+// The 4- and 2-bit integers (one byte each in memory).
+constexpr bool is_subbyte_int(DType t) { return t == DType::i4 || t == DType::u4 || t == DType::i2 || t == DType::u2; }
 // The float8/float4 formats; minifloat_format is their number in
 // src/support/minifloat.h (0 e4m3fn ... 5 e8m0).
 constexpr bool is_minifloat(DType t) { return t >= DType::f8e4m3fn && t <= DType::f4e2m1; }

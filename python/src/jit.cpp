@@ -132,9 +132,6 @@ void bind_jit(nb::module_& m) {
         g_traced = outer;
         return results(std::move(out), in, &tensors);
       })
-      .def("would_hit", [](const JitFunction& f, const nb::list& tensors, const nb::list& values) {
-        return f.would_hit(views(tensors, "array argument"), values_of(values));
-      })
       .def("explain", &JitFunction::explain)
       .def_prop_ro("stats", [](const JitFunction& f) {
         const JitStats& s = f.stats();

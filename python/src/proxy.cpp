@@ -267,13 +267,6 @@ void bind_proxy(nb::module_& m) {
            nb::arg("keepdims") = false);
   t.attr("__array_ufunc__") = nb::none();  // numpy defers array + proxy (and @) to the proxy's __radd__
   t.attr("__hash__") = nb::none();
-  m.def("_amin", [](const Proxy& p, Axis axis, bool keepdims) { return wrap(amin_(p.get(), axes_of(p.get(), axis), keepdims)); });
-  m.def("_axes", [](const Proxy& p, Axis axis) { return axes_of(p.get(), axis); });
-  m.def("_shape", [](nb::handle s) {
-    nb::list l;
-    for (const Dim& d : shape_from(s)) l.append(dim_to_py(d));
-    return l;
-  });
 }
 
 }  // namespace tj::py

@@ -24,7 +24,7 @@ from ._core import (  # noqa: F401
     softmax, log_softmax, layer_norm, rms_norm, expand_dims, squeeze, broadcast_to, swapaxes, argmax,
     arange, asarray, causal_mask, kv_write, flash_attention, cond, while_loop,
 )
-from ._jit import JitFunction, jit, explain, compile, mark_dynamic  # noqa: F401
+from ._jit import JitFunction, jit, explain, compile, mark_dynamic, _note_break  # noqa: F401
 from . import onnx  # noqa: F401
 
 __version__ = "0.1.0"
@@ -65,7 +65,6 @@ def parse_ir(text):
 
 def _reading(method):
     def read(self, *args):
-        from ._jit import _note_break
         _note_break()
         return method(self, *args)
     read.__name__ = method.__name__

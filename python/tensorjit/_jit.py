@@ -235,7 +235,7 @@ class JitFunction:
                 raise ValueError(f"tensorjit.jit: freeze names '{f}', which is not a parameter of {self._name}")
         functools.update_wrapper(self, fn)
 
-    def _entry(self, spec, tensors, kwargs_names):
+    def _entry(self, spec, tensors):
         entry = self._by_structure.get(spec)
         if entry is not None:
             return entry
@@ -245,8 +245,8 @@ class JitFunction:
         dims = []
         for i, t in enumerate(tensors):
             try:
-                marks = _marks.get(t, []) if not isinstance(t, (int, float)) else []
-            except TypeError:
+                marks = _marks.get(t, [])
+            except TypeError:  # not weak-referenceable
                 marks = []
             for axis, pol in marks + _marks_by_id.pop(id(t), []):
                 dims.append([i, axis, pol])
@@ -296,7 +296,7 @@ class JitFunction:
         else:
             kw = _NO_KWARGS
         spec = ("u", (("u", tuple(parts)), kw))
-        jit, out_specs, traced = self._entry(spec, tensors, None)
+        jit, out_specs, traced = self._entry(spec, tensors)
         traced.values, traced.frozen = values, tensors.frozen
         outs = jit(traced, tensors, values)
         out_spec = out_specs.get(tuple(values)) if values else out_specs.get(())

@@ -74,12 +74,12 @@ double round_to_dtype(double v, DType t, bool saturate) {
     case DType::boolean: return v != 0 ? 1.0 : 0.0;
     case DType::i64: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), -9223372036854775808.0, 9223372036854774784.0);
     case DType::u64: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), 0.0, 18446744073709549568.0);
-    case DType::i4: case DType::u4: case DType::i2: case DType::u2: {
-      // Out of range is undefined in ONNX's Cast; 0, as ml_dtypes (its reference) gives.
-      double r = std::trunc(v);
-      return r >= int_min(t) && r <= int_max(t) ? r : 0.0;
-    }
-    default: return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), int_min(t), int_max(t));  // the narrower integers
+    default:
+      if (is_subbyte_int(t)) {  // out of range is undefined in ONNX's Cast; 0, as ml_dtypes (its reference) gives
+        double r = std::trunc(v);
+        return r >= int_min(t) && r <= int_max(t) ? r : 0.0;
+      }
+      return std::isnan(v) ? 0.0 : std::clamp(std::trunc(v), int_min(t), int_max(t));  // the narrower integers
   }
 }
 
@@ -170,6 +170,7 @@ void NDArray::check_type(size_t elem) const {
 
 double NDArray::get(int64_t i) const {
   const void* p = raw();
+  if (is_minifloat(dtype_)) return mini_value(static_cast<const uint8_t*>(p)[i], dtype_);
   switch (dtype_) {
     case DType::f32: return static_cast<const float*>(p)[i];
     case DType::f64: return static_cast<const double*>(p)[i];
@@ -177,14 +178,16 @@ double NDArray::get(int64_t i) const {
     case DType::f16: return static_cast<double>(static_cast<const _Float16*>(p)[i]);
     case DType::boolean: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
     case DType::u64: return static_cast<double>(static_cast<const uint64_t*>(p)[i]);
-    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0: case DType::f4e2m1:
-      return mini_value(static_cast<const uint8_t*>(p)[i], dtype_);
     default: return static_cast<double>(load_int(p, i, dtype_));
   }
 }
 
 void NDArray::set(int64_t i, double v) {
   void* p = raw();
+  if (is_minifloat(dtype_)) {
+    static_cast<uint8_t*>(p)[i] = mini_bits(v, dtype_);
+    return;
+  }
   switch (dtype_) {
     case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
     case DType::f64: static_cast<double*>(p)[i] = v; break;
@@ -198,9 +201,6 @@ void NDArray::set(int64_t i, double v) {
       static_cast<uint64_t*>(p)[i] = v >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(round_to_dtype(v, DType::u64));
       break;
     case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0; break;
-    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0: case DType::f4e2m1:
-      static_cast<uint8_t*>(p)[i] = mini_bits(v, dtype_);
-      break;
     default: store_int(p, i, dtype_, static_cast<int64_t>(round_to_dtype(v, dtype_))); break;
   }
 }

@@ -36,7 +36,7 @@ E mul_(E a, E b) {
 template <class T>
 I saturate(T x, DType dt) {
   if (std::isnan(x)) return 0;
-  if (dtype_size(dt) == 1 && dt != DType::i8 && dt != DType::u8)  // i4, u4, i2, u2: 0 out of range (round_to_dtype)
+  if (is_subbyte_int(dt))  // 0 out of range (round_to_dtype)
     return static_cast<I>(round_to_dtype(static_cast<double>(x), dt));
   if (dt == DType::u64) {  // 2^64 is exact in float and double
     if (x >= static_cast<T>(18446744073709551616.0)) return -1;  // UINT64_MAX's bits

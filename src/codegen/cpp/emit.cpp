@@ -313,7 +313,7 @@ std::string Emitter::elementwise(const Node& n, const Idx& idx) {
     if (is_narrow_float(to) && from == DType::f64) return rounded("tj_odd(" + e.a[0] + ")", to, saturate);
     if (is_narrow_float(to)) return rounded("(float)(" + e.a[0] + ")", to, saturate);
     // Floats to 4- and 2-bit integers: 0 out of range (round_to_dtype).
-    if (is_float(from) && dtype_size(to) == 1 && is_int(to) && to != DType::i8 && to != DType::u8)
+    if (is_float(from) && is_subbyte_int(to))
       return "tj_f2sub<" + ctype(to) + ">(" + e.a[0] + ", " + std::to_string(static_cast<int>(int_min(to))) + ", " +
              std::to_string(static_cast<int>(int_max(to))) + ")";
   }
