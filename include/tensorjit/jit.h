@@ -125,6 +125,16 @@ class JitFunction {
 
   // True when the arguments pass the guards of a cached entry (no tracing).
   bool would_hit(const std::vector<NDArray>& tensors, const std::vector<JitValue>& values = {}) const;
+  // A hit or nothing, for a caller's fast path: runs the call on the cached
+  // entry whose guards pass, its outputs into `out`, and returns that
+  // entry's index; or returns -1 having run and traced nothing (a miss, or a
+  // function that breaks the graph). The tensors are given up, as in the
+  // rvalue call: a donated cache moves into its output.
+  int call_cached(std::vector<NDArray>&& tensors, const std::vector<JitValue>& values, std::vector<NDArray>& out);
+  // The entry the latest call ran (its index, stable: entries are only
+  // added), or -1 when it ran a fresh trace (a function that breaks the
+  // graph, or past the cache limit).
+  int last_entry() const;
   const JitStats& stats() const;
   // The cached entries, their guards, each recompilation and graph break.
   std::string explain() const;

@@ -20,9 +20,6 @@ using AnyArray = nb::ndarray<nb::device::cpu>;
 // The dtype of an array's elements; a tj::Error naming `what` for types
 // tensorjit has no dtype for.
 DType dtype_of(const nb::dlpack::dtype& d, const std::string& what);
-nb::dlpack::dtype dlpack_of(DType t);
-// numpy's name of a dtype ("float32"); throws for dtypes numpy lacks (bf16, float8, ...).
-const char* numpy_name(DType t);
 DType dtype_from_name(const std::string& name);
 
 // A view of `a` (no copy): row-major only; anything else is a tj::Error
@@ -30,6 +27,11 @@ DType dtype_from_name(const std::string& name);
 NDArray view_of(const AnyArray& a, const std::string& what);
 // A numpy array that owns `a` (moved, no copy).
 nb::object to_numpy(NDArray&& a);
+// The fast path's view of an exact numpy array (row-major, aligned, native
+// byte order, a dtype tensorjit has), through numpy's C API; false for
+// anything else (as_array converts it or says why not).
+bool numpy_view(PyObject* o, NDArray* out);
+PyTypeObject* numpy_array_type();  // numpy.ndarray
 // Python values to arrays: an array-like object as a view, or a Python
 // scalar or list through numpy (a copy).
 NDArray as_array(nb::handle obj, const std::string& what);

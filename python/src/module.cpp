@@ -1,8 +1,9 @@
 // tensorjit._core: the C++ library for Python (nanobind). What Python
 // sees: arrays.cpp (numpy and DLPack arrays, no copies), proxy.cpp (the
-// Tensor proxy), ops.cpp (numpy-style functions), jit.cpp (the JIT, the
-// ahead-of-time Program, ONNX models, the IR's text). The package around it
-// is python/tensorjit/.
+// Tensor proxy), ops.cpp (numpy-style functions), calls.cpp (the C++ JIT
+// under a Python function: its calls, the fast path), jit.cpp (what a trace
+// sees of its arguments, the ahead-of-time Program, ONNX models, the IR's
+// text). The package around it is python/tensorjit/.
 #include <nanobind/nanobind.h>
 
 #include "arrays.h"
@@ -11,6 +12,7 @@
 
 namespace tj::py {
 void bind_jit(nb::module_& m);
+void bind_calls(nb::module_& m);
 }
 
 NB_MODULE(_core, m) {
@@ -31,4 +33,5 @@ NB_MODULE(_core, m) {
   bind_proxy(m);
   bind_ops(m);
   bind_jit(m);
+  bind_calls(m);
 }

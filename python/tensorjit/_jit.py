@@ -96,6 +96,50 @@ def _frozen_of(x, arrays):
 
 _NO_KWARGS = ("d", (), ())
 
+# The kinds of positional argument the fast path (_core._FastCalls) checks
+# and converts itself: a numpy array, a float, an int, a bool, a frozen
+# weight (or flat container of weights) by identity, a constant (None, str),
+# a dict (str keys), list or tuple of numpy arrays.
+_ARRAY, _FLOAT, _INT, _BOOL, _FROZEN, _CONST, _ARRAYS = range(7)
+_FAST_KIND = {float: _FLOAT, int: _INT, bool: _BOOL, type(None): _CONST, str: _CONST}
+
+
+def _fast_kind(x, t):
+    """The fast path's kind of a positional argument that is not frozen, or None."""
+    kind = _FAST_KIND.get(t)
+    if kind is not None:
+        return kind
+    if t is dict:
+        ok = all(type(k) is str for k in x) and all(type(v) is _ndarray for v in x.values())
+    elif t is list or t is tuple:
+        ok = all(type(v) is _ndarray for v in x)
+    else:
+        ok = False
+    return _ARRAYS if ok else None
+
+
+def _fast_frozen(x):
+    """A frozen argument the fast path can check by identity: an array, or a
+    dict, list or tuple of things that are not containers."""
+    t = type(x)
+    if t is dict:
+        items = x.values()
+    elif t is list or t is tuple:
+        items = x
+    else:
+        return t not in (list, tuple, dict)
+    return not any(type(v) in (list, tuple, dict) for v in items)
+
+
+def _form(spec):
+    """How the fast path builds the results: 0 one array, 1 a tuple or 2 a
+    list of them in order, 3 through _unflatten."""
+    if spec == ("t", 0):
+        return 0
+    if spec[0] in ("u", "l") and all(s == ("t", i) for i, s in enumerate(spec[1])):
+        return 1 if spec[0] == "u" else 2
+    return 3
+
 
 class _Arrays(list):
     """The call's arrays, and apart from them the frozen ones."""
@@ -206,10 +250,15 @@ class _Breaks(threading.local):
 _breaks = _Breaks()
 
 
-class JitFunction:
-    """A Python function compiled by tensorjit on each new kind of arguments."""
+class JitFunction(_core._FastCalls):
+    """A Python function compiled by tensorjit on each new kind of arguments.
+
+    A call is _core._FastCalls's (python/src/calls.cpp): positional arguments
+    of a structure seen before are checked, converted and run there, with no
+    Python in between; anything else comes here, to _call."""
 
     def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=()):
+        super().__init__(_unflatten)
         if dynamic not in _POLICIES:
             raise ValueError("dynamic must be None (automatic), True (symbolic), False (static) or 'bucketed'")
         self._fn = fn
@@ -250,7 +299,6 @@ class JitFunction:
                 marks = []
             for axis, pol in marks + _marks_by_id.pop(id(t), []):
                 dims.append([i, axis, pol])
-        out_specs = {}
         fn, breaks = self._fn, self._breaks
 
         def traced(args):
@@ -264,31 +312,37 @@ class JitFunction:
             finally:
                 _breaks.sink = sink
             outs = []
-            out_specs[tuple(values)] = _flatten_out(r, outs)
-            out_specs["last"] = out_specs[tuple(values)]
+            traced.spec = _flatten_out(r, outs)
+            traced.count += 1
             return outs
 
-        traced.values, traced.frozen = [], []
+        traced.values, traced.frozen, traced.spec, traced.count = [], [], None, 0
         jit = _core._JitFunction(self._name, self._policy, dims, self._buckets, self._cache_limit, self._compile)
-        entry = (jit, out_specs, traced)
+        entry = (jit, {}, traced)  # the C++ JIT, the output structure of each of its entries, the traced function
         self._by_structure[spec] = entry
         return entry
 
-    def __call__(self, *args, **kwargs):
+    def _call(self, *args, **kwargs):
+        """The slow path: a call the fast path did not take."""
         tensors, values = _Arrays(), []
         tensors.frozen = []
         # The positional arguments one by one (arrays first: the common case);
-        # the structure is the same as _flatten((args, kwargs)) gives.
+        # the structure is the same as _flatten((args, kwargs)) gives. `kinds`:
+        # what the fast path checks of each (None: it cannot take this call).
         frozen_pos = self._freeze_pos
-        parts = []
+        parts, kinds = [], []
         for i, a in enumerate(args):
+            t = type(a)
             if i in frozen_pos:
                 parts.append(("f", _frozen_of(a, tensors.frozen)))
-            elif type(a) is _ndarray:
+                kinds.append(_FROZEN if _fast_frozen(a) else None)
+            elif t is _ndarray:
                 tensors.append(a)
                 parts.append(("t", len(tensors) - 1))
+                kinds.append(_ARRAY)
             else:
                 parts.append(_flatten(a, tensors, values))
+                kinds.append(_fast_kind(a, t))
         if kwargs:
             if self._freeze_names:
                 kwargs = {k: _Frozen(v) if k in self._freeze_names else v for k, v in kwargs.items()}
@@ -298,11 +352,16 @@ class JitFunction:
         spec = ("u", (("u", tuple(parts)), kw))
         jit, out_specs, traced = self._entry(spec, tensors)
         traced.values, traced.frozen = values, tensors.frozen
-        outs = jit(traced, tensors, values)
-        out_spec = out_specs.get(tuple(values)) if values else out_specs.get(())
-        out_spec = out_spec or out_specs.get("last")
-        if out_spec is None:
-            raise RuntimeError("tensorjit.jit: no output structure recorded")
+        traces = traced.count
+        outs, entry = jit(traced, tensors, values)
+        if traced.count != traces:  # this call traced: its output structure
+            out_spec = traced.spec
+            if entry >= 0:
+                out_specs[entry] = out_spec
+        else:
+            out_spec = out_specs[entry]
+        if entry >= 0 and not kwargs and None not in kinds:
+            self._learn(args, kinds, jit, entry, out_spec, _form(out_spec))
         return _unflatten(out_spec, outs)
 
     @property

@@ -323,8 +323,14 @@ def backend(gm, example_inputs, options=None):
         params = {}
     jitted = JitFunction(fn, dynamic=False, name="torch_graph", freeze=tuple(params))
 
+    def array(a):
+        """A tensor as a numpy array over its memory (the jit's fast path
+        takes those), or through DLPack for a dtype numpy lacks (bf16)."""
+        a = a.detach().contiguous()
+        return a if a.dtype == torch.bfloat16 else a.numpy()
+
     def run(*args):
-        arrays = [params[i][1] if i in params and a is params[i][0] else a.detach().contiguous() if isinstance(a, torch.Tensor) else a
+        arrays = [params[i][1] if i in params and a is params[i][0] else array(a) if isinstance(a, torch.Tensor) else a
                   for i, a in enumerate(args)]
         outs = jitted(*arrays)
         return [torch.from_numpy(o) for o in outs]

@@ -256,6 +256,7 @@ std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, 
   if (log_enabled("jit")) std::fprintf(stderr, "[jit] %s: entry %d compiled in %.3f s\n", name.c_str(), e.id, seconds_since(t0));
   entries.push_back(std::move(e));
   ++stats.graphs_run;
+  last_entry = static_cast<int>(entries.size()) - 1;
   return run_entry(entries.back(), ts, given);
 }
 
@@ -266,11 +267,13 @@ std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std
   const auto dynamic_before = dynamic;
   const bool breaking_before = breaking;
   std::string turned;
+  last_entry = -1;
   if (!breaking) {
     for (size_t k = entries.size(); k-- > 0;)
       if (entries[k].guards.pass(ts, vs)) {
         ++stats.hits;
         ++stats.graphs_run;
+        last_entry = static_cast<int>(k);
         return run_entry(entries[k], ts, given);
       }
     if (!entries.empty()) {
@@ -364,6 +367,23 @@ bool JitFunction::would_hit(const std::vector<NDArray>& tensors, const std::vect
     if (p_->entries[k].guards.pass(tensors, values)) return true;
   return false;
 }
+
+int JitFunction::call_cached(std::vector<NDArray>&& tensors, const std::vector<JitValue>& values, std::vector<NDArray>& out) {
+  Impl& f = *p_;
+  if (f.breaking || f.tensor_names) return -1;
+  for (size_t k = f.entries.size(); k-- > 0;)
+    if (f.entries[k].guards.pass(tensors, values)) {
+      ++f.stats.calls;
+      ++f.stats.hits;
+      ++f.stats.graphs_run;
+      f.last_entry = static_cast<int>(k);
+      out = f.run_entry(f.entries[k], tensors, true);
+      return f.last_entry;
+    }
+  return -1;
+}
+
+int JitFunction::last_entry() const { return p_->last_entry; }
 
 const JitStats& JitFunction::stats() const { return p_->stats; }
 

@@ -111,6 +111,7 @@ struct JitFunction::Impl {
     else ++dropped;
   }
   bool breaking = false;         // the function reads values: traced on every call
+  int last_entry = -1;           // the entry the latest call ran (JitFunction::last_entry)
   bool warned_limit = false;
   std::map<std::string, std::shared_ptr<jitimpl::Program>> graphs;  // a breaking function's graphs, by text
 

@@ -62,6 +62,27 @@ TEST_F(Jit, WeightsFromASafetensorsFile) {
   EXPECT_THROW(missing(x), Error);
 }
 
+// call_cached runs a hit and reports its entry; a miss runs and traces
+// nothing. last_entry names the entry each call ran.
+TEST_F(Jit, CallCachedRunsHitsOnly) {
+  NDArray w = filled(DType::f32, {8, 4}, 1);
+  JitFunction f = jit("mlp", mlp(w));
+  std::vector<NDArray> x{filled(DType::f32, {3, 8}, 2)}, out;
+  EXPECT_EQ(f.call_cached(std::vector<NDArray>(x), {true}, out), -1);
+  EXPECT_EQ(f.stats().calls, 0);
+  auto want = f(x, {true});
+  EXPECT_EQ(f.last_entry(), 0);
+  f(x, {false});
+  EXPECT_EQ(f.last_entry(), 1);
+  EXPECT_EQ(f.call_cached(std::vector<NDArray>(x), {true}, out), 0);
+  EXPECT_EQ(f.last_entry(), 0);
+  EXPECT_EQ(max_diff(out[0], want[0]), 0);
+  std::vector<NDArray> rows{filled(DType::f32, {5, 8}, 3)};
+  EXPECT_EQ(f.call_cached(std::move(rows), {true}, out), -1);  // a new size: a miss
+  EXPECT_EQ(f.stats().compilations, 2);
+  EXPECT_EQ(f.stats().hits, 1);
+}
+
 TEST_F(Jit, EachGuardKindHitsAndMisses) {
   NDArray w = filled(DType::f32, {8, 4}, 1);
   JitFunction f = jit("mlp", mlp(w));
