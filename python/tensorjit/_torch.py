@@ -2,8 +2,9 @@
 make_fx (functionalized, with the decompositions below) turns it into aten
 ops; each aten op is one row of ATEN, written with tensorjit's proxies; the
 whole graph is a tensorjit.jit function of the graph's inputs (parameters
-included: Dynamo lifts them), called with the torch tensors themselves
-(DLPack, no copy) and returning torch tensors over the results (no copy).
+included: Dynamo lifts them), compiled per input shape (backend()), called
+with numpy views of the torch tensors (no copy; the jit's fast path) and
+returning torch tensors over the results (no copy).
 
 The module's parameters are frozen into the compilation (options
 {"freeze_parameters": False} passes them as inputs on every call instead):
@@ -295,33 +296,36 @@ def lower(gm):
     return fn
 
 
+_SHAPE_LIMIT = 8  # compiled shapes per graph before the rest run eagerly (as Dynamo's recompile limit)
+
+
 def backend(gm, example_inputs, options=None):
-    """The torch.compile backend (the torch_dynamo_backends entry point "tensorjit")."""
+    """The torch.compile backend (the torch_dynamo_backends entry point "tensorjit").
+
+    A graph is compiled per input shape: make_fx traces it on concrete
+    inputs (every size an int), so a graph Dynamo made dynamic (its sizes
+    SymInts, passed as arguments) is compiled for each new shape it meets,
+    from the call's own arguments, up to _SHAPE_LIMIT shapes; later shapes
+    run eagerly, with a warning. A 0-d tensor input whose value the graph
+    reads (Dynamo lifts a module's float attributes so, under dynamic=True)
+    is a constant of the compilation, its value part of the shape key."""
     import torch
-    from torch._decomp import get_decompositions
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     options = dict(options or {})
     fallback = options.pop("fallback", False)
-    decomps = get_decompositions([torch.ops.aten._scaled_dot_product_flash_attention_for_cpu,
-                                  torch.ops.aten.scaled_dot_product_attention, torch.ops.aten.linear,
-                                  torch.ops.aten.rms_norm, torch.ops.aten.silu_backward])
-    try:
-        with torch.no_grad():
-            aten_gm = make_fx(torch.func.functionalize(gm, remove="mutations"), decomposition_table=decomps)(*example_inputs)
-        fn = lower(aten_gm)
-    except NotImplementedError as e:
-        if not fallback:
-            raise
-        _log(f"graph of {len(gm.graph.nodes)} nodes runs eagerly: {e}")
-        return gm.forward
+    freeze_parameters = options.pop("freeze_parameters", True) is not False
     # The module's parameters (Dynamo passes them as inputs) are frozen into
     # the compilation, where the passes fold them; they are passed as the same
     # detached tensors on every call, since the freeze guard is identity.
     params = {i: (a, a.detach()) for i, a in enumerate(example_inputs) if isinstance(a, torch.nn.Parameter)}
-    if options.pop("freeze_parameters", True) is False:
+    if not freeze_parameters:
         params = {}
-    jitted = JitFunction(fn, dynamic=False, name="torch_graph", freeze=tuple(params))
+    by_shape = {}  # the arguments' shapes, ints and read values -> (tensorjit function, inputs it takes), or None (eager)
+    read = []  # the 0-d inputs whose values the graph reads, once a trace has found them
+
+    def key(args):
+        shapes = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+        return shapes + tuple(args[i].item() for i in read)
 
     def array(a):
         """A tensor as a numpy array over its memory (the jit's fast path
@@ -329,11 +333,77 @@ def backend(gm, example_inputs, options=None):
         a = a.detach().contiguous()
         return a if a.dtype == torch.bfloat16 else a.numpy()
 
-    def run(*args):
-        arrays = [params[i][1] if i in params and a is params[i][0] else array(a) if isinstance(a, torch.Tensor) else a
-                  for i, a in enumerate(args)]
-        outs = jitted(*arrays)
-        return [torch.from_numpy(o) for o in outs]
+    def compile_for(args):
+        if len(by_shape) >= _SHAPE_LIMIT:
+            if len(by_shape) == _SHAPE_LIMIT:
+                print(f"tensorjit: a graph met {_SHAPE_LIMIT} input shapes; later ones run eagerly (TJ_LOG=torch names them)",
+                      file=sys.stderr)
+            _log(f"shape {key(args)}: runs eagerly (the limit of {_SHAPE_LIMIT} shapes)")
+            return None
+        r = _compile(gm, args, params, fallback, read)
+        if r is not None:
+            _log(f"graph of {len(gm.graph.nodes)} nodes compiled by tensorjit for shapes {key(args)}")
+        return r
 
-    _log(f"graph of {len(aten_gm.graph.nodes)} aten nodes compiled by tensorjit")
+    def run(*args):
+        entry = by_shape.get(key(args), run)
+        if entry is run:  # not seen
+            entry = compile_for(args)
+            by_shape[key(args)] = entry  # keyed after the trace, which may have found read inputs
+        if entry is None:
+            return gm.forward(*args)
+        jitted, keep = entry
+        arrays = [params[i][1] if i in params and args[i] is params[i][0] else array(args[i]) if isinstance(args[i], torch.Tensor)
+                  else args[i] for i in keep]
+        return [torch.from_numpy(o) for o in jitted(*arrays)]
+
+    # Concrete example inputs (a static graph): compiled now, so that an
+    # unsupported op fails torch.compile's first call with its name.
+    if not any(isinstance(a, torch.SymInt) for a in example_inputs):
+        entry = compile_for(example_inputs)
+        by_shape[key(example_inputs)] = entry  # keyed after the trace, as in run
     return run
+
+
+def _compile(gm, args, params, fallback, read):
+    """The tensorjit function of `gm` traced on `args` (concrete) and the
+    inputs it takes, or None when an op has no row and `fallback` says to
+    run it eagerly. A trace that reads a 0-d input's value is made again
+    with those inputs as constants; `read` gets their positions."""
+    import torch
+    from torch._decomp import get_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    decomps = get_decompositions([torch.ops.aten._scaled_dot_product_flash_attention_for_cpu,
+                                  torch.ops.aten.scaled_dot_product_attention, torch.ops.aten.linear,
+                                  torch.ops.aten.rms_norm, torch.ops.aten.silu_backward])
+
+    def trace():
+        keep = [i for i in range(len(args)) if i not in read]
+
+        def f(*xs):
+            full = list(args)
+            for i, x in zip(keep, xs):
+                full[i] = x
+            return gm(*full)
+
+        with torch.no_grad():
+            return make_fx(torch.func.functionalize(f, remove="mutations"), decomposition_table=decomps)(*[args[i] for i in keep]), keep
+
+    try:
+        try:
+            aten_gm, keep = trace()
+        except RuntimeError as e:
+            scalars = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.dim() == 0 and i not in params]
+            if "_local_scalar_dense" not in str(e) or read or not scalars:
+                raise
+            read.extend(scalars)
+            aten_gm, keep = trace()
+        fn = lower(aten_gm)
+    except NotImplementedError as e:
+        if not fallback:
+            raise
+        _log(f"graph of {len(gm.graph.nodes)} nodes runs eagerly: {e}")
+        return None
+    frozen = tuple(k for k, i in enumerate(keep) if i in params)
+    return JitFunction(fn, dynamic=False, name="torch_graph", freeze=frozen), keep

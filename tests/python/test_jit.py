@@ -171,6 +171,23 @@ def test_bad_inputs_give_clear_errors():
         tj.arange(4)
 
 
+def test_wrong_dtypes_ranks_and_guarded_values_are_clear_errors():
+    # A compiled program takes what it was compiled for, and names the rest.
+    p = tj.Program.compile(tj.parse_ir("graph g\ninput %x : f32[2,3]\n%0 = add(%x, %x) : f32[2,3]\nreturn %0\n"))
+    for bad, want in [(np.ones((2, 3), np.float64), "f64\\[2,3\\], expected f32\\[2,3\\]"),
+                      (np.ones((2, 3, 1), np.float32), "f32\\[2,3,1\\], expected"), (np.ones((3, 2), np.float32), "f32\\[3,2\\], expected")]:
+        with pytest.raises(tj.Error, match=want):
+            p.run({"x": bad})
+    # A jit function compiles again for a new dtype or rank; Python values
+    # it cannot guard on are a TypeError naming their type.
+    f = tj.jit(lambda x, n: x * n)
+    for v in ({1, 2}, 1 + 2j, object(), b"x"):
+        with pytest.raises(TypeError, match=f"type {type(v).__name__} is not supported"):
+            f(f32(3), v)
+    with pytest.raises(tj.Error, match="does not fit in 64 bits"):
+        f(f32(3), -(2**63) - 1)
+
+
 def test_ahead_of_time_compile_and_ir_text():
     f = tj.compile(lambda x: tj.tanh(x) * 2, [f32(2, 3)])
     assert f.stats["compilations"] == 1

@@ -64,6 +64,29 @@ def test_llama_block_matches_eager():
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_new_shapes_compile_again_under_dynamos_dynamic_shapes(dynamic, monkeypatch, capsys):
+    # Dynamo's automatic dynamic (None) makes the sequence length a SymInt
+    # argument after the second shape; dynamic=True does so at once, and
+    # lifts the RMSNorm eps as a 0-d tensor whose value the graph reads.
+    torch.manual_seed(2)
+    m = LlamaBlock().eval()
+    torch._dynamo.reset()
+    c = torch.compile(m, backend=_torch.backend, dynamic=dynamic)
+    for T in (4, 6, 9, 6):
+        x = torch.randn(1, T, 64)
+        np.testing.assert_allclose(c(x).numpy(), m(x).numpy(), rtol=1e-4, atol=1e-4)
+    # Past the limit of compiled shapes, the rest run eagerly, with a warning.
+    monkeypatch.setattr(_torch, "_SHAPE_LIMIT", 3)
+    torch._dynamo.reset()
+    c = torch.compile(m, backend=_torch.backend, dynamic=dynamic)
+    for T in (2, 3, 5, 7, 8):
+        x = torch.randn(1, T, 64)
+        np.testing.assert_allclose(c(x).numpy(), m(x).numpy(), rtol=1e-4, atol=1e-4)
+    assert "later ones run eagerly" in capsys.readouterr().err
+
+
+@torch.no_grad()
 def test_bert_layer_matches_eager():
     torch.manual_seed(1)
     m = BertLayer().eval()
