@@ -2,7 +2,7 @@
 // per family), with everything about it that is not one backend's kernel
 // strategy: operand and attribute schema, category, shape/dtype inference,
 // how it fuses, its FLOPs, its scalar function and C expression (pointwise
-// ops), its decomposition (composites). Printing, parsing, verification,
+// ops), its decomposition (composites), its derivative rule. Printing, parsing, verification,
 // interpretation, fusion, the cost model, decomposition and the C++ emitter
 // all read the row; adding a pointwise op means one enum entry here and one
 // row. Ops with a kernel of their own (reductions, matmul, attention, data
@@ -139,6 +139,11 @@ using FlopsFn = int64_t (*)(const CostArgs&);
 struct Decomposer;
 using DecomposeFn = int32_t (*)(Decomposer&);
 
+// Reverse mode: the cotangents of a node's operands from its result's
+// (ir/differ.h; the autodiff stage, src/autodiff/, calls it).
+struct Differ;
+using GradFn = void (*)(Differ&);
+
 struct OpDef {
   Op op;
   const char* name;
@@ -159,6 +164,9 @@ struct OpDef {
   // computed where it is, never recomputed lazily where read (which could
   // skip it), unless its divisor (operand 1) is a nonzero constant.
   bool int_divides = false;
+  // Its derivative rule; null: not differentiable (an error when a
+  // gradient must flow through it; integer and bool results never carry one).
+  GradFn grad = nullptr;
 };
 
 const OpDef& op_def(Op op);

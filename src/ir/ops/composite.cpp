@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ir/decomposer.h"
+#include "ir/differ.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
 
@@ -102,22 +103,88 @@ ValueId decompose_gelu(Decomposer& d) {
   return d.op(Op::mul, {d.op(Op::mul, {d.c(0.5), x}), v});
 }
 
+// Derivative rules (ir/differ.h), on the whole ops (not their expansions):
+// the norms' backward reads the per-row statistic, not the normalized row.
+
+// dx = y (dy - sum(dy y))
+void d_softmax(Differ& d) {
+  int64_t axis = d.n.attr_int("axis");
+  d.give(0, d.mul(d.y, d.sub(d.dy, d.reduce(Op::sum, d.mul(d.dy, d.y), {axis}))));
+}
+
+// The per-row statistics of the norms, recomputed from x: r = rsqrt(mean(c^2)
+// + eps) with c = x (rms_norm) or x - mean(x) (layer_norm); n = c r.
+struct NormRows {
+  ValueId n, r;
+};
+NormRows norm_rows(Differ& d, bool centered) {
+  const int64_t last = d.n.type.rank() - 1;
+  ValueId c = d.x(0);
+  if (centered) c = d.sub(c, d.reduce(Op::mean, c, {last}));
+  ValueId r = d.op(Op::rsqrt, {d.add(d.reduce(Op::mean, d.mul(c, c), {last}), d.c(d.n.attr_float("eps")))});
+  return {d.mul(c, r), r};
+}
+
+// y = n w (+ b). dw = sum over rows of dy n, db = sum of dy; with dn = dy w,
+// dx = r (dn - n mean(dn n)) for rms_norm, and r (dn - mean(dn) - n mean(dn n))
+// for layer_norm.
+void d_norm(Differ& d, bool centered) {
+  const int64_t last = d.n.type.rank() - 1;
+  NormRows s = norm_rows(d, centered);
+  if (d.wants(1)) d.give(1, d.mul(d.dy, s.n));  // give sums the rows (w broadcasts along them)
+  if (centered && d.wants(2)) d.give(2, d.dy);
+  if (!d.wants(0)) return;
+  ValueId dn = d.mul(d.dy, d.x(1));
+  ValueId inner = d.sub(dn, d.mul(s.n, d.reduce(Op::mean, d.mul(dn, s.n), {last})));
+  if (centered) inner = d.sub(inner, d.reduce(Op::mean, dn, {last}));
+  d.give(0, d.mul(s.r, inner));
+}
+void d_rms_norm(Differ& d) { d_norm(d, false); }
+void d_layer_norm(Differ& d) { d_norm(d, true); }
+
+// s = sigmoid(x): dx = dy s (1 + x (1 - s))
+void d_silu(Differ& d) {
+  ValueId x = d.x(0);
+  ValueId s = d.op(Op::sigmoid, {x});
+  d.give(0, d.mul(d.dy, d.mul(s, d.add(d.c(1), d.mul(x, d.sub(d.c(1), s))))));
+}
+
+// exact: Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)
+// tanh: u = sqrt(2/pi) (x + 0.044715 x^3), t = tanh u:
+//       0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+void d_gelu(Differ& d) {
+  ValueId x = d.x(0);
+  ValueId x2 = d.mul(x, x);
+  ValueId slope;
+  if (d.n.attr_bool("approximate")) {
+    ValueId u = d.mul(d.c(sqrt_2_over_pi()), d.add(x, d.mul(d.c(0.044715), d.mul(x2, x))));
+    ValueId t = d.op(Op::tanh, {u});
+    ValueId du = d.mul(d.c(sqrt_2_over_pi()), d.add(d.c(1), d.mul(d.c(3 * 0.044715), x2)));
+    slope = d.add(d.mul(d.c(0.5), d.add(d.c(1), t)), d.mul(d.mul(d.c(0.5), x), d.mul(d.sub(d.c(1), d.mul(t, t)), du)));
+  } else {
+    ValueId cdf = d.mul(d.c(0.5), d.add(d.c(1), d.op(Op::erf, {d.mul(x, d.c(kSqrtHalf))})));
+    ValueId pdf = d.mul(d.c(0.5 * M_2_SQRTPI * kSqrtHalf), d.op(Op::exp, {d.mul(d.c(-0.5), x2)}));
+    slope = d.add(cdf, d.mul(x, pdf));
+  }
+  d.give(0, d.mul(d.dy, slope));
+}
+
 }  // namespace
 
 std::vector<OpDef> composite() {
   const AttrSpec eps{"eps", AK::Float, AttrValue(1e-5)};
   return {
-      {Op::softmax, "softmax", Cat::composite, 1, 1, {{"axis", AK::Int, AttrValue(int64_t{-1})}}, infer_softmax, false, Fuse::rowwise, 5,
-       nullptr, {}, nullptr, nullptr, decompose_softmax},
-      {Op::rms_norm, "rms_norm", Cat::composite, 2, 2, {eps}, infer_norm, false, Fuse::rowwise, 4, nullptr, {}, nullptr, nullptr,
-       decompose_rms_norm},
-      {Op::layer_norm, "layer_norm", Cat::composite, 3, 3, {eps}, infer_norm, false, Fuse::rowwise, 8, nullptr, {}, nullptr, nullptr,
-       decompose_layer_norm},
-      {Op::silu, "silu", Cat::composite, 1, 1, {}, infer::float_unary, false, Fuse::pointwise, 4, nullptr,
+      with_grad({Op::softmax, "softmax", Cat::composite, 1, 1, {{"axis", AK::Int, AttrValue(int64_t{-1})}}, infer_softmax, false, Fuse::rowwise, 5,
+       nullptr, {}, nullptr, nullptr, decompose_softmax}, d_softmax),
+      with_grad({Op::rms_norm, "rms_norm", Cat::composite, 2, 2, {eps}, infer_norm, false, Fuse::rowwise, 4, nullptr, {}, nullptr, nullptr,
+       decompose_rms_norm}, d_rms_norm),
+      with_grad({Op::layer_norm, "layer_norm", Cat::composite, 3, 3, {eps}, infer_norm, false, Fuse::rowwise, 8, nullptr, {}, nullptr, nullptr,
+       decompose_layer_norm}, d_layer_norm),
+      with_grad({Op::silu, "silu", Cat::composite, 1, 1, {}, infer::float_unary, false, Fuse::pointwise, 4, nullptr,
        floats<1>([](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }),
-       [](const CExpr& e) { return e.fmt("(($0)/(($T)1+tj_exp(($T)(-($0)))))"); }, nullptr, decompose_silu},
-      {Op::gelu, "gelu", Cat::composite, 1, 1, {{"approximate", AK::Bool, AttrValue(true)}}, infer::float_unary, false, Fuse::pointwise, 8,
-       nullptr, floats<1>([](auto x, K k) { return gelu(x, k); }), gelu_c, nullptr, decompose_gelu},
+       [](const CExpr& e) { return e.fmt("(($0)/(($T)1+tj_exp(($T)(-($0)))))"); }, nullptr, decompose_silu}, d_silu),
+      with_grad({Op::gelu, "gelu", Cat::composite, 1, 1, {{"approximate", AK::Bool, AttrValue(true)}}, infer::float_unary, false, Fuse::pointwise, 8,
+       nullptr, floats<1>([](auto x, K k) { return gelu(x, k); }), gelu_c, nullptr, decompose_gelu}, d_gelu),
   };
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ir/differ.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
 #include "ir/ops/scalar_math.h"
@@ -55,6 +56,104 @@ constexpr const char* kModHelpers =
     "  if (r != 0) return (b < 0) != (r < 0) ? r + b : r;\n"
     "  return std::copysign((T)0, b);\n}\n";
 
+// Derivative rules (ir/differ.h). y is the result, dy its cotangent.
+// Piecewise constant (floor, ceil, round, sign): zero, given as nothing.
+void d_zero(Differ&) {}
+void d_neg(Differ& d) { d.give(0, d.neg(d.dy)); }
+void d_exp(Differ& d) { d.give(0, d.mul(d.dy, d.y)); }
+void d_log(Differ& d) { d.give(0, d.div(d.dy, d.x(0))); }
+void d_tanh(Differ& d) { d.give(0, d.mul(d.dy, d.sub(d.c(1), d.mul(d.y, d.y)))); }
+void d_sqrt(Differ& d) { d.give(0, d.div(d.mul(d.dy, d.c(0.5)), d.y)); }
+// d rsqrt(x) = -x^(-3/2) / 2 = -y^3 / 2
+void d_rsqrt(Differ& d) { d.give(0, d.mul(d.mul(d.dy, d.c(-0.5)), d.mul(d.y, d.mul(d.y, d.y)))); }
+void d_sin(Differ& d) { d.give(0, d.mul(d.dy, d.op(Op::cos, {d.x(0)}))); }
+void d_cos(Differ& d) { d.give(0, d.neg(d.mul(d.dy, d.op(Op::sin, {d.x(0)})))); }
+void d_abs(Differ& d) { d.give(0, d.mul(d.dy, d.op(Op::sign, {d.x(0)}))); }
+void d_sigmoid(Differ& d) { d.give(0, d.mul(d.dy, d.mul(d.y, d.sub(d.c(1), d.y)))); }
+void d_recip(Differ& d) { d.give(0, d.neg(d.mul(d.dy, d.mul(d.y, d.y)))); }
+// Between float types: the cotangent cast back. From or to an integer: none.
+void d_cast(Differ& d) {
+  if (is_float(d.type(d.x(0)).dtype) && is_float(d.dtype())) d.give(0, d.op(Op::cast, {d.dy}, {{"to", d.type(d.x(0)).dtype}}));
+}
+// 2/sqrt(pi) exp(-x^2)
+void d_erf(Differ& d) {
+  ValueId x = d.x(0);
+  d.give(0, d.mul(d.dy, d.mul(d.c(M_2_SQRTPI), d.op(Op::exp, {d.neg(d.mul(x, x))}))));
+}
+void d_log1p(Differ& d) { d.give(0, d.div(d.dy, d.add(d.c(1), d.x(0)))); }
+void d_expm1(Differ& d) { d.give(0, d.mul(d.dy, d.add(d.y, d.c(1)))); }
+// Where x > 0 (the subgradient 0 at 0, as torch and JAX).
+void d_relu(Differ& d) { d.give(0, d.keep(d.op(Op::gt, {d.x(0), d.c(0)}), d.dy)); }
+void d_softplus(Differ& d) { d.give(0, d.mul(d.dy, d.op(Op::sigmoid, {d.x(0)}))); }
+void d_leaky_relu(Differ& d) {
+  ValueId neg = d.op(Op::lt, {d.x(0), d.c(0)});
+  d.give(0, d.op(Op::where, {neg, d.mul(d.dy, d.c(d.n.attr_float("alpha"))), d.dy}));
+}
+// torch's: 0 below -3, 1 above 3, (2x + 3) / 6 between.
+void d_hardswish(Differ& d) {
+  ValueId x = d.x(0);
+  ValueId mid = d.div(d.add(d.mul(x, d.c(2)), d.c(3)), d.c(6));
+  ValueId slope = d.op(Op::where, {d.op(Op::lt, {x, d.c(-3)}), d.c(0), d.op(Op::where, {d.op(Op::gt, {x, d.c(3)}), d.c(1), mid})});
+  d.give(0, d.mul(d.dy, slope));
+}
+void d_add(Differ& d) {
+  d.give(0, d.dy);
+  d.give(1, d.dy);
+}
+void d_sub(Differ& d) {
+  d.give(0, d.dy);
+  if (d.wants(1)) d.give(1, d.neg(d.dy));
+}
+void d_mul(Differ& d) {
+  if (d.wants(0)) d.give(0, d.mul(d.dy, d.x(1)));
+  if (d.wants(1)) d.give(1, d.mul(d.dy, d.x(0)));
+}
+void d_div(Differ& d) {
+  if (d.wants(0)) d.give(0, d.div(d.dy, d.x(1)));
+  if (d.wants(1)) d.give(1, d.neg(d.div(d.mul(d.dy, d.y), d.x(1))));  // -dy a / b^2 = -dy y / b
+}
+// max and min: the cotangent to the operand chosen; half to each on a tie
+// (as JAX and torch.maximum).
+void d_max_min(Differ& d, Op better) {
+  ValueId a = d.x(0), b = d.x(1);
+  ValueId half = d.mul(d.dy, d.c(0.5));
+  ValueId tie = d.op(Op::eq, {a, b});
+  if (d.wants(0)) d.give(0, d.op(Op::where, {tie, half, d.keep(d.op(better, {a, b}), d.dy)}));
+  if (d.wants(1)) d.give(1, d.op(Op::where, {tie, half, d.keep(d.op(better, {b, a}), d.dy)}));
+}
+void d_max(Differ& d) { d_max_min(d, Op::gt); }
+void d_min(Differ& d) { d_max_min(d, Op::lt); }
+// a^b: b a^(b-1) and, where a != 0, a^b log a (0 where a == 0, as JAX).
+void d_pow(Differ& d) {
+  ValueId a = d.x(0), b = d.x(1);
+  if (d.wants(0)) d.give(0, d.mul(d.dy, d.mul(b, d.op(Op::pow, {a, d.sub(b, d.c(1))}))));
+  if (d.wants(1)) {
+    ValueId zero = d.op(Op::eq, {a, d.c(0)});
+    ValueId safe = d.op(Op::where, {zero, d.c(1), a});
+    d.give(1, d.op(Op::where, {zero, d.c(0), d.mul(d.dy, d.mul(d.y, d.op(Op::log, {safe})))}));
+  }
+}
+// a - q b (q the rounded quotient, piecewise constant): 1 for a.
+void d_mod(Differ& d) {
+  d.give(0, d.dy);
+  if (d.wants(1)) throw Unsupported("mod is not differentiable in its divisor here (d/db of a mod b = -floor(a/b))");
+}
+void d_where(Differ& d) {
+  ValueId cond = d.x(0);
+  if (d.wants(1)) d.give(1, d.keep(cond, d.dy));
+  if (d.wants(2)) d.give(2, d.keep(d.op(Op::logical_not, {cond}), d.dy));
+}
+// min(max(x, lo), hi): to x where lo <= x <= hi, to lo where x < lo (and
+// lo <= hi), to hi where x > hi or lo > hi.
+void d_clip(Differ& d) {
+  ValueId x = d.x(0), lo = d.x(1), hi = d.x(2);
+  ValueId above = d.op(Op::logical_or, {d.op(Op::gt, {x, hi}), d.op(Op::gt, {lo, hi})});
+  ValueId below = d.op(Op::logical_and, {d.op(Op::lt, {x, lo}), d.op(Op::logical_not, {above})});
+  if (d.wants(0)) d.give(0, d.keep(d.op(Op::logical_not, {d.op(Op::logical_or, {above, below})}), d.dy));
+  if (d.wants(1)) d.give(1, d.keep(below, d.dy));
+  if (d.wants(2)) d.give(2, d.keep(above, d.dy));
+}
+
 }  // namespace
 
 std::vector<OpDef> elementwise() {
@@ -70,82 +169,82 @@ std::vector<OpDef> elementwise() {
     return d;
   };
   std::vector<OpDef> v = {
-      unary(Op::neg, "neg", infer::numeric_unary, both<1>([](auto x) { return -x; }, [](I x) { return wrap_neg(x); }),
-            C_INT_OR("tj_ineg<$T>($0)", "(-($0))")),
-      unary(Op::exp, "exp", infer::float_unary, floats<1>([](auto x) { return std::exp(x); }), C_FORM("tj_exp(($T)($0))")),
-      unary(Op::log, "log", infer::float_unary, floats<1>([](auto x) { return std::log(x); }), C_FORM("std::log($0)")),
-      unary(Op::tanh, "tanh", infer::float_unary, floats<1>([](auto x) { return std::tanh(x); }), C_FORM("std::tanh($0)")),
-      unary(Op::sqrt, "sqrt", infer::float_unary, floats<1>([](auto x) { return std::sqrt(x); }), C_FORM("std::sqrt($0)")),
-      unary(Op::rsqrt, "rsqrt", infer::float_unary, floats<1>([](auto x) { return decltype(x)(1) / std::sqrt(x); }),
-            C_FORM("(($T)1/std::sqrt($0))")),
-      unary(Op::sin, "sin", infer::float_unary, floats<1>([](auto x) { return std::sin(x); }), C_FORM("std::sin($0)")),
-      unary(Op::cos, "cos", infer::float_unary, floats<1>([](auto x) { return std::cos(x); }), C_FORM("std::cos($0)")),
+      with_grad(unary(Op::neg, "neg", infer::numeric_unary, both<1>([](auto x) { return -x; }, [](I x) { return wrap_neg(x); }),
+            C_INT_OR("tj_ineg<$T>($0)", "(-($0))")), d_neg),
+      with_grad(unary(Op::exp, "exp", infer::float_unary, floats<1>([](auto x) { return std::exp(x); }), C_FORM("tj_exp(($T)($0))")), d_exp),
+      with_grad(unary(Op::log, "log", infer::float_unary, floats<1>([](auto x) { return std::log(x); }), C_FORM("std::log($0)")), d_log),
+      with_grad(unary(Op::tanh, "tanh", infer::float_unary, floats<1>([](auto x) { return std::tanh(x); }), C_FORM("std::tanh($0)")), d_tanh),
+      with_grad(unary(Op::sqrt, "sqrt", infer::float_unary, floats<1>([](auto x) { return std::sqrt(x); }), C_FORM("std::sqrt($0)")), d_sqrt),
+      with_grad(unary(Op::rsqrt, "rsqrt", infer::float_unary, floats<1>([](auto x) { return decltype(x)(1) / std::sqrt(x); }),
+            C_FORM("(($T)1/std::sqrt($0))")), d_rsqrt),
+      with_grad(unary(Op::sin, "sin", infer::float_unary, floats<1>([](auto x) { return std::sin(x); }), C_FORM("std::sin($0)")), d_sin),
+      with_grad(unary(Op::cos, "cos", infer::float_unary, floats<1>([](auto x) { return std::cos(x); }), C_FORM("std::cos($0)")), d_cos),
       // abs(INT_MIN) wraps to INT_MIN.
-      unary(Op::abs, "abs", infer::numeric_unary,
+      with_grad(unary(Op::abs, "abs", infer::numeric_unary,
             both<1>([](auto x) { return std::abs(x); }, [](I x) { return x < 0 ? wrap_neg(x) : x; }),
-            C_INT_OR("tj_iabs<$T>($0)", "std::abs($0)")),
-      unary(Op::sigmoid, "sigmoid", infer::float_unary,
+            C_INT_OR("tj_iabs<$T>($0)", "std::abs($0)")), d_abs),
+      with_grad(unary(Op::sigmoid, "sigmoid", infer::float_unary,
             floats<1>([](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); }),
-            C_FORM("(($T)1/(($T)1+tj_exp(($T)(-($0)))))")),
-      unary(Op::recip, "recip", infer::float_unary, floats<1>([](auto x) { return decltype(x)(1) / x; }), C_FORM("(($T)1/($0))")),
+            C_FORM("(($T)1/(($T)1+tj_exp(($T)(-($0)))))")), d_sigmoid),
+      with_grad(unary(Op::recip, "recip", infer::float_unary, floats<1>([](auto x) { return decltype(x)(1) / x; }), C_FORM("(($T)1/($0))")), d_recip),
       // saturate: a float8 result beyond the format's range is its largest
       // value (true, ONNX's default) or infinity/NaN (false).
-      {Op::cast, "cast", Cat::elementwise, 1, 1, {{"to", AK::DTypeK, std::nullopt}, {"saturate", AK::Bool, AttrValue(true)}}, infer_cast,
-       false, Fuse::pointwise, 0, nullptr, {}, C_FORM("tj_cast<$T, $S>($0)"), kCastHelpers},
-      unary(Op::erf, "erf", infer::float_unary, floats<1>([](auto x) { return std::erf(x); }), C_FORM("std::erf($0)")),
-      unary(Op::floor, "floor", infer::float_unary, floats<1>([](auto x) { return std::floor(x); }), C_FORM("std::floor($0)")),
-      unary(Op::ceil, "ceil", infer::float_unary, floats<1>([](auto x) { return std::ceil(x); }), C_FORM("std::ceil($0)")),
+      with_grad({Op::cast, "cast", Cat::elementwise, 1, 1, {{"to", AK::DTypeK, std::nullopt}, {"saturate", AK::Bool, AttrValue(true)}}, infer_cast,
+       false, Fuse::pointwise, 0, nullptr, {}, C_FORM("tj_cast<$T, $S>($0)"), kCastHelpers}, d_cast),
+      with_grad(unary(Op::erf, "erf", infer::float_unary, floats<1>([](auto x) { return std::erf(x); }), C_FORM("std::erf($0)")), d_erf),
+      with_grad(unary(Op::floor, "floor", infer::float_unary, floats<1>([](auto x) { return std::floor(x); }), C_FORM("std::floor($0)")), d_zero),
+      with_grad(unary(Op::ceil, "ceil", infer::float_unary, floats<1>([](auto x) { return std::ceil(x); }), C_FORM("std::ceil($0)")), d_zero),
       // Halves to even (numpy, torch, ONNX): the default rounding mode.
-      unary(Op::round, "round", infer::float_unary, floats<1>([](auto x) { return std::nearbyint(x); }),
-            C_FORM("std::nearbyint($0)")),
+      with_grad(unary(Op::round, "round", infer::float_unary, floats<1>([](auto x) { return std::nearbyint(x); }),
+            C_FORM("std::nearbyint($0)")), d_zero),
       // -1, 0 or 1; a float zero keeps its sign and NaN stays NaN.
-      unary(Op::sign, "sign", infer::numeric_unary,
+      with_grad(unary(Op::sign, "sign", infer::numeric_unary,
             both<1>([](auto x) { return x > 0 ? decltype(x)(1) : x < 0 ? decltype(x)(-1) : x; }, [](I x) { return I(x > 0) - I(x < 0); }),
-            C_INT_OR("(($T)(($0) > 0) - ($T)(($0) < 0))", "(($0) > 0 ? ($T)1 : ($0) < 0 ? ($T)-1 : ($0))")),
-      unary(Op::log1p, "log1p", infer::float_unary, floats<1>([](auto x) { return std::log1p(x); }), C_FORM("std::log1p($0)")),
-      unary(Op::expm1, "expm1", infer::float_unary, floats<1>([](auto x) { return std::expm1(x); }), C_FORM("std::expm1($0)")),
+            C_INT_OR("(($T)(($0) > 0) - ($T)(($0) < 0))", "(($0) > 0 ? ($T)1 : ($0) < 0 ? ($T)-1 : ($0))")), d_zero),
+      with_grad(unary(Op::log1p, "log1p", infer::float_unary, floats<1>([](auto x) { return std::log1p(x); }), C_FORM("std::log1p($0)")), d_log1p),
+      with_grad(unary(Op::expm1, "expm1", infer::float_unary, floats<1>([](auto x) { return std::expm1(x); }), C_FORM("std::expm1($0)")), d_expm1),
       // max(x, 0): NaN stays NaN, -0 becomes +0.
-      unary(Op::relu, "relu", infer::numeric_unary,
+      with_grad(unary(Op::relu, "relu", infer::numeric_unary,
             both<1>([](auto x) { return ieee_max(x, decltype(x)(0)); }, [](I x) { return std::max<I>(x, 0); }),
-            C_INT_OR("std::max<$T>($0, 0)", "tj_max<$T>($0, ($T)0)")),
+            C_INT_OR("std::max<$T>($0, 0)", "tj_max<$T>($0, ($T)0)")), d_relu),
       // log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)).
-      unary(Op::softplus, "softplus", infer::float_unary,
+      with_grad(unary(Op::softplus, "softplus", infer::float_unary,
             floats<1>([](auto x) { return ieee_max(x, decltype(x)(0)) + std::log1p(std::exp(-std::abs(x))); }),
-            C_FORM("(tj_max<$T>($0, ($T)0) + std::log1p(tj_exp(($T)(-std::abs($0)))))"), 4),
-      {Op::leaky_relu, "leaky_relu", Cat::elementwise, 1, 1, {{"alpha", AK::Float, AttrValue(0.01)}}, infer::float_unary, false,
+            C_FORM("(tj_max<$T>($0, ($T)0) + std::log1p(tj_exp(($T)(-std::abs($0)))))"), 4), d_softplus),
+      with_grad({Op::leaky_relu, "leaky_relu", Cat::elementwise, 1, 1, {{"alpha", AK::Float, AttrValue(0.01)}}, infer::float_unary, false,
        Fuse::pointwise, 2, nullptr, floats<1>([](auto x, K k) { return x < 0 ? decltype(x)(k[0]) * x : x; }),
-       [](const CExpr& e) { return e.fmt("(($0) < 0 ? " + e.lit(e.k[0]) + "*($0) : ($0))"); }},
+       [](const CExpr& e) { return e.fmt("(($0) < 0 ? " + e.lit(e.k[0]) + "*($0) : ($0))"); }}, d_leaky_relu),
       // x * relu6(x + 3) / 6, as torch computes it.
-      unary(Op::hardswish, "hardswish", infer::float_unary, floats<1>([](auto x) {
+      with_grad(unary(Op::hardswish, "hardswish", infer::float_unary, floats<1>([](auto x) {
               using E = decltype(x);
               return x * std::min(std::max(x + E(3), E(0)), E(6)) / E(6);
             }),
-            C_FORM("(($0) * std::min<$T>(std::max<$T>(($0) + ($T)3, ($T)0), ($T)6) / ($T)6)"), 4),
+            C_FORM("(($0) * std::min<$T>(std::max<$T>(($0) + ($T)3, ($T)0), ($T)6) / ($T)6)"), 4), d_hardswish),
 
-      binary(Op::add, "add", infer::binary, true, both<2>([](auto a, auto b) { return a + b; }, [](I a, I b) { return wrap_add(a, b); }),
-             C_INT_OR("tj_iadd<$T>($0, $1)", "($0+$1)")),
-      binary(Op::sub, "sub", infer::binary, false, both<2>([](auto a, auto b) { return a - b; }, [](I a, I b) { return wrap_sub(a, b); }),
-             C_INT_OR("tj_isub<$T>($0, $1)", "($0-$1)")),
-      binary(Op::mul, "mul", infer::binary, true, both<2>([](auto a, auto b) { return a * b; }, [](I a, I b) { return wrap_mul(a, b); }),
-             C_INT_OR("tj_imul<$T>($0, $1)", "($0*$1)")),
-      dividing(binary(Op::div, "div", infer::binary, false,
+      with_grad(binary(Op::add, "add", infer::binary, true, both<2>([](auto a, auto b) { return a + b; }, [](I a, I b) { return wrap_add(a, b); }),
+             C_INT_OR("tj_iadd<$T>($0, $1)", "($0+$1)")), d_add),
+      with_grad(binary(Op::sub, "sub", infer::binary, false, both<2>([](auto a, auto b) { return a - b; }, [](I a, I b) { return wrap_sub(a, b); }),
+             C_INT_OR("tj_isub<$T>($0, $1)", "($0-$1)")), d_sub),
+      with_grad(binary(Op::mul, "mul", infer::binary, true, both<2>([](auto a, auto b) { return a * b; }, [](I a, I b) { return wrap_mul(a, b); }),
+             C_INT_OR("tj_imul<$T>($0, $1)", "($0*$1)")), d_mul),
+      with_grad(dividing(binary(Op::div, "div", infer::binary, false,
                       both<2>([](auto a, auto b) { return a / b; }, [](I a, I b) { return int_div(a, b); }),
-                      C_INT_OR("tj_idiv<$T>($0, $1)", "($0/$1)"))),
-      binary(Op::max, "max", infer::binary, true,
+                      C_INT_OR("tj_idiv<$T>($0, $1)", "($0/$1)"))), d_div),
+      with_grad(binary(Op::max, "max", infer::binary, true,
              both<2>([](auto a, auto b) { return ieee_max(a, b); }, [](I a, I b) { return std::max(a, b); }),
-             C_INT_OR("std::max<$T>($0, $1)", "tj_max<$T>($0, $1)")),
-      binary(Op::min, "min", infer::binary, true,
+             C_INT_OR("std::max<$T>($0, $1)", "tj_max<$T>($0, $1)")), d_max),
+      with_grad(binary(Op::min, "min", infer::binary, true,
              both<2>([](auto a, auto b) { return ieee_min(a, b); }, [](I a, I b) { return std::min(a, b); }),
-             C_INT_OR("std::min<$T>($0, $1)", "tj_min<$T>($0, $1)")),
-      binary(Op::pow, "pow", infer::float_binary, false, floats<2>([](auto a, auto b) { return std::pow(a, b); }),
-             C_FORM("std::pow($0, $1)")),
-      dividing({Op::mod, "mod", Cat::elementwise, 2, 2, {{"fmod", AK::Bool, AttrValue(false)}}, infer::binary, false, Fuse::pointwise, 2,
+             C_INT_OR("std::min<$T>($0, $1)", "tj_min<$T>($0, $1)")), d_min),
+      with_grad(binary(Op::pow, "pow", infer::float_binary, false, floats<2>([](auto a, auto b) { return std::pow(a, b); }),
+             C_FORM("std::pow($0, $1)")), d_pow),
+      with_grad(dividing({Op::mod, "mod", Cat::elementwise, 2, 2, {{"fmod", AK::Bool, AttrValue(false)}}, infer::binary, false, Fuse::pointwise, 2,
                 nullptr,
                 both<2>([](auto a, auto b, K k) { return float_mod(a, b, k[0] != 0); }, [](I a, I b, K k) { return int_mod(a, b, k[0] != 0); }),
                 [](const CExpr& e) {
                   return e.fmt(std::string(e.integer ? "tj_imod" : "tj_fmod") + "<$T>($0, $1, " + (e.k[0] != 0 ? "true" : "false") + ")");
                 },
-                kModHelpers}),
+                kModHelpers}), d_mod),
 
       binary(Op::eq, "eq", infer::compare, true, any<2>([](auto a, auto b) { return a == b; }), C_FORM("(uint8_t)($0==$1)")),
       binary(Op::ne, "ne", infer::compare, true, any<2>([](auto a, auto b) { return a != b; }), C_FORM("(uint8_t)($0!=$1)")),
@@ -160,12 +259,12 @@ std::vector<OpDef> elementwise() {
       unary(Op::logical_not, "not", infer::logical, ints<1>([](I x) { return x == 0; }), C_FORM("(uint8_t)(($0) == 0)")),
       // Both branches are evaluated, as in generated code (an index out of
       // range in either is an error), which selects with a blend.
-      {Op::where, "where", Cat::elementwise, 3, 3, none, infer_where, false, Fuse::pointwise, 1, nullptr,
-       any<3>([](auto c, auto a, auto b) { return c != 0 ? a : b; }), C_FORM("tj_select<$T>($0, $1, $2)")},
+      with_grad({Op::where, "where", Cat::elementwise, 3, 3, none, infer_where, false, Fuse::pointwise, 1, nullptr,
+       any<3>([](auto c, auto a, auto b) { return c != 0 ? a : b; }), C_FORM("tj_select<$T>($0, $1, $2)")}, d_where),
       // min(max(x, lo), hi): NaN propagates; lo > hi gives hi (torch.clamp, ONNX Clip).
-      {Op::clip, "clip", Cat::elementwise, 3, 3, none, infer::binary, false, Fuse::pointwise, 2, nullptr,
+      with_grad({Op::clip, "clip", Cat::elementwise, 3, 3, none, infer::binary, false, Fuse::pointwise, 2, nullptr,
        both<3>([](auto x, auto lo, auto hi) { return ieee_min(ieee_max(x, lo), hi); }, [](I x, I lo, I hi) { return std::min(std::max(x, lo), hi); }),
-       C_INT_OR("std::min<$T>(std::max<$T>($0, $1), $2)", "tj_min<$T>(tj_max<$T>($0, $1), $2)")},
+       C_INT_OR("std::min<$T>(std::max<$T>($0, $1), $2)", "tj_min<$T>(tj_max<$T>($0, $1), $2)")}, d_clip),
   };
   return v;
 }

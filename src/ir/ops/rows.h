@@ -19,6 +19,12 @@ std::vector<OpDef> structure();    // structure.cpp: sources, reductions, matmul
 std::vector<OpDef> composite();    // composite.cpp: softmax, norms, silu, gelu
 std::vector<OpDef> special();      // special.cpp: causal_mask, kv_write, flash_attn, control flow
 
+// A row with its derivative rule (ir/differ.h).
+inline OpDef with_grad(OpDef d, GradFn g) {
+  d.grad = g;
+  return d;
+}
+
 // Scalar functions from one generic, captureless lambda taking one to three
 // operands (and optionally the attributes last): f(x), f(x, k), f(a, b),
 // f(a, b, k), f(a, b, c), f(a, b, c, k). `floats` instantiates it for float

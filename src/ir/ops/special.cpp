@@ -4,6 +4,7 @@
 // src/runtime/reference_kernels.cpp (control flow: the interpreter's driver).
 #include <algorithm>
 
+#include "ir/differ.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
 
@@ -133,6 +134,29 @@ int64_t flash_attn_flops(const CostArgs& a) {
   return 2 * B * H * pairs * (D + Dv) + (bias ? 6 : 5) * B * H * pairs;
 }
 
+// kv_write (ir/differ.h): the cache's cotangent outside the written window,
+// and the rows' is the window's, read back with a gather.
+void d_kv_write(Differ& d) {
+  int64_t axis = d.n.attr_int("axis");
+  const Type cache = d.type(d.x(0)), rows = d.type(d.x(1));
+  ValueId pos = d.x(2);
+  DType it = d.type(pos).dtype;
+  const Dim len = rows.shape[static_cast<size_t>(axis)];
+  if (d.wants(1)) {
+    ValueId at = d.add(d.op(Op::iota, {}, {{"n", len}, {"dtype", it}}), pos);
+    if (d.type(at).rank() != 1) at = d.op(Op::reshape, {at}, {{"shape", Shape{len}}});
+    d.give(1, d.op(Op::gather, {d.dy, at}, {{"axis", axis}}));
+  }
+  if (d.wants(0)) {
+    Shape along(cache.shape.size(), Dim(1));
+    along[static_cast<size_t>(axis)] = cache.shape[static_cast<size_t>(axis)];
+    ValueId p = d.op(Op::reshape, {d.op(Op::iota, {}, {{"n", along[static_cast<size_t>(axis)]}, {"dtype", it}})}, {{"shape", along}});
+    ValueId scalar_pos = d.type(pos).rank() == 0 ? pos : d.op(Op::reshape, {pos}, {{"shape", Shape{}}});
+    ValueId inside = d.op(Op::logical_and, {d.op(Op::ge, {p, scalar_pos}), d.op(Op::lt, {p, d.add(scalar_pos, d.size(len, it))})});
+    d.give(0, d.keep(d.op(Op::logical_not, {inside}), d.dy));
+  }
+}
+
 }  // namespace
 
 std::vector<OpDef> special() {
@@ -140,7 +164,7 @@ std::vector<OpDef> special() {
       {Op::causal_mask, "causal_mask", Cat::special, 1, 1,
        {{"q", AK::DimK, std::nullopt}, {"k", AK::DimK, std::nullopt}, {"dtype", AK::DTypeK, AttrValue(DType::f32)}}, infer_causal_mask,
        false, Fuse::generator, 0},
-      {Op::kv_write, "kv_write", Cat::special, 3, 3, {{"axis", AK::Int, AttrValue(int64_t{2})}}, infer_kv_write, false, Fuse::store, 0},
+      with_grad({Op::kv_write, "kv_write", Cat::special, 3, 3, {{"axis", AK::Int, AttrValue(int64_t{2})}}, infer_kv_write, false, Fuse::store, 0}, d_kv_write),
       // Operands q, k, v, [offset if causal], [bias if bias]; zero_empty_rows:
       // a row with no visible key (every score -inf) gives 0, not NaN.
       {Op::flash_attn, "flash_attn", Cat::special, 3, 5,

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ir/decomposer.h"
+#include "ir/differ.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
 
@@ -196,6 +197,108 @@ Type infer_gather(InferCtx& c) {
   return {c.in[0].dtype, out};
 }
 
+// Derivative rules (ir/differ.h).
+
+// A reduction's operand shape with its reduced axes kept as 1.
+Shape kept_shape(const Differ& d) {
+  Shape s = d.type(d.x(0)).shape;
+  for (int64_t a : d.n.attr_ints("axes")) s[static_cast<size_t>(a)] = Dim(1);
+  return s;
+}
+
+void d_sum(Differ& d) { d.give(0, d.expand_to(d.keepdim(d.dy, kept_shape(d)), d.type(d.x(0)).shape)); }
+
+void d_mean(Differ& d) {
+  const Shape xs = d.type(d.x(0)).shape;
+  Dim count(1);
+  for (int64_t a : d.n.attr_ints("axes")) count = count * xs[static_cast<size_t>(a)];
+  d.give(0, d.expand_to(d.div(d.keepdim(d.dy, kept_shape(d)), d.size(count, d.dtype())), xs));
+}
+
+// To the maximal elements, shared evenly among ties (as torch and JAX).
+void d_amax(Differ& d) {
+  const Shape xs = d.type(d.x(0)).shape, kept = kept_shape(d);
+  std::vector<int64_t> axes = d.n.attr_ints("axes");
+  ValueId hit = d.op(Op::eq, {d.x(0), d.expand_to(d.keepdim(d.y, kept), xs)});
+  ValueId ties = d.reduce(Op::sum, d.op(Op::cast, {hit}, {{"to", d.dtype()}}), axes);
+  d.give(0, d.keep(hit, d.expand_to(d.div(d.keepdim(d.dy, kept), ties), xs)));
+}
+
+// The permutation swapping the last two axes of a rank-r value.
+std::vector<int64_t> swap_last(int64_t r) {
+  std::vector<int64_t> p(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) p[static_cast<size_t>(i)] = i;
+  std::swap(p[static_cast<size_t>(r - 1)], p[static_cast<size_t>(r - 2)]);
+  return p;
+}
+
+// dA = dY B^T, dB = A^T dY (batch dims broadcast: give sums them back).
+void d_matmul(Differ& d) {
+  ValueId a = d.x(0), b = d.x(1);
+  if (d.wants(0)) d.give(0, d.op(Op::matmul, {d.dy, d.op(Op::permute, {b}, {{"perm", swap_last(d.type(b).rank())}})}));
+  if (d.wants(1)) d.give(1, d.op(Op::matmul, {d.op(Op::permute, {a}, {{"perm", swap_last(d.type(a).rank())}}), d.dy}));
+}
+
+// reshape, squeeze, unsqueeze: the cotangent in the operand's shape.
+void d_reshape(Differ& d) { d.give(0, d.op(Op::reshape, {d.dy}, {{"shape", d.type(d.x(0)).shape}})); }
+
+void d_permute(Differ& d) {
+  const std::vector<int64_t>& perm = d.n.attr_ints("perm");
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  d.give(0, d.op(Op::permute, {d.dy}, {{"perm", inverse}}));
+}
+
+// Broadcast: give sums the expanded dims back.
+void d_expand(Differ& d) { d.give(0, d.dy); }
+
+// The cotangent between zeros of the sliced-off lengths.
+void d_slice(Differ& d) {
+  if (d.n.attr_int("step") != 1) throw Unsupported("slice with a step is not differentiable here");
+  int64_t axis = d.n.attr_int("axis");
+  const Type xt = d.type(d.x(0));
+  const Dim& start = d.n.attr_dim("start");
+  Dim after = xt.shape[static_cast<size_t>(axis)] - d.n.attr_dim("end");
+  std::vector<ValueId> parts;
+  auto zeros = [&](const Dim& len) {
+    Type t = xt;
+    t.shape[static_cast<size_t>(axis)] = len;
+    parts.push_back(d.zeros(t));
+  };
+  if (start != Dim(0)) zeros(start);
+  parts.push_back(d.dy);
+  if (after != Dim(0)) zeros(after);
+  d.give(0, parts.size() == 1 ? d.dy : d.op(Op::concat, parts, {{"axis", axis}}));
+}
+
+void d_concat(Differ& d) {
+  int64_t axis = d.n.attr_int("axis");
+  Dim at(0);
+  for (size_t i = 0; i < d.n.inputs.size(); ++i) {
+    Dim len = d.type(d.x(i)).shape[static_cast<size_t>(axis)];
+    if (d.wants(i)) d.give(i, d.op(Op::slice, {d.dy}, {{"axis", axis}, {"start", at}, {"end", at + len}}));
+    at = at + len;
+  }
+}
+
+// Scatter-add as a product with the one-hot matrix of the indices: the
+// table x is [P..., V, S...], the indices [I...], the cotangent [P..., I...,
+// S...]; dx[p, v, s] = sum over n of onehot[n, v] dy[p, n, s]. Negative
+// indices count from the end, as gather reads them.
+void d_gather(Differ& d) {
+  if (!d.wants(0)) return;
+  int64_t axis = d.n.attr_int("axis");
+  const Type xt = d.type(d.x(0)), it = d.type(d.x(1));
+  const auto split = xt.shape.begin() + axis;
+  const Dim P = numel(Shape(xt.shape.begin(), split)), V = *split, S = numel(Shape(split + 1, xt.shape.end())), N = numel(it.shape);
+  ValueId idx = d.op(Op::reshape, {d.x(1)}, {{"shape", Shape{N, Dim(1)}}});
+  ValueId iota = d.op(Op::reshape, {d.op(Op::iota, {}, {{"n", V}, {"dtype", it.dtype}})}, {{"shape", Shape{Dim(1), V}}});
+  ValueId hit = d.op(Op::logical_or, {d.op(Op::eq, {idx, iota}), d.op(Op::eq, {idx, d.sub(iota, d.size(V, it.dtype))})});
+  ValueId onehot_t = d.op(Op::permute, {d.op(Op::cast, {hit}, {{"to", xt.dtype}})}, {{"perm", std::vector<int64_t>{1, 0}}});
+  ValueId dy = d.op(Op::reshape, {d.dy}, {{"shape", Shape{P, N, S}}});
+  d.give(0, d.op(Op::reshape, {d.op(Op::matmul, {onehot_t, dy})}, {{"shape", xt.shape}}));
+}
+
 int64_t reduction_flops(const CostArgs& a) { return a.in_elems(0); }
 int64_t matmul_flops(const CostArgs& a) { return 2 * a.out_elems() * a.in[0].back(); }
 
@@ -217,24 +320,24 @@ std::vector<OpDef> structure() {
       {Op::constant, "const", Cat::source, 0, 0, {{"value", AK::Data, std::nullopt}}, nullptr},
       {Op::iota, "iota", Cat::source, 0, 0, {{"n", AK::DimK, std::nullopt}, {"dtype", AK::DTypeK, AttrValue(DType::i64)}}, infer_iota,
        false, Fuse::generator, 0},
-      reduction(Op::sum, "sum"),
-      reduction(Op::amax, "amax"),
-      reduction(Op::mean, "mean"),
+      with_grad(reduction(Op::sum, "sum"), d_sum),
+      with_grad(reduction(Op::amax, "amax"), d_amax),
+      with_grad(reduction(Op::mean, "mean"), d_mean),
       reduction(Op::prod, "prod"),
       {Op::argmax, "argmax", Cat::reduction, 1, 1, {{"axis", AK::Int, std::nullopt}, keepdim}, infer_argmax, false, Fuse::lower, 3,
        nullptr, {}, nullptr, nullptr, decompose_argmax},
-      {Op::matmul, "matmul", Cat::matmul, 2, 2, none, infer_matmul, false, Fuse::matmul, 1, matmul_flops},
-      view(Op::reshape, "reshape", {{"shape", AK::Dims, std::nullopt}}, infer_reshape),
-      view(Op::permute, "permute", {{"perm", AK::Ints, std::nullopt}}, infer_permute),
-      view(Op::expand, "expand", {{"shape", AK::Dims, std::nullopt}}, infer_expand),
-      view(Op::slice, "slice",
+      with_grad({Op::matmul, "matmul", Cat::matmul, 2, 2, none, infer_matmul, false, Fuse::matmul, 1, matmul_flops}, d_matmul),
+      with_grad(view(Op::reshape, "reshape", {{"shape", AK::Dims, std::nullopt}}, infer_reshape), d_reshape),
+      with_grad(view(Op::permute, "permute", {{"perm", AK::Ints, std::nullopt}}, infer_permute), d_permute),
+      with_grad(view(Op::expand, "expand", {{"shape", AK::Dims, std::nullopt}}, infer_expand), d_expand),
+      with_grad(view(Op::slice, "slice",
            {{"axis", AK::Int, std::nullopt}, {"start", AK::DimK, std::nullopt}, {"end", AK::DimK, std::nullopt},
             {"step", AK::Int, AttrValue(int64_t{1})}},
-           infer_slice),
-      view(Op::squeeze, "squeeze", {{"axes", AK::Ints, std::nullopt}}, infer_squeeze),
-      view(Op::unsqueeze, "unsqueeze", {{"axes", AK::Ints, std::nullopt}}, infer_unsqueeze),
-      {Op::concat, "concat", Cat::movement, 1, -1, {{"axis", AK::Int, std::nullopt}}, infer_concat, false, Fuse::store, 0},
-      {Op::gather, "gather", Cat::movement, 2, 2, {{"axis", AK::Int, AttrValue(int64_t{0})}}, infer_gather, false, Fuse::gather, 0},
+           infer_slice), d_slice),
+      with_grad(view(Op::squeeze, "squeeze", {{"axes", AK::Ints, std::nullopt}}, infer_squeeze), d_reshape),
+      with_grad(view(Op::unsqueeze, "unsqueeze", {{"axes", AK::Ints, std::nullopt}}, infer_unsqueeze), d_reshape),
+      with_grad({Op::concat, "concat", Cat::movement, 1, -1, {{"axis", AK::Int, std::nullopt}}, infer_concat, false, Fuse::store, 0}, d_concat),
+      with_grad({Op::gather, "gather", Cat::movement, 2, 2, {{"axis", AK::Int, AttrValue(int64_t{0})}}, infer_gather, false, Fuse::gather, 0}, d_gather),
   };
 }
 

@@ -1,0 +1,212 @@
+// vjp (src/autodiff/vjp.h) against central finite differences in f64, for
+// every op with a derivative rule: random inputs, shapes that broadcast,
+// symbolic dims; and the joint graph's text for ReLU, whose backward reads
+// only a comparison of its input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "autodiff/vjp.h"
+#include "ir/text.h"
+#include "runtime/interpreter.h"
+#include "runtime/random_inputs.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+namespace {
+
+using Build = std::function<void(Graph&)>;
+
+// phi(inputs) = sum over outputs k of <out_k, r_k> (r_k the cotangents):
+// its finite differences against the joint graph's gradients, in f64, at up
+// to 24 elements of each floating input. Inputs whose names start with "p"
+// are positive (|x| + 0.5).
+void gradcheck(const std::string& what, const Build& build, const SymEnv& sizes = {}, double tol = 1e-6) {
+  SCOPED_TRACE(what);
+  Graph g(what);
+  build(g);
+  std::vector<std::string> wrt;
+  for (ValueId v : g.inputs())
+    if (is_float(g.type(v).dtype)) wrt.push_back(g.node(v).name);
+  for (ValueId v : g.params())
+    if (is_float(g.type(v).dtype)) wrt.push_back(g.node(v).name);
+  VjpSpec spec;
+  spec.wrt = wrt;
+  Vjp r = vjp(g, spec);
+
+  RandomInputOptions ro;
+  ro.seed = 7;
+  ro.sizes = sizes;
+  Bindings in = random_inputs(r.joint, ro);
+  for (auto& [name, a] : in)
+    if (name[0] == 'p' && is_float(a.dtype()))
+      for (int64_t i = 0; i < a.numel(); ++i) a.set(i, std::abs(a.get(i)) + 0.5);
+  Bindings fwd_in;
+  for (ValueId v : g.inputs()) fwd_in[g.node(v).name] = in.at(g.node(v).name);
+  for (ValueId v : g.params()) fwd_in[g.node(v).name] = in.at(g.node(v).name);
+
+  InterpretOptions f64;
+  f64.compute = DType::f64;
+  std::vector<NDArray> joint = interpret(r.joint, in, f64);
+  ASSERT_EQ(joint.size(), r.forward_outputs + wrt.size());
+  auto phi = [&](const Bindings& b) {
+    std::vector<NDArray> out = interpret(g, b, f64);
+    double s = 0;
+    for (size_t k = 0; k < r.cotangents.size(); ++k) {
+      const NDArray& ct = in.at(r.cotangents[k]);
+      const NDArray& o = out[std::stoul(r.cotangents[k].substr(5))];
+      for (int64_t i = 0; i < o.numel(); ++i) s += o.get(i) * ct.get(i);
+    }
+    return s;
+  };
+  const double h = 1e-6;
+  size_t checked = 0;
+  for (size_t w = 0; w < wrt.size(); ++w) {
+    const NDArray& grad = joint[r.forward_outputs + w];
+    NDArray x = fwd_in.at(wrt[w]);
+    ASSERT_EQ(grad.shape(), x.shape()) << wrt[w];
+    int64_t step = std::max<int64_t>(1, x.numel() / 24);
+    for (int64_t i = 0; i < x.numel(); i += step) {
+      Bindings b = fwd_in;
+      NDArray& xi = b.at(wrt[w]);
+      xi = NDArray::copy_of(x.dtype(), x.shape(), x.raw(), x.nbytes());
+      const double x0 = x.get(i);
+      xi.set(i, x0 + h);
+      double up = phi(b);
+      xi.set(i, x0 - h);
+      double down = phi(b);
+      double fd = (up - down) / (2 * h), an = grad.get(i);
+      EXPECT_NEAR(an, fd, tol * (1 + std::abs(fd))) << "d/d" << wrt[w] << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, wrt.size());
+}
+
+Type f64(Shape s) { return {DType::f64, std::move(s)}; }
+
+ValueId unary(Graph& g, Op op, const std::string& name = "x", Shape s = {3, 4}) { return g.add(op, {g.add_input(name, f64(s))}); }
+
+TEST(Gradcheck, UnaryOps) {
+  for (Op op : {Op::neg, Op::exp, Op::tanh, Op::sin, Op::cos, Op::abs, Op::sigmoid, Op::erf, Op::relu, Op::softplus, Op::leaky_relu,
+                Op::expm1, Op::silu, Op::floor})
+    gradcheck(std::string(op_def(op).name), [op](Graph& g) { g.set_outputs({unary(g, op)}); });
+  for (Op op : {Op::log, Op::sqrt, Op::rsqrt, Op::recip, Op::log1p})  // positive operands
+    gradcheck(std::string(op_def(op).name), [op](Graph& g) { g.set_outputs({unary(g, op, "px")}); });
+  gradcheck("hardswish", [](Graph& g) {
+    ValueId x = g.add(Op::mul, {g.add_input("x", f64({3, 4})), g.add_const(f64({}), std::vector<double>{5.0})});
+    g.set_outputs({g.add(Op::hardswish, {x})});
+  });
+  for (bool approximate : {true, false})
+    gradcheck(approximate ? "gelu tanh" : "gelu erf", [approximate](Graph& g) {
+      g.set_outputs({g.add(Op::gelu, {g.add_input("x", f64({3, 4}))}, {{"approximate", approximate}})});
+    });
+  gradcheck("cast f32 and back", [](Graph& g) {
+    ValueId x = g.add(Op::cast, {g.add_input("x", f64({5}))}, {{"to", DType::f32}});
+    g.set_outputs({g.add(Op::cast, {g.add(Op::exp, {x})}, {{"to", DType::f64}})});
+  }, {}, 1e-5);
+}
+
+TEST(Gradcheck, BinaryOpsBroadcast) {
+  for (Op op : {Op::add, Op::sub, Op::mul, Op::div, Op::max, Op::min})
+    gradcheck(std::string(op_def(op).name), [op](Graph& g) {
+      ValueId a = g.add_input("pa", f64({2, 3, 4})), b = g.add_input("pb", f64({3, 1}));
+      g.set_outputs({g.add(op, {a, b})});
+    });
+  gradcheck("pow", [](Graph& g) { g.set_outputs({g.add(Op::pow, {g.add_input("pa", f64({3, 4})), g.add_input("b", f64({4}))})}); });
+  gradcheck("mul by itself", [](Graph& g) {
+    ValueId x = g.add_input("x", f64({4}));
+    g.set_outputs({g.add(Op::mul, {x, x})});
+  });
+  gradcheck("where and clip", [](Graph& g) {
+    ValueId x = g.add_input("x", f64({3, 4})), y = g.add_input("y", f64({4}));
+    ValueId lo = g.add_input("lo", f64({1}));
+    ValueId m = g.add(Op::gt, {x, y});
+    ValueId hi = g.add(Op::add, {lo, g.add_const(f64({}), std::vector<double>{0.7})});
+    g.set_outputs({g.add(Op::where, {m, x, y}), g.add(Op::clip, {x, lo, hi})});
+  });
+}
+
+TEST(Gradcheck, ReductionsAndMatmul) {
+  for (Op op : {Op::sum, Op::mean, Op::amax})
+    for (bool keep : {false, true})
+      gradcheck(std::string(op_def(op).name) + (keep ? " keepdim" : ""), [op, keep](Graph& g) {
+        g.set_outputs({g.add(op, {g.add_input("x", f64({2, 3, 5}))}, {{"axes", std::vector<int64_t>{0, 2}}, {"keepdim", keep}})});
+      });
+  gradcheck("matmul, batch broadcast", [](Graph& g) {
+    ValueId a = g.add_input("a", f64({2, 3, 4})), b = g.add_input("b", f64({4, 5}));
+    g.set_outputs({g.add(Op::matmul, {a, b})});
+  });
+  gradcheck("softmax", [](Graph& g) { g.set_outputs({g.add(Op::softmax, {g.add_input("x", f64({3, 5}))}, {{"axis", int64_t{0}}})}); });
+  gradcheck("rms_norm", [](Graph& g) {
+    g.set_outputs({g.add(Op::rms_norm, {g.add_input("x", f64({3, 6})), g.add_param("norm_w", f64({6}))}, {{"eps", 1e-3}})});
+  });
+  gradcheck("layer_norm", [](Graph& g) {
+    g.set_outputs({g.add(Op::layer_norm, {g.add_input("x", f64({2, 3, 6})), g.add_param("norm_w", f64({6})), g.add_param("b", f64({6}))})});
+  });
+}
+
+TEST(Gradcheck, ViewsAndDataMovement) {
+  gradcheck("reshape, permute, expand, squeeze, unsqueeze", [](Graph& g) {
+    ValueId x = g.add_input("x", f64({2, 1, 6}));
+    ValueId y = g.add(Op::reshape, {g.add(Op::squeeze, {x}, {{"axes", std::vector<int64_t>{1}}})}, {{"shape", Shape{2, 3, 2}}});
+    y = g.add(Op::permute, {y}, {{"perm", std::vector<int64_t>{2, 0, 1}}});
+    y = g.add(Op::expand, {g.add(Op::unsqueeze, {y}, {{"axes", std::vector<int64_t>{0}}})}, {{"shape", Shape{4, 2, 2, 3}}});
+    g.set_outputs({y});
+  });
+  gradcheck("slice and concat", [](Graph& g) {
+    ValueId x = g.add_input("x", f64({3, 7})), y = g.add_input("y", f64({3, 2}));
+    ValueId s = g.add(Op::slice, {x}, {{"axis", int64_t{1}}, {"start", Dim(2)}, {"end", Dim(5)}});
+    g.set_outputs({g.add(Op::concat, {y, s, y}, {{"axis", int64_t{1}}})});
+  });
+  gradcheck("gather (repeated and negative indices)", [](Graph& g) {
+    ValueId t = g.add_input("x", f64({2, 5, 3}));
+    ValueId i = g.add_const({DType::i64, {2, 2}}, std::vector<double>{1, 4, -1, 1});
+    g.set_outputs({g.add(Op::gather, {t, i}, {{"axis", int64_t{1}}})});
+  });
+  gradcheck("kv_write", [](Graph& g) {
+    ValueId cache = g.add_input("cache", f64({1, 2, 6, 3})), rows = g.add_input("rows", f64({1, 2, 2, 3}));
+    ValueId pos = g.add_const({DType::i64, {}}, std::vector<double>{3});
+    g.set_outputs({g.add(Op::exp, {g.add(Op::kv_write, {cache, rows, pos}, {{"axis", int64_t{2}}})})});
+  });
+}
+
+TEST(Gradcheck, SymbolicDims) {
+  const Dim n = Dim::symbol("n");
+  gradcheck("symbolic: mean, softmax, matmul, broadcast", [&](Graph& g) {
+    ValueId x = g.add_input("x", f64({n, 4})), w = g.add_param("w", f64({4, 3})), b = g.add_param("b", f64({3}));
+    ValueId h = g.add(Op::add, {g.add(Op::matmul, {x, w}), b});
+    ValueId m = g.add(Op::mean, {g.add(Op::softmax, {h}, {{"axis", int64_t{0}}})}, {{"axes", std::vector<int64_t>{0}}});
+    g.set_outputs({m, g.add(Op::silu, {h})});
+  }, {{"n", 5}});
+}
+
+TEST(Vjp, ReluBackwardReadsAComparison) {
+  Graph g = parse_graph("graph f\ninput %x : f32[4]\n%0 = relu(%x) : f32[4]\nreturn %0\n");
+  VjpSpec spec;
+  spec.wrt = {"x"};
+  EXPECT_EQ(print_graph(vjp(g, spec).joint),
+            "graph f\ninput %x : f32[4]\ninput %d_out0 : f32[4]\n%0 = relu(%x) : f32[4]\n%1 = const {value=0.0} : f32[]\n"
+            "%2 = gt(%x, %1) : bool[4]\n%3 = const {value=0.0} : f32[]\n%4 = where(%2, %d_out0, %3) : f32[4]\nreturn %0, %4\n");
+}
+
+TEST(Vjp, ClearErrors) {
+  Graph g = parse_graph("graph f\ninput %x : f32[4]\ninput %i : i64[4]\n%0 = prod(%x) {axes=[0]} : f32[]\nreturn %0\n");
+  VjpSpec spec;
+  spec.wrt = {"x"};
+  EXPECT_THROW(vjp(g, spec), Unsupported);  // no rule for prod
+  spec.wrt = {"i"};
+  EXPECT_THROW(vjp(g, spec), Error);  // an integer
+  spec.wrt = {"nope"};
+  EXPECT_THROW(vjp(g, spec), Error);
+  Graph v = parse_graph("graph f\ninput %x : f32[4]\n%0 = exp(%x) : f32[4]\nreturn %0\n");
+  VjpSpec ones;
+  ones.wrt = {"x"};
+  ones.seed_ones = true;
+  EXPECT_THROW(vjp(v, ones), Error);  // not a scalar loss
+}
+
+}  // namespace
+}  // namespace tj
