@@ -64,6 +64,20 @@ TEST_F(Compiled, TinyLayerPrefillAndDecode) {
   }
 }
 
+// A view that two products both copy for BLAS (%x here) is a temporary of
+// each kernel under one table slot: its memory must not be another
+// temporary's in either kernel (a backward graph's dq, read by dx = dq W^T
+// and dW = h^T dq, met this).
+TEST_F(Compiled, AViewCopiedByTwoProductsKeepsItsOwnTemporary) {
+  Graph g = parse_graph(
+      "graph g\ninput %a : f64[2,8,5,16]\ninput %b : f64[2,8,5,16]\ninput %c : f64[2,5,7]\n"
+      "%0 = permute(%a) {perm=[0, 2, 1, 3]} : f64[2,5,8,16]\n%v = reshape(%0) {shape=[2, 5, 128]} : f64[2,5,128]\n"
+      "%1 = permute(%b) {perm=[0, 2, 1, 3]} : f64[2,5,8,16]\n%2 = reshape(%1) {shape=[2, 5, 128]} : f64[2,5,128]\n"
+      "%x = permute(%2) {perm=[0, 2, 1]} : f64[2,128,5]\n"
+      "%4 = matmul(%v, %x) : f64[2,5,5]\n%5 = matmul(%x, %c) : f64[2,128,7]\nreturn %4, %5\n");
+  EXPECT_LE(check(g, 0, DType::f64), 1e-12);
+}
+
 TEST_F(Compiled, EveryModel) {
   const auto& c = models::llama_config("tiny");
   EXPECT_LE(check(models::trace_mlp(c, {2, 7, 7, DType::f32}), 0, DType::f32), 1e-5);

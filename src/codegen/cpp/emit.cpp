@@ -552,14 +552,30 @@ namespace tj {
 
 EmittedProgram emit_cpp(const Graph& g, const Schedule& s, const SymEnv& hint) { return cpp::Emitter(g, s, hint).run(); }
 
+// Each kernel's temporaries from offset 0 (kernels run one at a time), but
+// a value that is a temporary of several kernels (a view two products both
+// copy) has one table slot: it gets a range of its own below every
+// kernel's, the same in each.
 TemporaryLayout lay_out_temporaries(const EmittedProgram& p, const SymEnv& sizes) {
   TemporaryLayout l;
+  auto rounded = [&](size_t i) { return (p.temporary_sizes[i].eval(sizes) + 63) / 64 * 64; };
+  std::map<ValueId, int> kernels_of;
+  for (size_t i = 0; i < p.temporaries.size(); ++i) ++kernels_of[p.temporaries[i]];
+  std::map<ValueId, int64_t> shared;
+  int64_t base = 0;
+  for (size_t i = 0; i < p.temporaries.size(); ++i)
+    if (kernels_of[p.temporaries[i]] > 1 && shared.emplace(p.temporaries[i], base).second) base += rounded(i);
   int kernel = -1;
-  int64_t cursor = 0;
+  int64_t cursor = base;
+  l.bytes = base;
   for (size_t i = 0; i < p.temporaries.size(); ++i) {
-    if (p.temporary_kernel[i] != kernel) kernel = p.temporary_kernel[i], cursor = 0;
+    if (auto it = shared.find(p.temporaries[i]); it != shared.end()) {
+      l.offsets.push_back(it->second);
+      continue;
+    }
+    if (p.temporary_kernel[i] != kernel) kernel = p.temporary_kernel[i], cursor = base;
     l.offsets.push_back(cursor);
-    cursor += (p.temporary_sizes[i].eval(sizes) + 63) / 64 * 64;
+    cursor += rounded(i);
     l.bytes = std::max(l.bytes, cursor);
   }
   return l;

@@ -43,7 +43,7 @@ struct EmittedProgram {
   std::string source;
   std::vector<std::string> kernel_symbols;  // one per kernel, in schedule order
   std::vector<std::string> output_symbols;  // one per graph output
-  std::vector<ValueId> temporaries;         // values held in memory inside one kernel only
+  std::vector<ValueId> temporaries;         // values held in memory inside one kernel only (a value may recur, once per kernel)
   std::vector<int> temporary_kernel;        // the kernel each belongs to
   std::vector<Dim> temporary_sizes;         // bytes of each
   std::vector<Dim> scratch_sizes;           // bytes per thread some kernel needs
