@@ -114,9 +114,12 @@ Graph trace_llama_layer(const LlamaConfig& c, const Shapes& s, const LayerOption
   return t.finish({out.y, out.k_cache, out.v_cache});
 }
 
-Graph trace_llama(const LlamaConfig& c, const Shapes& s, int64_t layers, const LayerOptions& o) {
+namespace {
+
+// The multi-layer model in `t`: tokens [B,T] from an input, pos and the
+// caches as inputs; returns the logits, then each layer's k and v caches.
+std::vector<Tensor> llama_model(Tracer& t, const LlamaConfig& c, const Shapes& s, int64_t layers, const LayerOptions& o) {
   if (layers < 1) throw Error("a model needs at least one layer");
-  Tracer t("llama");
   Tensor tokens = t.input("tokens", DType::i64, {s.batch, s.tokens});
   Tensor pos = t.input("pos", DType::i64, {});
   std::vector<Tensor> kcs, vcs;
@@ -139,7 +142,40 @@ Graph trace_llama(const LlamaConfig& c, const Shapes& s, int64_t layers, const L
   Tensor final_norm = t.param("final_norm", s.dtype, {c.d_model});
   Tensor lm_head = t.param("lm_head", s.dtype, {c.d_model, c.vocab});
   outs[0] = linear(rms_norm(x, final_norm, c.eps), lm_head);
-  return t.finish(outs);
+  return outs;
+}
+
+}  // namespace
+
+Graph trace_llama(const LlamaConfig& c, const Shapes& s, int64_t layers, const LayerOptions& o) {
+  Tracer t("llama");
+  return t.finish(llama_model(t, c, s, layers, o));
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  const Shape& ls = logits.type().shape;
+  const int64_t last = static_cast<int64_t>(ls.size()) - 1;
+  const Dim V = ls.back();
+  Tensor m = amax(logits, {last}, true);
+  Tensor lse = log(sum(exp(logits - m), {last}, true)) + m;
+  Shape col = targets.type().shape;
+  col.push_back(Dim(1));
+  Shape row(ls.size(), Dim(1));
+  row.back() = V;
+  Tensor hit = eq(reshape(targets, col), reshape(iota(targets, V, targets.type().dtype), row));
+  Tensor picked = sum(where(hit, logits, 0.0), {last}, true);
+  std::vector<int64_t> all(ls.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  return mean(lse - picked, all);
+}
+
+Graph trace_llama_loss(const LlamaConfig& c, const Shapes& s, int64_t layers) {
+  Tracer t("llama_loss");
+  Shapes full = s;
+  full.kv_len = s.tokens;  // the caches hold exactly the tokens: causal attention over them
+  std::vector<Tensor> outs = llama_model(t, c, full, layers, {});
+  Tensor targets = t.input("targets", DType::i64, {s.batch, s.tokens});
+  return t.finish({cross_entropy(outs[0], targets)});
 }
 
 Graph trace_mlp(const LlamaConfig& c, const Shapes& s) {

@@ -63,6 +63,14 @@ Graph trace_llama_layer(const LlamaConfig& c, const Shapes& s, const LayerOption
 // Inputs tokens i64[B,T], pos, k_cache.i, v_cache.i; outputs logits, then each
 // layer's k and v caches.
 Graph trace_llama(const LlamaConfig& c, const Shapes& s, int64_t layers, const LayerOptions& o = {});
+// The language-modelling loss of the multi-layer model: inputs tokens and
+// targets i64[B,T] (the next token of each), pos (0) and zero caches of
+// length T (k_cache.i, v_cache.i: the layer's one form); output the mean
+// cross-entropy of the logits against the targets (f32[]).
+Graph trace_llama_loss(const LlamaConfig& c, const Shapes& s, int64_t layers);
+// The cross-entropy of logits [..., V] against integer targets [...]: the
+// mean of logsumexp(logits) - logits[target].
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
 // x [B,T,d] @ w1 [d,ffn] -> gelu -> @ w2 [ffn,d].
 Graph trace_mlp(const LlamaConfig& c, const Shapes& s);
 
