@@ -389,6 +389,33 @@ TEST(Tjc, KernelsJson) {
   EXPECT_NE(text.find("(attention)"), std::string::npos);
 }
 
+// tjc train on a small text: the loss falls, the curve is drawn, a sample
+// of the asked length follows the prompt; bad arguments are clear errors.
+TEST(Tjc, TrainLearnsAndSamples) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "a small text that repeats. ";
+  std::string file = temp_file("train.txt", text), svg = ::testing::TempDir() + "loss.svg";
+  Result r = tjc("train --text " + file + " --steps 80 --batch 2 --seq 16 --layers 1 --warmup 5 --sample 12 --prompt ab --json --svg " + svg,
+                 "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["loss"].size(), 80u);
+  EXPECT_GT(j["first_loss"].get<double>(), 4.0);
+  EXPECT_LT(j["final_loss"].get<double>(), j["first_loss"].get<double>() / 2);
+  EXPECT_EQ(j["sample"].get<std::string>().size(), 14u);
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
+  std::ifstream f(svg);
+  std::string picture((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(picture.find("<polyline"), std::string::npos);
+  Result missing = tjc("train --text /nonexistent/text.txt --steps 1");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find("cannot read"), std::string::npos) << missing.out;
+  Result tiny = tjc("train --text " + temp_file("short.txt", "abc") + " --steps 1");
+  EXPECT_EQ(tiny.code, 1);
+  EXPECT_NE(tiny.out.find("shorter than a sequence"), std::string::npos) << tiny.out;
+  EXPECT_EQ(tjc("train --seq 1").code, 1);
+}
+
 TEST(Tjc, AnalyzeLlama8B) {
   for (const char* mode : {"--mode prefill --tokens 2048", "--mode decode --kv-len 4096"}) {
     Result r = tjc(std::string("analyze --config llama3-8b --dtype bf16 --hardware h100 --json ") + mode, "", true);

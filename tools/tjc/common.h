@@ -68,5 +68,6 @@ void add_analysis_commands(CLI::App& app);
 void add_bench_commands(CLI::App& app);
 void add_dynamic_demo_command(CLI::App& app);
 void add_onnx_commands(CLI::App& app);
+void add_train_command(CLI::App& app);
 
 }  // namespace tjc
