@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "support/xml.h"
+
 namespace tj {
 
 namespace {
@@ -16,16 +18,6 @@ std::string human(int64_t bytes) {
   return buf;
 }
 
-std::string escape(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    if (c == '<') r += "&lt;";
-    else if (c == '>') r += "&gt;";
-    else if (c == '&') r += "&amp;";
-    else r += c;
-  }
-  return r;
-}
 
 }  // namespace
 
@@ -44,7 +36,7 @@ std::string memory_plan_svg(const Graph& g, const ActivationPlan& p, const std::
   s += buf;
   std::snprintf(buf, sizeof buf,
                 "<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s: peak %s, lower bound %s, no reuse %s</text>\n", left,
-                escape(title).c_str(), human(p.plan.peak_bytes).c_str(), human(p.plan.lower_bound_bytes).c_str(),
+                xml_escape(title).c_str(), human(p.plan.peak_bytes).c_str(), human(p.plan.lower_bound_bytes).c_str(),
                 human(p.plan.no_reuse_bytes).c_str());
   s += buf;
   // Axes.
@@ -66,7 +58,7 @@ std::string memory_plan_svg(const Graph& g, const ActivationPlan& p, const std::
     std::snprintf(buf, sizeof buf,
                   "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" fill-opacity=\"0.75\" stroke=\"black\" "
                   "stroke-width=\"0.3\"><title>%s</title></rect>\n",
-                  x, y, w, h, colors[static_cast<size_t>(b.slot) % 8], escape(label).c_str());
+                  x, y, w, h, colors[static_cast<size_t>(b.slot) % 8], xml_escape(label).c_str());
     s += buf;
   }
   return s + "</svg>\n";

@@ -4,20 +4,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "support/xml.h"
+
 namespace tj {
 
 namespace {
-
-std::string escape(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    if (c == '<') r += "&lt;";
-    else if (c == '>') r += "&gt;";
-    else if (c == '&') r += "&amp;";
-    else r += c;
-  }
-  return r;
-}
 
 std::string num(double v) {
   char b[32];
@@ -40,7 +31,7 @@ std::string loss_curve_svg(const std::vector<double>& loss, const std::string& t
   auto y = [&](double v) { return top + (H - top - bottom) * (1 - (v - lo) / (hi - lo)); };
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" + num(H) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s += "<text x=\"" + num(W / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" + escape(title) + "</text>\n";
+  s += "<text x=\"" + num(W / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" + xml_escape(title) + "</text>\n";
   // Axes, with five ticks each.
   s += "<line x1=\"" + num(left) + "\" y1=\"" + num(H - bottom) + "\" x2=\"" + num(W - right) + "\" y2=\"" + num(H - bottom) + "\" stroke=\"black\"/>\n";
   s += "<line x1=\"" + num(left) + "\" y1=\"" + num(top) + "\" x2=\"" + num(left) + "\" y2=\"" + num(H - bottom) + "\" stroke=\"black\"/>\n";
