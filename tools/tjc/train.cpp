@@ -101,7 +101,7 @@ void cmd_train(const TrainArgs& a) {
 
   Rng rng(a.seed + 1);
   NDArray tokens(DType::i64, {B, T}), targets(DType::i64, {B, T});
-  std::vector<double> losses;
+  std::vector<double> losses, step_seconds;
   const int64_t every = std::max<int64_t>(1, a.steps / 12);
   double train_s = 0, interval_s = 0;
   for (int64_t s = 0; s < a.steps; ++s) {
@@ -118,6 +118,7 @@ void cmd_train(const TrainArgs& a) {
     auto ts = Clock::now();
     losses.push_back(trainer.step(batch, lr_at(a, s)));
     double dt = seconds_since(ts);
+    step_seconds.push_back(dt);
     train_s += dt, interval_s += dt;
     if ((s + 1) % every == 0 || s + 1 == a.steps) {
       std::fprintf(stderr, "step %5lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s\n", (long long)(s + 1), (long long)a.steps, losses.back(),
@@ -167,7 +168,7 @@ void cmd_train(const TrainArgs& a) {
   if (a.json) {
     nlohmann::json j = {{"layers", a.layers}, {"params", n_params}, {"batch", B}, {"seq", T}, {"steps", a.steps},
                         {"compile_s", compile_s}, {"tokens_per_s", tokens_per_s}, {"first_loss", losses.front()},
-                        {"final_loss", final_loss}, {"loss", losses}, {"sample", printable(out)}};
+                        {"final_loss", final_loss}, {"loss", losses}, {"step_seconds", step_seconds}, {"sample", printable(out)}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("loss %.4f -> %.4f (mean of the last %zu steps; ln 256 = %.4f), %.0f tokens/s, compile %.2f s\n", losses.front(), final_loss,
