@@ -416,6 +416,25 @@ TEST(Tjc, TrainLearnsAndSamples) {
   EXPECT_EQ(tjc("train --seq 1").code, 1);
 }
 
+// tjc grad: the partitioned forward and backward as IR, and the report.
+TEST(Tjc, GradReportsWhatTheForwardSaves) {
+  Result r = tjc("grad --model llama-layer --tokens 16 --json", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["saved"].size(), 0u);
+  EXPECT_LE(j["saved_bytes"].get<int64_t>() * 10, j["every_forward_value_bytes"].get<int64_t>() * 6);  // at most 60%
+  int64_t per_kernel = 0;
+  for (const auto& k : j["kernels"]) per_kernel += k["saved_bytes"].get<int64_t>();
+  EXPECT_EQ(per_kernel, j["saved_bytes"].get<int64_t>());
+  Result ir = tjc("grad --model mlp --tokens 4", "", true);
+  ASSERT_EQ(ir.code, 0) << ir.out;
+  size_t back = ir.out.find("// backward");
+  ASSERT_NE(back, std::string::npos);
+  EXPECT_NO_THROW(parse_graph(ir.out.substr(ir.out.find('\n') + 1, back - ir.out.find('\n') - 1)));
+  EXPECT_NO_THROW(parse_graph(ir.out.substr(ir.out.find('\n', back) + 1)));
+  EXPECT_EQ(tjc("grad --model mlp --wrt nope").code, 1);
+}
+
 TEST(Tjc, AnalyzeLlama8B) {
   for (const char* mode : {"--mode prefill --tokens 2048", "--mode decode --kv-len 4096"}) {
     Result r = tjc(std::string("analyze --config llama3-8b --dtype bf16 --hardware h100 --json ") + mode, "", true);

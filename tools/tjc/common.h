@@ -69,5 +69,6 @@ void add_bench_commands(CLI::App& app);
 void add_dynamic_demo_command(CLI::App& app);
 void add_onnx_commands(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_grad_command(CLI::App& app);
 
 }  // namespace tjc
