@@ -67,6 +67,11 @@ struct JitOptions {
   Buckets buckets;
   size_t cache_limit = 8;     // compiled entries (and compiled graphs of a breaking function)
   bool compile = true;        // false: run every graph on the interpreter (same guards and breaks)
+  // Non-empty: differentiate. The function returns one scalar; a call
+  // returns it, then its gradient with respect to each of these tensor
+  // arguments (reverse mode, compiled with the forward). A function that
+  // breaks the graph, or bucketed shapes, cannot be differentiated.
+  std::vector<size_t> grad_wrt;
 };
 
 using JitValue = std::variant<int64_t, double, bool>;

@@ -24,7 +24,7 @@ from ._core import (  # noqa: F401
     softmax, log_softmax, layer_norm, rms_norm, expand_dims, squeeze, broadcast_to, swapaxes, argmax,
     arange, asarray, causal_mask, kv_write, flash_attention, cond, while_loop,
 )
-from ._jit import JitFunction, jit, explain, compile, mark_dynamic, _note_break  # noqa: F401
+from ._jit import JitFunction, jit, explain, compile, mark_dynamic, grad, value_and_grad, _note_break  # noqa: F401
 from . import onnx  # noqa: F401
 
 __version__ = "0.1.0"

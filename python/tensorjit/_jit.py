@@ -257,8 +257,12 @@ class JitFunction(_core._FastCalls):
     of a structure seen before are checked, converted and run there, with no
     Python in between; anything else comes here, to _call."""
 
-    def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=()):
+    def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=(), grad=None):
         super().__init__(_unflatten)
+        # grad: (argnums, with_value): the function returns one scalar, a call
+        # returns its gradients with respect to those positional arguments
+        # (after the value, with_value); tensorjit.grad and value_and_grad.
+        self._grad = grad
         if dynamic not in _POLICIES:
             raise ValueError("dynamic must be None (automatic), True (symbolic), False (static) or 'bucketed'")
         self._fn = fn
@@ -288,6 +292,7 @@ class JitFunction(_core._FastCalls):
         entry = self._by_structure.get(spec)
         if entry is not None:
             return entry
+        grad_wrt, grad_spec = (self._grad_structure(spec) if self._grad else ([], None))
         if len(self._by_structure) >= 64:
             raise RuntimeError(f"tensorjit.jit({self._name}): 64 argument structures seen; "
                                "pass varying values as arrays or numbers, not in lists of changing length")
@@ -317,7 +322,8 @@ class JitFunction(_core._FastCalls):
             return outs
 
         traced.values, traced.frozen, traced.spec, traced.count = [], [], None, 0
-        jit = _core._JitFunction(self._name, self._policy, dims, self._buckets, self._cache_limit, self._compile)
+        jit = _core._JitFunction(self._name, self._policy, dims, self._buckets, self._cache_limit, self._compile, grad_wrt)
+        traced.grad_spec = grad_spec
         entry = (jit, {}, traced)  # the C++ JIT, the output structure of each of its entries, the traced function
         self._by_structure[spec] = entry
         return entry
@@ -356,6 +362,10 @@ class JitFunction(_core._FastCalls):
         outs, entry = jit(traced, tensors, values)
         if traced.count != traces:  # this call traced: its output structure
             out_spec = traced.spec
+            if traced.grad_spec is not None:  # one scalar came back; the call returns (value,) gradients
+                if out_spec != ("t", 0):
+                    raise TypeError(f"tensorjit.grad({self._name}): the function must return one scalar array")
+                out_spec = traced.grad_spec
             if entry >= 0:
                 out_specs[entry] = out_spec
         else:
@@ -363,6 +373,34 @@ class JitFunction(_core._FastCalls):
         if entry >= 0 and not kwargs and None not in kinds:
             self._learn(args, kinds, jit, entry, out_spec, _form(out_spec))
         return _unflatten(out_spec, outs)
+
+    def _grad_structure(self, spec):
+        """The tensors (flattened indices) the gradient is taken with respect
+        to, and the structure of the call's result: the value (with_value),
+        then per argnum its gradients in the argument's own structure."""
+        argnums, with_value = self._grad
+        parts = spec[1][0][1]
+        wrt = []
+
+        def relabel(s):
+            kind = s[0]
+            if kind == "t":
+                wrt.append(s[1])
+                return ("t", len(wrt))  # output 0 is the value
+            if kind in ("l", "u"):
+                return (kind, tuple(relabel(x) for x in s[1]))
+            if kind == "d":
+                return ("d", s[1], tuple(relabel(x) for x in s[2]))
+            what = "a Python number" if kind == "v" else "a frozen argument" if kind == "f" else repr(s[1])
+            raise TypeError(f"tensorjit.grad({self._name}): cannot differentiate with respect to {what}; pass arrays")
+
+        grads = []
+        for a in argnums:
+            if not -len(parts) <= a < len(parts):
+                raise TypeError(f"tensorjit.grad({self._name}): argnum {a} of a call with {len(parts)} positional arguments")
+            grads.append(relabel(parts[a]))
+        g = grads[0] if len(grads) == 1 else ("u", tuple(grads))
+        return wrt, (("u", (("t", 0), g)) if with_value else g)
 
     @property
     def stats(self):
@@ -434,6 +472,33 @@ def jit(fn=None, *, dynamic=None, buckets=0, cache_limit=8, compile=True, name=N
     if fn is None:
         return lambda f: JitFunction(f, dynamic, buckets, cache_limit, compile, name, freeze)
     return JitFunction(fn, dynamic, buckets, cache_limit, compile, name, freeze)
+
+
+def _grad(fn, argnums, with_value, options):
+    if isinstance(fn, JitFunction):
+        options = {"dynamic": {v: k for k, v in _POLICIES.items()}[fn._policy], "buckets": fn._buckets,
+                   "cache_limit": fn._cache_limit, "compile": fn._compile, **options}
+        fn = fn._fn
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums or not all(isinstance(a, int) for a in nums):
+        raise TypeError("tensorjit.grad: argnums must be an int or a tuple of ints")
+    name = options.pop("name", None) or getattr(fn, "__name__", "fn")
+    return JitFunction(fn, name=f"{'value_and_grad' if with_value else 'grad'}({name})", grad=(nums, with_value), **options)
+
+
+def grad(fn, argnums=0, **options):
+    """The gradient of `fn` (which returns one scalar array) with respect to
+    its positional argument(s) `argnums`, as jax.grad: a function of the
+    same arguments returning arrays shaped as those arguments (a dict of
+    weights gives a dict of gradients). Reverse mode on tensorjit's IR,
+    compiled with the forward; options as tensorjit.jit's."""
+    return _grad(fn, argnums, False, options)
+
+
+def value_and_grad(fn, argnums=0, **options):
+    """(fn(*args), grad(fn, argnums)(*args)) from one compiled call, as
+    jax.value_and_grad."""
+    return _grad(fn, argnums, True, options)
 
 
 def explain(f):

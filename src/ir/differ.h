@@ -24,7 +24,9 @@ struct Differ {
   std::vector<std::pair<int, ValueId>> given;
 
   ValueId x(size_t i) const { return n.inputs.at(i); }
-  const Type& type(ValueId v) const { return g.type(v); }
+  // By value: a reference into g would dangle once a node is added (an
+  // argument evaluated before another that adds one).
+  Type type(ValueId v) const { return g.type(v); }
   bool wants(size_t i) const { return wanted.at(i); }
   void give(size_t i, ValueId d) {
     if (wants(i)) given.emplace_back(static_cast<int>(i), d);

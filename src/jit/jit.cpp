@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "autodiff/vjp.h"
 #include "ir/text.h"
 #include "jit/jit_impl.h"
 #include "jit/padding.h"
@@ -223,6 +224,19 @@ std::vector<NDArray> JitFunction::Impl::run_entry(Entry& e, std::vector<NDArray>
   return out;
 }
 
+// The traced graph's value and its gradients (JitOptions::grad_wrt).
+Graph JitFunction::Impl::differentiate(Graph g, const JitArgs::State& st) const {
+  if (st.bucketed()) throw Error("jit '" + name + "': gradients with bucketed shapes are not supported (padding would enter them)");
+  if (g.outputs().size() != 1 || numel(g.type(g.outputs()[0]).shape) != Dim(1))
+    throw Error("jit '" + name + "': a function differentiated must return one scalar, it returned " + std::to_string(g.outputs().size()) +
+                " value(s)" + (g.outputs().empty() ? "" : ", the first " + g.type(g.outputs()[0]).str()));
+  VjpSpec spec;
+  for (size_t i : o.grad_wrt) spec.wrt.push_back(tensor_name(i));
+  spec.outputs = {0};
+  spec.seed_ones = true;
+  return vjp(g, spec).joint;
+}
+
 std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool symbolic,
                                                       bool given) {
   auto t0 = Clock::now();
@@ -232,14 +246,20 @@ std::vector<NDArray> JitFunction::Impl::trace_and_run(std::vector<NDArray>& ts, 
   st.segments = &seg;
   st.tracer.set_value_reader([&seg](const Tensor& t, const std::source_location& w) { return seg.read(t, w); });
   JitArgs args(&st);
+  for (size_t i : o.grad_wrt) {  // inputs of the graph even if the function does not read them (their gradient is zero)
+    if (i >= ts.size()) throw Error("jit '" + name + "': a gradient with respect to tensor " + std::to_string(i) + " of " + std::to_string(ts.size()));
+    args.tensor(i);
+  }
   std::vector<Tensor> outs = fn(args);
   for (const Tensor& t : outs)
     if (t.tracer() != &st.tracer) throw Error("jit '" + name + "': an output is not a tensor of this trace");
   if (seg.breaks > 0) {
+    if (!o.grad_wrt.empty()) throw Error("jit '" + name + "': a function that reads tensor values (a graph break) cannot be differentiated");
     breaking = true;
     return seg.finish(outs);
   }
   Graph g = st.tracer.finish(outs);
+  if (!o.grad_wrt.empty()) g = differentiate(std::move(g), st);
   if (st.bucketed()) {
     if (std::string why = bucketing_hazard(g); !why.empty()) throw RestartStatic{why};
   }

@@ -118,6 +118,7 @@ struct JitFunction::Impl {
   // `given`: the caller gave its tensors up (an rvalue call), so donated
   // caches, updated in place, move into the outputs instead of being copied.
   std::vector<NDArray> call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool given = false);
+  Graph differentiate(Graph g, const JitArgs::State& st) const;
   // The names of a function called with named arguments (fixed by its first call).
   std::optional<std::vector<std::string>> tensor_names, value_names;
   std::vector<NDArray> call_named(Bindings& ts, const JitFunction::NamedValues& vs);

@@ -145,6 +145,11 @@ TEST(Gradcheck, ReductionsAndMatmul) {
       gradcheck(std::string(op_def(op).name) + (keep ? " keepdim" : ""), [op, keep](Graph& g) {
         g.set_outputs({g.add(op, {g.add_input("x", f64({2, 3, 5}))}, {{"axes", std::vector<int64_t>{0, 2}}, {"keepdim", keep}})});
       });
+  // A vector to a scalar: its rule adds a node while reading the operand's
+  // shape (a reference into the graph would dangle).
+  gradcheck("sum of a vector", [](Graph& g) {
+    g.set_outputs({g.add(Op::sum, {g.add_input("x", f64({4}))}, {{"axes", std::vector<int64_t>{0}}})});
+  });
   gradcheck("matmul, batch broadcast", [](Graph& g) {
     ValueId a = g.add_input("a", f64({2, 3, 4})), b = g.add_input("b", f64({4, 5}));
     g.set_outputs({g.add(Op::matmul, {a, b})});
@@ -181,6 +186,28 @@ TEST(Gradcheck, ViewsAndDataMovement) {
     ValueId pos = g.add_const({DType::i64, {}}, std::vector<double>{3});
     g.set_outputs({g.add(Op::exp, {g.add(Op::kv_write, {cache, rows, pos}, {{"axis", int64_t{2}}})})});
   });
+}
+
+// flash_attn with grouped heads (4 query heads over 2 KV heads): plain,
+// causal at an offset, with a broadcast bias, and with a row that sees no
+// key (zero_empty_rows).
+TEST(Gradcheck, FlashAttention) {
+  for (int form = 0; form < 4; ++form)
+    gradcheck("flash_attn form " + std::to_string(form), [form](Graph& g) {
+      ValueId q = g.add_input("q", f64({1, 4, 3, 4})), k = g.add_input("k", f64({1, 2, 5, 4})), v = g.add_input("v", f64({1, 2, 5, 3}));
+      std::vector<ValueId> ops = {q, k, v};
+      NamedAttrs a = {{"scale", 0.5}};
+      if (form >= 1) {
+        ops.push_back(g.add_const({DType::i64, {}}, std::vector<double>{form == 3 ? -1.0 : 2.0}));
+        a.push_back({"causal", true});
+      }
+      if (form == 2) {
+        ops.push_back(g.add_input("bias", f64({1, 1, 3, 5})));
+        a.push_back({"bias", true});
+      }
+      if (form == 3) a.push_back({"zero_empty_rows", true});
+      g.set_outputs({g.add(Op::flash_attn, ops, a)});
+    });
 }
 
 TEST(Gradcheck, SymbolicDims) {

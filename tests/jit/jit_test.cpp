@@ -83,6 +83,43 @@ TEST_F(Jit, CallCachedRunsHitsOnly) {
   EXPECT_EQ(f.stats().hits, 1);
 }
 
+// grad_wrt: the value and its gradients, compiled with the forward; a new
+// size recompiles; a function that breaks, or that returns no scalar, is
+// an error.
+TEST_F(Jit, GradientsOfAScalarFunction) {
+  JitOptions o;
+  o.grad_wrt = {0, 1};
+  JitFunction f = jit("loss", [](JitArgs& a) { return std::vector<Tensor>{sum(tanh(matmul(a.tensor(0), a.tensor(1))), {0, 1})}; }, o);
+  for (int64_t rows : {3, 5}) {
+    NDArray x = filled(DType::f64, {rows, 4}, 1), w = filled(DType::f64, {4, 2}, 2);
+    std::vector<NDArray> out = f(std::vector<NDArray>{x, w});
+    ASSERT_EQ(out.size(), 3u);
+    // d/dw[k][j] = sum_i x[i][k] (1 - tanh(x w)[i][j]^2), by hand
+    for (int64_t k = 0; k < 4; ++k)
+      for (int64_t j = 0; j < 2; ++j) {
+        double want = 0;
+        for (int64_t i = 0; i < rows; ++i) {
+          double z = 0;
+          for (int64_t m = 0; m < 4; ++m) z += x.get(i * 4 + m) * w.get(m * 2 + j);
+          want += x.get(i * 4 + k) * (1 - std::tanh(z) * std::tanh(z));
+        }
+        EXPECT_NEAR(out[2].get(k * 2 + j), want, 1e-12);
+      }
+    EXPECT_EQ(out[1].shape(), x.shape());
+  }
+  EXPECT_EQ(f.stats().compilations, 2);
+  JitFunction breaks = jit("breaks", [](JitArgs& a) {
+    Tensor x = a.tensor(0);
+    if (sum(x, {0}).item() > 0) x = x * 2.0;
+    return std::vector<Tensor>{sum(x, {0})};
+  }, o);
+  EXPECT_THROW(breaks(std::vector<NDArray>{filled(DType::f64, {3}, 1), filled(DType::f64, {3}, 2)}), Error);
+  JitOptions one;
+  one.grad_wrt = {0};
+  JitFunction vector = jit("vector", [](JitArgs& a) { return std::vector<Tensor>{a.tensor(0) * 2.0}; }, one);
+  EXPECT_THROW(vector(std::vector<NDArray>{filled(DType::f64, {3}, 1)}), Error);
+}
+
 TEST_F(Jit, EachGuardKindHitsAndMisses) {
   NDArray w = filled(DType::f32, {8, 4}, 1);
   JitFunction f = jit("mlp", mlp(w));

@@ -3,6 +3,8 @@
 // with regions). Their interpreter kernels are in
 // src/runtime/reference_kernels.cpp (control flow: the interpreter's driver).
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "ir/differ.h"
 #include "ir/ops/infer.h"
@@ -157,6 +159,52 @@ void d_kv_write(Differ& d) {
   }
 }
 
+// flash_attn: the scores recomputed, as the forward's online softmax
+// computes them, with the query heads of each KV head side by side
+// ([B, Hkv, G*T, S]: head h is group h / G, as the kernel reads it). Then
+// dV = P^T dO (summed over the group by the product), dP = dO V^T,
+// dS = P (dP - rowsum(dP P)), dQ = scale dS K, dK = scale dS^T Q, and the
+// bias' dS. It holds the [G*T, S] scores of each KV head: the backward that
+// recomputes them block by block, never whole, is still to come.
+void d_flash_attn(Differ& d) {
+  const Type q = d.type(d.x(0)), k = d.type(d.x(1)), v = d.type(d.x(2));
+  const bool causal = d.n.attr_bool("causal"), has_bias = d.n.attr_bool("bias");
+  const double scale = d.n.attr_float("scale");
+  const Dim B = q.shape[0], H = q.shape[1], T = q.shape[2], D = q.shape[3], Hkv = k.shape[1], S = k.shape[2], Dv = v.shape[3];
+  const std::optional<Dim> G = H.div_exact(Hkv);
+  if (!G) throw Unsupported("flash_attn: query heads " + H.str() + " not a known multiple of kv heads " + Hkv.str());
+  const Dim R = *G * T;  // rows per KV head
+  auto rows = [&](ValueId x, const Dim& last) { return d.op(Op::reshape, {x}, {{"shape", Shape{B, Hkv, R, last}}}); };
+  auto swap = [&](ValueId x) { return d.op(Op::permute, {x}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}}); };
+  ValueId qg = rows(d.x(0), D), K = d.x(1), V = d.x(2);
+  ValueId s = d.mul(d.op(Op::matmul, {qg, swap(K)}), d.c(scale));
+  if (has_bias) s = d.add(s, rows(d.expand_to(d.x(d.n.inputs.size() - 1), {B, H, T, S}), S));
+  // Key j is visible to the query at position i of its block when j <= offset + i.
+  ValueId visible = -1;
+  if (causal) {
+    DType it = d.type(d.x(3)).dtype;
+    ValueId i = d.op(Op::reshape, {d.op(Op::iota, {}, {{"n", T}, {"dtype", it}})}, {{"shape", Shape{Dim(1), T}}});
+    i = d.op(Op::reshape, {d.expand_to(i, {*G, T})}, {{"shape", Shape{R, Dim(1)}}});
+    ValueId j = d.op(Op::reshape, {d.op(Op::iota, {}, {{"n", S}, {"dtype", it}})}, {{"shape", Shape{Dim(1), S}}});
+    ValueId offset = d.type(d.x(3)).rank() == 0 ? d.x(3) : d.op(Op::reshape, {d.x(3)}, {{"shape", Shape{}}});
+    visible = d.op(Op::le, {j, d.add(i, offset)});
+    s = d.op(Op::where, {visible, s, d.c(-INFINITY)});
+  }
+  ValueId m = d.reduce(Op::amax, s, {3});
+  ValueId e = d.op(Op::exp, {d.sub(s, m)});
+  if (causal) e = d.keep(visible, e);  // an empty row: 0, not exp(NaN)
+  ValueId p = d.div(e, d.reduce(Op::sum, e, {3}));
+  if (d.n.attr_bool("zero_empty_rows")) p = d.keep(d.op(Op::eq, {p, p}), p);  // NaN (0 / 0) rows: 0
+  ValueId dO = rows(d.dy, Dv);
+  if (d.wants(2)) d.give(2, d.op(Op::matmul, {swap(p), dO}));
+  ValueId dp = d.op(Op::matmul, {dO, swap(V)});
+  ValueId ds = d.mul(p, d.sub(dp, d.reduce(Op::sum, d.mul(dp, p), {3})));
+  if (d.wants(0)) d.give(0, d.op(Op::reshape, {d.mul(d.op(Op::matmul, {ds, K}), d.c(scale))}, {{"shape", q.shape}}));
+  if (d.wants(1)) d.give(1, d.mul(d.op(Op::matmul, {swap(ds), qg}), d.c(scale)));
+  if (has_bias && d.wants(d.n.inputs.size() - 1))
+    d.give(d.n.inputs.size() - 1, d.op(Op::reshape, {ds}, {{"shape", Shape{B, H, T, S}}}));
+}
+
 }  // namespace
 
 std::vector<OpDef> special() {
@@ -167,12 +215,12 @@ std::vector<OpDef> special() {
       with_grad({Op::kv_write, "kv_write", Cat::special, 3, 3, {{"axis", AK::Int, AttrValue(int64_t{2})}}, infer_kv_write, false, Fuse::store, 0}, d_kv_write),
       // Operands q, k, v, [offset if causal], [bias if bias]; zero_empty_rows:
       // a row with no visible key (every score -inf) gives 0, not NaN.
-      {Op::flash_attn, "flash_attn", Cat::special, 3, 5,
+      with_grad({Op::flash_attn, "flash_attn", Cat::special, 3, 5,
        {{"scale", AK::Float, std::nullopt},
         {"causal", AK::Bool, AttrValue(false)},
         {"bias", AK::Bool, AttrValue(false)},
         {"zero_empty_rows", AK::Bool, AttrValue(false)}},
-       infer_flash_attn, false, Fuse::attention, 1, flash_attn_flops},
+       infer_flash_attn, false, Fuse::attention, 1, flash_attn_flops}, d_flash_attn),
       {Op::while_loop, "while_loop", Cat::control, 1, -1,
        {{"carried", AK::Int, std::nullopt}, {"cond", AK::RegionK, std::nullopt}, {"body", AK::RegionK, std::nullopt}}, infer_while_loop},
       {Op::cond, "cond", Cat::control, 1, -1, {{"then", AK::RegionK, std::nullopt}, {"else", AK::RegionK, std::nullopt}}, infer_cond},
