@@ -139,6 +139,27 @@ TEST(Gradcheck, BinaryOpsBroadcast) {
   });
 }
 
+// Random shapes (seeded): two operands of ranks 1 to 3 whose dims are the
+// result's or 1, through every binary rule and a reduction of the result.
+TEST(Gradcheck, RandomBroadcastShapes) {
+  Rng rng(17);
+  for (int trial = 0; trial < 6; ++trial) {
+    const size_t rank = 1 + rng.next() % 3;
+    Shape full, a, b;
+    for (size_t i = 0; i < rank; ++i) full.push_back(Dim(static_cast<int64_t>(2 + rng.next() % 3)));
+    for (size_t i = 0; i < rank; ++i) {
+      a.push_back(rng.next() % 3 == 0 ? Dim(1) : full[i]);
+      b.push_back(rng.next() % 3 == 0 ? Dim(1) : full[i]);
+    }
+    if (rank > 1 && rng.next() % 2) b.erase(b.begin());  // a lower rank: leading dims broadcast
+    const Op op = std::vector<Op>{Op::add, Op::sub, Op::mul, Op::div, Op::max, Op::min, Op::pow}[rng.next() % 7];
+    gradcheck(std::string(op_def(op).name) + " " + shape_str(a) + " " + shape_str(b), [&](Graph& g) {
+      ValueId y = g.add(op, {g.add_input("pa", f64(a)), g.add_input("pb", f64(b))});
+      g.set_outputs({y, g.add(Op::mean, {y}, {{"axes", std::vector<int64_t>{0}}})});
+    });
+  }
+}
+
 TEST(Gradcheck, ReductionsAndMatmul) {
   for (Op op : {Op::sum, Op::mean, Op::amax})
     for (bool keep : {false, true})
