@@ -32,6 +32,20 @@ std::string describe(const Graph& g, ValueId v) {
   return std::string(n.def().name) + " (value %" + std::to_string(v) + ", " + n.type.str() + ")";
 }
 
+// A region's backward (Differ::region_grad): vjp of its first output with
+// respect to the inputs wanted, the forward's outputs dropped.
+Region region_grad(const Graph& r, const std::vector<size_t>& inputs) {
+  VjpSpec s;
+  s.outputs = {0};
+  const std::vector<ValueId> ins = r.inputs();
+  for (size_t i : inputs) s.wrt.push_back(r.node(ins.at(i)).name);
+  Vjp v = vjp(r, s);
+  Graph& g = v.joint;
+  g.set_outputs(std::vector<ValueId>(g.outputs().begin() + static_cast<std::ptrdiff_t>(v.forward_outputs), g.outputs().end()));
+  g.set_name(r.name() + ".grad");
+  return std::make_shared<const Graph>(std::move(g));
+}
+
 }  // namespace
 
 Vjp vjp(const Graph& g, const VjpSpec& spec) {
@@ -101,7 +115,7 @@ Vjp vjp(const Graph& g, const VjpSpec& spec) {
     }
     if (std::none_of(wanted.begin(), wanted.end(), [](bool b) { return b; })) continue;
     if (!node.def().grad) throw Unsupported("vjp: " + describe(g, static_cast<ValueId>(v)) + " is not differentiable, and a gradient asked for flows through it");
-    Differ d{j, node, static_cast<ValueId>(v), d_here, wanted, {}};
+    Differ d{j, node, static_cast<ValueId>(v), d_here, wanted, {}, region_grad};
     node.def().grad(d);
     for (auto [i, dx] : d.given) {
       ValueId x = node.inputs[static_cast<size_t>(i)];

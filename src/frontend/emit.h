@@ -10,6 +10,19 @@
 
 namespace tj {
 
+// While alive, `t` is the region being traced: ops on outer tensors alone
+// trace into it (TracerAccess::emit).
+class RegionScope {
+ public:
+  explicit RegionScope(Tracer* t);
+  ~RegionScope();
+  RegionScope(const RegionScope&) = delete;
+  RegionScope& operator=(const RegionScope&) = delete;
+
+ private:
+  Tracer* outer_;
+};
+
 struct TracerAccess {
   static Tensor emit(Tracer& t, Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs);
 };

@@ -116,12 +116,32 @@ void Tracer::capture(const std::vector<Tensor>& outer) {
   for (const Tensor& t : outer) (void)operand(t, "capture");
 }
 
-Tensor TracerAccess::emit(Tracer& t, Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs) {
+namespace {
+
+// The region whose function is running (trace_region), innermost first.
+thread_local Tracer* g_region = nullptr;
+
+}  // namespace
+
+// An op goes to the innermost trace among its operands' and the region being
+// traced: `b * s` and `s * b` inside a region both trace into it (b, an
+// outer tensor, captured), and so does `b * b` (so that each of the
+// region's traces captures the same outer values).
+Tensor TracerAccess::emit(Tracer& first, Op op, const std::vector<Tensor>& operands, const NamedAttrs& attrs) {
+  Tracer* t = &first;
+  for (const auto& o : operands) {
+    Tracer* u = o.tracer();
+    if (u && u != t && u->is_ancestor(t)) t = u;  // u is deeper
+  }
+  if (g_region && g_region != t && g_region->is_ancestor(t)) t = g_region;
   std::vector<ValueId> ids;
   ids.reserve(operands.size());
-  for (const auto& o : operands) ids.push_back(t.operand(o, op_def(op).name));
-  return {&t, t.g_->add(op, std::move(ids), attrs)};
+  for (const auto& o : operands) ids.push_back(t->operand(o, op_def(op).name));
+  return {t, t->g_->add(op, std::move(ids), attrs)};
 }
+
+RegionScope::RegionScope(Tracer* t) : outer_(g_region) { g_region = t; }
+RegionScope::~RegionScope() { g_region = outer_; }
 
 TracedGraph Tracer::finish(const std::vector<Tensor>& outputs) {
   std::vector<ValueId> ids;
@@ -400,7 +420,11 @@ RegionTrace trace_region(Tracer& outer, const std::string& name, const std::vect
   std::vector<Tensor> params;
   for (size_t i = 0; i < args.size(); ++i) params.push_back(t.input("s" + std::to_string(i), args[i].dtype(), args[i].shape()));
   t.capture(known);
-  std::vector<Tensor> out = fn(params);
+  std::vector<Tensor> out;
+  {
+    RegionScope scope(&t);
+    out = fn(params);
+  }
   Graph g = t.finish(out);  // an outer tensor returned as is is captured here too
   return {std::make_shared<const Graph>(std::move(g)), t.captures()};
 }

@@ -8,6 +8,7 @@
 // (indices, masks) or that wants none.
 #pragma once
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct Differ {
   ValueId dy;                // its cotangent, of n's type
   std::vector<bool> wanted;  // per operand: does any gradient asked for flow through it
   std::vector<std::pair<int, ValueId>> given;
+  // For control flow: a region's backward, from the autodiff stage. Given a
+  // region whose first output is differentiated and the indices of the
+  // inputs wanted, a region taking the same inputs then that output's
+  // cotangent, and returning the wanted inputs' cotangents in order.
+  std::function<Region(const Graph& region, const std::vector<size_t>& inputs)> region_grad;
 
   ValueId x(size_t i) const { return n.inputs.at(i); }
   // By value: a reference into g would dangle once a node is added (an

@@ -19,6 +19,7 @@
 #include "runtime/interpreter.h"
 #include "runtime/random_inputs.h"
 #include "tensorjit/error.h"
+#include "tensorjit/tensor.h"
 
 namespace tj {
 namespace {
@@ -229,6 +230,29 @@ TEST(Gradcheck, FlashAttention) {
       if (form == 3) a.push_back({"zero_empty_rows", true});
       g.set_outputs({g.add(Op::flash_attn, ops, a)});
     });
+}
+
+// cond: each branch differentiated as a region (the backward is a cond of
+// the branches' backwards); a value the branch captures gets its
+// gradient too. Both predicate values.
+TEST(Gradcheck, Cond) {
+  for (bool flag : {true, false}) {
+    Tracer t("cond");
+    Tensor x = t.input("x", DType::f64, {3}), w = t.input("w", DType::f64, {3}), b = t.input("b", DType::f64, {3});
+    Tensor pred = t.constant(DType::boolean, {}, {flag ? 1.0 : 0.0});
+    auto r = cond(
+        pred, [&b](const std::vector<Tensor>& s) { return std::vector<Tensor>{sin(s[0]) * s[1] + b * b}; },
+        [](const std::vector<Tensor>& s) { return std::vector<Tensor>{s[0] * s[0]}; }, {x, w});
+    Graph g = t.finish({tanh(r[0])});
+    SCOPED_TRACE(flag ? "cond, then" : "cond, else");
+    gradcheck_graph(g, {});
+  }
+  Graph two = parse_graph(
+      "graph t\ninput %a : f64[2]\n%0 = exp(%a) : f64[2]\nreturn %0, %a\n\ngraph e\ninput %a : f64[2]\nreturn %a, %a\n\n"
+      "graph two\ninput %p : bool[]\ninput %x : f64[2]\n%0 = cond(%p, %x) {then=@t, else=@e} : f64[2]\nreturn %0\n");
+  VjpSpec spec;
+  spec.wrt = {"x"};
+  EXPECT_THROW(vjp(two, spec), Unsupported);  // several results
 }
 
 TEST(Gradcheck, SymbolicDims) {

@@ -94,6 +94,23 @@ TEST(ControlFlow, CondTakesTheRightBranchAndCapturesOuterTensors) {
   EXPECT_EQ(no[0].to_vector(), (std::vector<double>{-1, -2, -3}));
 }
 
+// Ops whose first operand (or every operand) is an outer tensor trace into
+// the region too: `k * s` as `s * k`, and `k * k` computed in the branch
+// (once traced into the outer graph, a new outer value each time the branch
+// was traced, so that the regions' captures disagreed).
+TEST(ControlFlow, OpsOnOuterTensorsTraceIntoTheRegion) {
+  Tracer t("outer");
+  Tensor x = t.input("x", DType::f64, {3}), p = t.input("p", DType::f64, {}), k = t.input("k", DType::f64, {3});
+  auto out = cond(p, [&](const std::vector<Tensor>& s) { return std::vector<Tensor>{k * s[0] + k * k}; },
+                  [&](const std::vector<Tensor>& s) { return std::vector<Tensor>{s[0]}; }, {x});
+  Graph g = t.finish({out[0]});
+  verify(g);
+  EXPECT_EQ(g.size(), 4u) << print_graph(g);  // x, p, k and the cond: nothing computed outside
+  NDArray xv = NDArray::from(DType::f64, {3}, {1, 2, 3}), kv = NDArray::from(DType::f64, {3}, {2, 2, 2});
+  auto yes = interpret(g, {{"x", xv}, {"p", NDArray::scalar(DType::f64, 1)}, {"k", kv}}, {DType::f64});
+  EXPECT_EQ(yes[0].to_vector(), (std::vector<double>{6, 8, 10}));
+}
+
 TEST(ControlFlow, BadRegionsAreRejected) {
   Tracer t("bad");
   Tensor x = t.input("x", DType::f64, {3});

@@ -205,6 +205,24 @@ void d_flash_attn(Differ& d) {
     d.give(d.n.inputs.size() - 1, d.op(Op::reshape, {ds}, {{"shape", Shape{B, H, T, S}}}));
 }
 
+// cond: a cond of the branches' backwards, on the same predicate and
+// operands and the cotangent. One result only (a cond whose other results
+// are read is not differentiable here).
+void d_cond(Differ& d) {
+  if (num_results(d.n) != 1) throw Unsupported("cond with " + std::to_string(num_results(d.n)) + " results is not differentiable here (one is)");
+  std::vector<size_t> wanted, region_inputs;  // operands (after the predicate), and their places among the regions' inputs
+  for (size_t i = 1; i < d.n.inputs.size(); ++i)
+    if (d.wants(i)) wanted.push_back(i), region_inputs.push_back(i - 1);
+  if (wanted.empty()) return;
+  Region then_grad = d.region_grad(*std::get<Region>(d.n.attr("then")), region_inputs);
+  Region else_grad = d.region_grad(*std::get<Region>(d.n.attr("else")), region_inputs);
+  std::vector<ValueId> ops(d.n.inputs.begin(), d.n.inputs.end());
+  ops.push_back(d.dy);
+  ValueId c = d.op(Op::cond, ops, {{"then", then_grad}, {"else", else_grad}});
+  for (size_t k = 0; k < wanted.size(); ++k)
+    d.give(wanted[k], k == 0 ? c : d.op(Op::result, {c}, {{"index", static_cast<int64_t>(k)}}));
+}
+
 }  // namespace
 
 std::vector<OpDef> special() {
@@ -223,7 +241,7 @@ std::vector<OpDef> special() {
        infer_flash_attn, false, Fuse::attention, 1, flash_attn_flops}, d_flash_attn),
       {Op::while_loop, "while_loop", Cat::control, 1, -1,
        {{"carried", AK::Int, std::nullopt}, {"cond", AK::RegionK, std::nullopt}, {"body", AK::RegionK, std::nullopt}}, infer_while_loop},
-      {Op::cond, "cond", Cat::control, 1, -1, {{"then", AK::RegionK, std::nullopt}, {"else", AK::RegionK, std::nullopt}}, infer_cond},
+      with_grad({Op::cond, "cond", Cat::control, 1, -1, {{"then", AK::RegionK, std::nullopt}, {"else", AK::RegionK, std::nullopt}}, infer_cond}, d_cond),
       {Op::result, "result", Cat::control, 1, 1, {{"index", AK::Int, std::nullopt}}, infer_result},
   };
 }
