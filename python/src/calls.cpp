@@ -73,13 +73,14 @@ DynamicPolicy policy_of(const std::string& s) {
 
 // The fast path, the base class of tensorjit.jit's JitFunction: its
 // __call__ is this class's. Python's slow path (JitFunction._call) teaches
-// it each argument structure it can take: per positional argument a kind (a
-// numpy array; a float, an int or a bool; a frozen weight or flat container
-// of weights, by identity; a constant None or string; a dict, list or tuple
-// of arrays), the C++ JIT of that structure, and per compiled entry the
-// output structure. A call whose arguments match a structure is converted
-// here and run if a compiled entry's guards pass; anything else (a miss, a
-// new structure, keywords) goes to the slow path.
+// it each argument structure it can take: per positional argument, then
+// per keyword argument (by name, in the call's order), a kind (a numpy
+// array; a float, an int or a bool; a frozen weight or flat container of
+// weights, by identity; a constant None or string; a dict, list or tuple of
+// arrays), the C++ JIT of that structure, and per compiled entry the output
+// structure. A call whose arguments match a structure is converted here and
+// run if a compiled entry's guards pass; anything else (a miss, a new
+// structure) goes to the slow path.
 class FastCalls {
  public:
   enum Kind { kArray = 0, kFloat = 1, kInt = 2, kBool = 3, kFrozen = 4, kConst = 5, kArrays = 6 };
@@ -87,12 +88,18 @@ class FastCalls {
 
   explicit FastCalls(nb::callable unflatten) : unflatten_(std::move(unflatten)) {}
 
-  void learn(const nb::tuple& args, const std::vector<int>& kinds, nb::object jit, int entry, nb::object spec, int form) {
-    if (kinds.size() != args.size() || entry < 0 || form < kOne || form > kOther) return;
+  // `kinds`: per positional argument, then per keyword argument in the
+  // call's order.
+  void learn(const nb::tuple& args, const nb::dict& kwargs, const std::vector<int>& kinds, nb::object jit, int entry, nb::object spec,
+             int form) {
+    if (kinds.size() != args.size() + kwargs.size() || entry < 0 || form < kOne || form > kOther) return;
+    std::vector<PyObject*> xs = flat(args, kwargs);
+    std::vector<nb::object> names;
+    for (auto [k, v] : kwargs) names.push_back(nb::borrow(k));
     std::vector<Arg> rule;
     for (size_t i = 0; i < kinds.size(); ++i) {
       Arg a{kinds[i], {}, {}, {}};
-      nb::handle x = args[i];
+      nb::handle x = xs[i];
       if (a.kind == kArrays) {  // its type and keys (or length)
         a.obj = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(x.ptr())));
         if (PyDict_CheckExact(x.ptr())) {
@@ -117,12 +124,12 @@ class FastCalls {
     Jit* cpp = nb::cast<Jit*>(jit);
     Structure* s = nullptr;
     for (Structure& t : structures_)
-      if (t.cpp == cpp && same_rule(t.args, rule)) s = &t;
+      if (t.cpp == cpp && same_rule(t.args, rule) && same_names(t.names, names)) s = &t;
     if (!s) {
       if (structures_.size() >= kMaxStructures) structures_.erase(structures_.begin());
       size_t arrays = 0;
       for (const Arg& a : rule) arrays += a.kind == kArray ? 1 : a.kind == kArrays ? a.keys.size() : 0;
-      structures_.push_back({std::move(rule), arrays, jit, cpp, {}});
+      structures_.push_back({std::move(rule), std::move(names), arrays, jit, cpp, {}});
       s = &structures_.back();
     }
     if (s->outputs.size() <= static_cast<size_t>(entry)) s->outputs.resize(static_cast<size_t>(entry) + 1);
@@ -132,13 +139,15 @@ class FastCalls {
   // The call: here, or (None from run) on the slow path.
   static nb::object call(nb::pointer_and_handle<FastCalls> self, const nb::args& args, const nb::kwargs& kwargs) {
     FastCalls& f = *self.p;
-    if (kwargs.size() == 0)
+    if (!f.structures_.empty()) {
+      std::vector<PyObject*> xs = flat(args, kwargs);
       for (Structure& s : f.structures_)
-        if (f.matches(s.args, args)) {
-          nb::object r = f.run(s, args);
+        if (f.matches(s, xs, kwargs)) {
+          nb::object r = f.run(s, xs);
           if (r.is_valid()) return r;
           break;
         }
+    }
     return self.h.attr("_call")(*args, **kwargs);
   }
 
@@ -157,12 +166,34 @@ class FastCalls {
     int form = kOther;
   };
   struct Structure {
-    std::vector<Arg> args;
-    size_t arrays = 0;  // arrays in all
+    std::vector<Arg> args;          // positional, then keyword
+    std::vector<nb::object> names;  // the keyword arguments' names, in the call's order
+    size_t arrays = 0;              // arrays in all
     nb::object jit;  // keeps `cpp` alive
     Jit* cpp;
     std::vector<Output> outputs;  // per entry of the C++ JIT
   };
+
+  // The positional arguments, then the keyword arguments' values in order.
+  static std::vector<PyObject*> flat(const nb::tuple& args, const nb::dict& kwargs) {
+    std::vector<PyObject*> xs;
+    xs.reserve(args.size() + kwargs.size());
+    for (nb::handle a : args) xs.push_back(a.ptr());
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs.ptr(), &pos, &k, &v)) xs.push_back(v);
+    return xs;
+  }
+
+  static bool same_name(PyObject* a, PyObject* b) {
+    return a == b || (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b) && PyUnicode_Compare(a, b) == 0);
+  }
+  static bool same_names(const std::vector<nb::object>& a, const std::vector<nb::object>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same_name(a[i].ptr(), b[i].ptr())) return false;
+    return true;
+  }
 
   static bool same_rule(const std::vector<Arg>& a, const std::vector<Arg>& b) {
     if (a.size() != b.size()) return false;
@@ -220,10 +251,17 @@ class FastCalls {
     return true;
   }
 
-  bool matches(const std::vector<Arg>& rule, const nb::tuple& args) const {
-    if (rule.size() != args.size()) return false;
+  bool matches(const Structure& s, const std::vector<PyObject*>& xs, const nb::dict& kwargs) const {
+    const std::vector<Arg>& rule = s.args;
+    if (rule.size() != xs.size() || s.names.size() != kwargs.size()) return false;
+    {
+      PyObject *k, *v;
+      Py_ssize_t pos = 0;
+      for (size_t i = 0; PyDict_Next(kwargs.ptr(), &pos, &k, &v); ++i)
+        if (!same_name(k, s.names[i].ptr())) return false;
+    }
     for (size_t i = 0; i < rule.size(); ++i) {
-      PyObject* x = args[i].ptr();
+      PyObject* x = xs[i];
       switch (rule[i].kind) {
         case kArray: if (Py_TYPE(x) != numpy_array_type()) return false; break;
         case kFloat: if (!PyFloat_CheckExact(x)) return false; break;
@@ -243,7 +281,7 @@ class FastCalls {
   }
 
   // The results, or no object (not valid) when the slow path must take the call.
-  nb::object run(Structure& s, const nb::tuple& args) {
+  nb::object run(Structure& s, const std::vector<PyObject*>& xs) {
     std::vector<NDArray> in;
     std::vector<JitValue> vals;
     std::vector<nb::handle> objects;
@@ -257,7 +295,7 @@ class FastCalls {
       return true;
     };
     for (size_t i = 0; i < s.args.size(); ++i) {
-      PyObject* x = args[i].ptr();
+      PyObject* x = xs[i];
       switch (s.args[i].kind) {
         case kArray:
           if (!add(x)) return {};

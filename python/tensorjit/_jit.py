@@ -253,9 +253,9 @@ _breaks = _Breaks()
 class JitFunction(_core._FastCalls):
     """A Python function compiled by tensorjit on each new kind of arguments.
 
-    A call is _core._FastCalls's (python/src/calls.cpp): positional arguments
-    of a structure seen before are checked, converted and run there, with no
-    Python in between; anything else comes here, to _call."""
+    A call is _core._FastCalls's (python/src/calls.cpp): arguments of a
+    structure seen before (positional and keyword) are checked, converted and
+    run there, with no Python in between; anything else comes here, to _call."""
 
     def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=(), grad=None):
         super().__init__(_unflatten)
@@ -350,11 +350,18 @@ class JitFunction(_core._FastCalls):
                 parts.append(_flatten(a, tensors, values))
                 kinds.append(_fast_kind(a, t))
         if kwargs:
+            for k, v in kwargs.items():
+                t = type(v)
+                if k in self._freeze_names:
+                    kinds.append(_FROZEN if _fast_frozen(v) else None)
+                else:
+                    kinds.append(_ARRAY if t is _ndarray else _fast_kind(v, t) if type(k) is str else None)
+            given = kwargs
             if self._freeze_names:
                 kwargs = {k: _Frozen(v) if k in self._freeze_names else v for k, v in kwargs.items()}
             kw = _flatten(kwargs, tensors, values)
         else:
-            kw = _NO_KWARGS
+            given, kw = kwargs, _NO_KWARGS
         spec = ("u", (("u", tuple(parts)), kw))
         jit, out_specs, traced = self._entry(spec, tensors)
         traced.values, traced.frozen = values, tensors.frozen
@@ -370,8 +377,8 @@ class JitFunction(_core._FastCalls):
                 out_specs[entry] = out_spec
         else:
             out_spec = out_specs[entry]
-        if entry >= 0 and not kwargs and None not in kinds:
-            self._learn(args, kinds, jit, entry, out_spec, _form(out_spec))
+        if entry >= 0 and None not in kinds:
+            self._learn(args, given, kinds, jit, entry, out_spec, _form(out_spec))
         return _unflatten(out_spec, outs)
 
     def _grad_structure(self, spec):

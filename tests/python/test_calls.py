@@ -1,4 +1,4 @@
-"""The call path of a jit function (python/src/calls.cpp): positional
+"""The call path of a jit function (python/src/calls.cpp): positional and keyword
 arguments of a structure seen before are checked and run in C++ (the fast
 path); everything it cannot take goes to the Python slow path, which gives
 the same results. Each case is checked against numpy or the slow path."""
@@ -136,3 +136,27 @@ def test_calls_from_threads():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_keyword_arguments_take_the_fast_path():
+    @tj.jit
+    def f(x, w, scale=1.0):
+        return (x @ w["a"]) * scale
+
+    x, w = f32(2, 4), {"a": f32(4, 3)}
+    slow_calls = []
+    slow = f._call
+    f._call = lambda *a, **k: slow_calls.append(1) or slow(*a, **k)
+    for _ in range(3):
+        np.testing.assert_allclose(f(x, w=w, scale=2.0), 2 * x @ w["a"], rtol=1e-5, atol=1e-6)
+    assert len(slow_calls) == 1  # the first call traced; the others ran in C++
+    np.testing.assert_allclose(f(w=w, x=x), x @ w["a"], rtol=1e-5, atol=1e-6)  # another order: another structure
+    np.testing.assert_allclose(f(x, w=w, scale=3), 3 * x @ w["a"], rtol=1e-5, atol=1e-6)  # an int: another kind
+    assert len(slow_calls) == 3
+
+    g = tj.jit(lambda x, w: x @ w["a"], freeze="w")
+    np.testing.assert_allclose(g(x, w=w), x @ w["a"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g(x, w=w), x @ w["a"], rtol=1e-5, atol=1e-6)
+    w["a"] = f32(4, 3)  # a frozen weight replaced: compiled again, not the old one run
+    np.testing.assert_allclose(g(x, w=w), x @ w["a"], rtol=1e-5, atol=1e-6)
+    assert g.stats["compilations"] == 2
