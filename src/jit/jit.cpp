@@ -289,13 +289,7 @@ std::vector<NDArray> JitFunction::Impl::call(std::vector<NDArray>& ts, const std
   std::string turned;
   last_entry = -1;
   if (!breaking) {
-    for (size_t k = entries.size(); k-- > 0;)
-      if (entries[k].guards.pass(ts, vs)) {
-        ++stats.hits;
-        ++stats.graphs_run;
-        last_entry = static_cast<int>(k);
-        return run_entry(entries[k], ts, given);
-      }
+    if (int k = find_hit(ts, vs); k >= 0) return run_hit(k, ts, given);
     if (!entries.empty()) {
       std::string why;
       for (const Entry& e : entries) why += "\n    entry " + std::to_string(e.id) + ": " + e.guards.first_failure(ts, vs);
@@ -382,25 +376,30 @@ std::vector<NDArray> JitFunction::operator()(Bindings& tensors, const NamedValue
 std::vector<NDArray> JitFunction::operator()(Bindings&& tensors, const NamedValues& values) { return p_->call_named(tensors, values); }
 
 bool JitFunction::would_hit(const std::vector<NDArray>& tensors, const std::vector<JitValue>& values) const {
-  if (p_->breaking) return false;
-  for (size_t k = p_->entries.size(); k-- > 0;)
-    if (p_->entries[k].guards.pass(tensors, values)) return true;
-  return false;
+  return !p_->breaking && p_->find_hit(tensors, values) >= 0;
+}
+
+int JitFunction::Impl::find_hit(const std::vector<NDArray>& ts, const std::vector<JitValue>& vs) const {
+  for (size_t k = entries.size(); k-- > 0;)
+    if (entries[k].guards.pass(ts, vs)) return static_cast<int>(k);
+  return -1;
+}
+
+std::vector<NDArray> JitFunction::Impl::run_hit(int k, std::vector<NDArray>& ts, bool given) {
+  ++stats.hits;
+  ++stats.graphs_run;
+  last_entry = k;
+  return run_entry(entries[static_cast<size_t>(k)], ts, given);
 }
 
 int JitFunction::call_cached(std::vector<NDArray>&& tensors, const std::vector<JitValue>& values, std::vector<NDArray>& out) {
   Impl& f = *p_;
   if (f.breaking || f.tensor_names) return -1;
-  for (size_t k = f.entries.size(); k-- > 0;)
-    if (f.entries[k].guards.pass(tensors, values)) {
-      ++f.stats.calls;
-      ++f.stats.hits;
-      ++f.stats.graphs_run;
-      f.last_entry = static_cast<int>(k);
-      out = f.run_entry(f.entries[k], tensors, true);
-      return f.last_entry;
-    }
-  return -1;
+  int k = f.find_hit(tensors, values);
+  if (k < 0) return -1;
+  ++f.stats.calls;
+  out = f.run_hit(k, tensors, true);
+  return k;
 }
 
 int JitFunction::last_entry() const { return p_->last_entry; }

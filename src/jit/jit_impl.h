@@ -119,6 +119,10 @@ struct JitFunction::Impl {
   // caches, updated in place, move into the outputs instead of being copied.
   std::vector<NDArray> call(std::vector<NDArray>& ts, const std::vector<JitValue>& vs, bool given = false);
   Graph differentiate(Graph g, const JitArgs::State& st) const;
+  // The newest cached entry whose guards pass, or -1 (a miss).
+  int find_hit(const std::vector<NDArray>& ts, const std::vector<JitValue>& vs) const;
+  // Runs entry k, found by find_hit, counting the hit.
+  std::vector<NDArray> run_hit(int k, std::vector<NDArray>& ts, bool given);
   // The names of a function called with named arguments (fixed by its first call).
   std::optional<std::vector<std::string>> tensor_names, value_names;
   std::vector<NDArray> call_named(Bindings& ts, const JitFunction::NamedValues& vs);

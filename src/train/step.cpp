@@ -1,6 +1,7 @@
 #include "train/step.h"
 
 #include "autodiff/vjp.h"
+#include "ir/extract.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -10,17 +11,11 @@ namespace {
 // `g` with its params as inputs of the same names (they are trained, not
 // frozen); value ids unchanged.
 Graph params_as_inputs(const Graph& g) {
-  Graph r(g.name() + "_step");
-  for (const Node& n : g.nodes()) {
-    std::vector<ValueId> ins = n.inputs;
-    switch (n.op) {
-      case Op::input:
-      case Op::param: r.add_input(n.name, n.type); break;
-      case Op::constant: r.copy_const(n); break;
-      default: r.add_raw(n.op, ins, n.attrs);
-    }
-  }
-  r.set_outputs(g.outputs());
+  Graph r = copy_graph(g, [&](Graph& s, ValueId v) {
+    const Node& n = g.node(v);
+    return n.op == Op::constant ? s.copy_const(n) : s.add_input(n.name, n.type);
+  });
+  r.set_name(g.name() + "_step");
   return r;
 }
 

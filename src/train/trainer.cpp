@@ -30,15 +30,18 @@ double Trainer::step(Bindings& batch, double lr) {
     if (in_.count(k)) throw Error("Trainer: batch input '" + k + "' is a param or optimizer state");
     in_[k] = std::move(v);
   }
+  auto give_back = [&] {  // the batch's arrays (a donated cache was written)
+    for (auto& [k, v] : batch) v = std::move(in_[k]), in_.erase(k);
+  };
   in_["lr"] = NDArray::scalar(DType::f32, lr);
   in_["step"] = NDArray::scalar(DType::f32, static_cast<double>(steps_ + 1));
   try {
     exe_.run(in_, out_);
   } catch (...) {
-    for (auto& [k, v] : batch) v = std::move(in_[k]), in_.erase(k);
+    give_back();
     throw;
   }
-  for (auto& [k, v] : batch) v = std::move(in_[k]), in_.erase(k);  // given back (a donated cache was written)
+  give_back();
   ++steps_;
   // The new params and state become the inputs; the old arrays are the
   // next step's outputs (same shapes: run reuses them).

@@ -265,19 +265,25 @@ TEST(Gradcheck, SymbolicDims) {
   }, {{"n", 5}});
 }
 
+// The layer's output y differentiated with respect to every weight (the
+// RoPE tables are constants of the model) and x.
+VjpSpec layer_spec(const Graph& g) {
+  VjpSpec spec;
+  spec.outputs = {0};
+  for (ValueId p : g.params())
+    if (g.node(p).name.rfind("rope_", 0) != 0) spec.wrt.push_back(g.node(p).name);
+  spec.wrt.push_back("x");
+  return spec;
+}
+
 // The tiny Llama layer (src/models): RMSNorm, RoPE through gathers, GQA,
 // the causal mask, kv_write, SwiGLU; every weight's gradient and x's.
 TEST(Gradcheck, LlamaLayer) {
   models::Shapes s;
   s.tokens = 4, s.kv_len = 6, s.dtype = DType::f64;
   Graph g = models::trace_llama_layer(models::llama_config("tiny"), s);
-  VjpSpec spec;
-  spec.outputs = {0};
-  for (ValueId p : g.params())
-    if (g.node(p).name.rfind("rope_", 0) != 0) spec.wrt.push_back(g.node(p).name);
-  spec.wrt.push_back("x");
   SCOPED_TRACE("llama layer");
-  gradcheck_graph(g, spec, {}, 1e-5);
+  gradcheck_graph(g, layer_spec(g), {}, 1e-5);
 }
 
 // The joint graph is a graph like any other: compiled (passes, fusion,
@@ -289,12 +295,7 @@ TEST(Vjp, CompiledGradientsMatchTheInterpreter) {
     models::Shapes s;
     s.batch = 2, s.tokens = 5, s.kv_len = 8, s.dtype = dt;
     Graph g = models::trace_llama_layer(models::llama_config("tiny"), s);
-    VjpSpec spec;
-    spec.outputs = {0};
-    for (ValueId p : g.params())
-      if (g.node(p).name.rfind("rope_", 0) != 0) spec.wrt.push_back(g.node(p).name);
-    spec.wrt.push_back("x");
-    Graph joint = vjp(g, spec).joint;
+    Graph joint = vjp(g, layer_spec(g)).joint;
     RandomInputOptions ro;
     ro.seed = 3;
     ro.fixed["pos"] = 2;

@@ -74,6 +74,16 @@ std::string printable(const std::string& s) {
   return r;
 }
 
+// The model's inputs for `batch` sequences of `seq` tokens: the tokens
+// (filled per step), pos 0, and each layer's caches, made once: the
+// layer's kv_write covers every row of them on every call.
+Bindings sequence_inputs(const models::LlamaConfig& c, int64_t layers, int64_t batch, int64_t seq) {
+  Bindings in = {{"tokens", NDArray(DType::i64, {batch, seq})}, {"pos", NDArray::scalar(DType::i64, 0)}};
+  for (int64_t l = 0; l < layers; ++l)
+    for (const char* kv : {"k_cache.", "v_cache."}) in[kv + std::to_string(l)] = NDArray(DType::f32, {batch, c.n_kv_heads, seq, c.head_dim});
+  return in;
+}
+
 void cmd_train(const TrainArgs& a) {
   const models::LlamaConfig& c = models::llama_config("tiny");
   std::vector<std::string> files;
@@ -100,11 +110,13 @@ void cmd_train(const TrainArgs& a) {
   std::fprintf(stderr, "compiled the step (forward, backward, AdamW: %zu kernels) in %.2f s\n", trainer.executable().stats().kernels, compile_s);
 
   Rng rng(a.seed + 1);
-  NDArray tokens(DType::i64, {B, T}), targets(DType::i64, {B, T});
+  Bindings batch = sequence_inputs(c, a.layers, B, T);
+  batch["targets"] = NDArray(DType::i64, {B, T});
   std::vector<double> losses, step_seconds;
   const int64_t every = std::max<int64_t>(1, a.steps / 12);
   double train_s = 0, interval_s = 0;
   for (int64_t s = 0; s < a.steps; ++s) {
+    NDArray &tokens = batch.at("tokens"), &targets = batch.at("targets");
     for (int64_t b = 0; b < B; ++b) {
       auto at = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(static_cast<int64_t>(text.size()) - T - 1));
       for (int64_t j = 0; j < T; ++j) {
@@ -112,9 +124,6 @@ void cmd_train(const TrainArgs& a) {
         targets.set(b * T + j, static_cast<unsigned char>(text[static_cast<size_t>(at + j + 1)]));
       }
     }
-    Bindings batch = {{"tokens", tokens}, {"targets", targets}, {"pos", NDArray::scalar(DType::i64, 0)}};
-    for (int64_t l = 0; l < a.layers; ++l)
-      for (const char* kv : {"k_cache.", "v_cache."}) batch[kv + std::to_string(l)] = NDArray(DType::f32, {B, c.n_kv_heads, T, c.head_dim});
     auto ts = Clock::now();
     losses.push_back(trainer.step(batch, lr_at(a, s)));
     double dt = seconds_since(ts);
@@ -143,14 +152,11 @@ void cmd_train(const TrainArgs& a) {
   Executable model = Executable::compile(fwd, weights);
   std::string out = a.prompt;
   std::vector<NDArray> logits;
+  Bindings in = sequence_inputs(c, a.layers, 1, T);
   for (int64_t k = 0; k < a.sample; ++k) {
     std::string window = out.size() >= static_cast<size_t>(T) ? out.substr(out.size() - static_cast<size_t>(T))
                                                                : std::string(static_cast<size_t>(T) - out.size(), ' ') + out;
-    NDArray tok(DType::i64, {1, T});
-    for (int64_t j = 0; j < T; ++j) tok.set(j, static_cast<unsigned char>(window[static_cast<size_t>(j)]));
-    Bindings in = {{"tokens", tok}, {"pos", NDArray::scalar(DType::i64, 0)}};
-    for (int64_t l = 0; l < a.layers; ++l)
-      for (const char* kv : {"k_cache.", "v_cache."}) in[kv + std::to_string(l)] = NDArray(DType::f32, {1, c.n_kv_heads, T, c.head_dim});
+    for (int64_t j = 0; j < T; ++j) in.at("tokens").set(j, static_cast<unsigned char>(window[static_cast<size_t>(j)]));
     model.run(in, logits);
     const NDArray& z = logits[0];
     const int64_t base = (T - 1) * c.vocab;
