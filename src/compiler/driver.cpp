@@ -80,10 +80,10 @@ bool load_prepared(Compilation& c, const std::string& key) {
 
 namespace {
 
-Schedule fuse_at(const Graph& g, const FusionOptions& fusion, const SymEnv& hint) {
+Schedule fuse_at(const Graph& g, const FusionOptions& fusion, const SymEnv& hint, const std::vector<Donation>& donate = {}) {
   FusionOptions fo = fusion;
   fo.size_hint = hint;
-  return fuse(g, fo);
+  return fuse(g, fo, donate);
 }
 
 // Reordering weighs buffer sizes: at the hint (the same graph, sizes bound).
@@ -102,7 +102,7 @@ void generate(Compilation& c, const CompileOptions& o) {
   if (!c.cxx) throw Error("compile: no C++ compiler to generate code for");
   const Graph& g = c.graph;
   c.hint = size_hint(g, o.size_hint);  // a size never seen: decide as for a small one
-  c.schedule = fuse_at(g, o.fusion, c.hint);
+  c.schedule = fuse_at(g, o.fusion, c.hint, o.donate);
   c.stage("fusion");
   if (o.reorder) c.schedule = reorder_at(g, c.schedule, c.hint);
   c.stage("reorder");

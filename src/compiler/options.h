@@ -23,6 +23,9 @@ struct CompileOptions {
   // Look the optimized program up in the program cache, and store it there
   // (compiler/program_cache.h): a warm start skips the passes.
   bool program_cache = true;
+  // Outputs to write into inputs' arrays, which each call gives up (fusion.h:
+  // Donation; Executable::output_aliases() says which were honored).
+  std::vector<Donation> donate;
   // The threads the generated code runs on; null: ThreadPool::global().
   ThreadPool* pool = nullptr;
 };

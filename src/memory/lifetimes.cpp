@@ -22,27 +22,6 @@ std::vector<std::vector<int>> readers(const Graph& g, const Schedule& s) {
   return r;
 }
 
-// Overwriting input `b` with the kernel's output is safe only when the kernel
-// is one loop nest over its space (pointwise, no stores) and reads `b` at
-// exactly the index it writes: directly, or through reshapes, at full size.
-bool in_place_safe(const Graph& g, const Kernel& K, ValueId b) {
-  if (K.kind != KernelKind::pointwise) return false;
-  for (ValueId v : K.ops) {
-    const Node& n = g.node(v);
-    if (n.op == Op::concat || n.op == Op::kv_write || n.type.shape != K.space) return false;
-    for (ValueId o : n.inputs) {
-      if (base_buffer(g, o) != b) continue;
-      if (n.op == Op::gather) return false;  // reads at the indices it loads, not where it writes
-      if (g.type(o).shape != K.space) return false;
-      for (ValueId x = o; x != b; x = g.node(x).inputs[0]) {
-        Op op = g.node(x).op;
-        if (op != Op::reshape && op != Op::squeeze && op != Op::unsqueeze) return false;
-      }
-    }
-  }
-  return true;
-}
-
 int find(std::vector<int>& parent, int x) {
   while (parent[static_cast<size_t>(x)] != x) x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
   return x;
@@ -84,7 +63,7 @@ ActivationPlan plan_activations(const Graph& g, const Schedule& s, bool in_place
         for (ValueId in : K.inputs) {
           int bi = index_of[static_cast<size_t>(in)];
           if (bi < 0 || in == v || taken[static_cast<size_t>(bi)] || is_output[static_cast<size_t>(in)]) continue;
-          if (!in_place_safe(g, K, in)) continue;
+          if (!overwrites_safely(g, K, in)) continue;
           const PlannedBuffer& b = p.buffers[static_cast<size_t>(bi)];
           // The group's last reader must be this kernel (whole group, after earlier merges).
           int root = find(parent, bi);
@@ -123,9 +102,9 @@ Schedule reorder_schedule(const Graph& g, const Schedule& s) {
   std::vector<KernelNode> nodes(s.kernels.size());
   std::vector<ScheduledBuffer> bufs;
   auto rd = readers(g, s);
+  auto deps = kernel_dependencies(g, s);
   for (size_t k = 0; k < s.kernels.size(); ++k) {
-    for (ValueId in : s.kernels[k].inputs)
-      if (int p = s.kernel_of[static_cast<size_t>(in)]; p >= 0 && p != static_cast<int>(k)) nodes[k].deps.push_back(p);
+    nodes[k].deps = std::move(deps[k]);
     for (ValueId v : s.kernels[k].outputs) {
       if (s.writes_in_place(v)) continue;
       ScheduledBuffer b{value_bytes(g, v), static_cast<int>(k), {}};
@@ -135,7 +114,8 @@ Schedule reorder_schedule(const Graph& g, const Schedule& s) {
     }
   }
   // kv_write results alias their cache: readers of the cache (flash_attn) come
-  // after the write through the data dependency already recorded above.
+  // after the write through the data dependency already recorded above. A
+  // donated input's other readers come before the kernel that overwrites it.
   std::vector<int> order = reorder_for_memory(nodes, bufs);
   Schedule r;
   r.kernel_of.assign(s.kernel_of.size(), -1);

@@ -4,7 +4,8 @@
 //
 // Planned: every kernel output. Graph outputs stay live to the end of the
 // schedule. Not planned: inputs, params and constants (they live outside the
-// arena) and kv_write results, which are written into their cache in place.
+// arena), kv_write results and donated outputs, which are written into their
+// input's array in place.
 // In place: with `in_place`, a pointwise kernel's output may take over the
 // storage of an input of the same size whose last reader is that kernel (and
 // which is not a graph output), when the kernel reads that input only at the

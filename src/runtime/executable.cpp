@@ -360,16 +360,6 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
     s.table[static_cast<size_t>(v)] = a.raw();
   }
   for (const auto& [kv, cache] : s.aliases) s.table[static_cast<size_t>(kv)] = s.table[static_cast<size_t>(cache)];
-  *s.status = 0;
-  void** t = s.table.data();
-  if (s.check_indices) s.check_indices(t);
-  // A decode step's small kernels: split over the pool or not, as measured.
-  bool measured = s.prog.splits_small_kernels && s.threads > 1 && o.split_small_kernels < 0;
-  s.split_small = measured ? s.split_choice.next() : o.split_small_kernels != 0;
-  bool timed = measured && s.split_choice.timing();
-  auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  for (auto* k : s.kernels) k(t);
-  if (timed) s.split_choice.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   auto check_status = [&] {
     if (*s.status != 0)
       throw Error(*s.status == 4   ? std::string("run: the matrix library failed: ") + gemm_f32_library()
@@ -377,6 +367,19 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
                   : *s.status == 2 ? "run: integer division by zero"
                                    : "run: gather index out of range");
   };
+  *s.status = 0;
+  void** t = s.table.data();
+  if (s.check_indices) {  // before any kernel runs: a bad index leaves donated inputs as they were
+    s.check_indices(t);
+    check_status();
+  }
+  // A decode step's small kernels: split over the pool or not, as measured.
+  bool measured = s.prog.splits_small_kernels && s.threads > 1 && o.split_small_kernels < 0;
+  s.split_small = measured ? s.split_choice.next() : o.split_small_kernels != 0;
+  bool timed = measured && s.split_choice.timing();
+  auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  for (auto* k : s.kernels) k(t);
+  if (timed) s.split_choice.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   check_status();
   // Reuse the caller's arrays when they already have the right types. A
   // donated cache left out is left as the caller had it (no array at first).

@@ -61,7 +61,9 @@ HostProgram::HostProgram(const Graph& g, const CompileOptions& o) : g_(g) {
       if (outermost) compiled_regions = nullptr;
     }
   } scope(&mine);
-  CompileOptions sub = o;
+  CompileOptions regions = o;
+  regions.donate.clear();  // regions and parts have their own inputs and outputs: the host copies
+  CompileOptions sub = regions;
   sub.passes = {"dce"};  // the graph is optimized already; regions get the default pipeline below
   // Values used after each node.
   std::vector<size_t> last_use(g.size(), 0);
@@ -94,7 +96,7 @@ HostProgram::HostProgram(const Graph& g, const CompileOptions& o) : g_(g) {
     for (const char* r : n.op == Op::while_loop ? std::vector<const char*>{"cond", "body"} : std::vector<const char*>{"then", "else"}) {
       const Graph* region = std::get<Region>(n.attr(r)).get();
       auto& exe = (*compiled_regions)[region];
-      if (!exe) exe = std::make_shared<Executable>(Executable::compile(*region, {}, o));
+      if (!exe) exe = std::make_shared<Executable>(Executable::compile(*region, {}, regions));
       st->regions.push_back(exe);
     }
     steps_.push_back(st);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <map>
 #include <set>
 
 #include "passes/rewriter.h"
+#include "support/log.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -122,13 +124,16 @@ class Partitioner {
       if (g.nodes()[i].op == Op::kv_write && kv_write_in_place(g, static_cast<ValueId>(i))) s_.in_place[i] = g.nodes()[i].inputs[0];
   }
 
-  Schedule run() {
+  Schedule run(const std::vector<Donation>& donate) {
     for (size_t i = 0; i < g_.size(); ++i) {
       if (free_[i]) continue;
       place(static_cast<ValueId>(i));
     }
     if (o_.pointwise) merge_pointwise();
     account();
+    bool donated = false;
+    for (const Donation& d : donate) donated |= honor(d);
+    if (donated) order_kernels();
     return std::move(s_);
   }
 
@@ -353,6 +358,74 @@ class Partitioner {
       if (k >= 0) k = renum[static_cast<size_t>(k)];
   }
 
+  // Donation d, when its output's kernel can write it into the input safely
+  // and every other reader of the input can run first.
+  bool honor(const Donation& d) {
+    const auto& outs = g_.outputs();
+    if (d.output >= outs.size())
+      throw Error("donate: " + g_.name() + " has " + std::to_string(outs.size()) + " outputs, not " + std::to_string(d.output + 1));
+    ValueId b = g_.find(d.input);
+    if (b < 0 || g_.node(b).op != Op::input) throw Error("donate: '" + d.input + "' is not an input of " + g_.name());
+    ValueId v = outs[d.output];
+    if (g_.type(v) != g_.type(b))
+      throw Error("donate: output " + std::to_string(d.output) + " is " + g_.type(v).str() + ", input '" + d.input + "' is " +
+                  g_.type(b).str());
+    auto decline = [&](const std::string& why) {
+      if (log_enabled("fusion"))
+        std::fprintf(stderr, "[fusion] donation of '%s' to output %zu not used: %s\n", d.input.c_str(), d.output, why.c_str());
+      return false;
+    };
+    int k = kernel(v);
+    if (k < 0 || base(v) != v) return decline("the output is not computed by a kernel (an input, a constant or a view)");
+    if (s_.writes_in_place(v)) return decline("the output is already written in place");
+    for (ValueId t : s_.in_place)
+      if (t == b) return decline("the input already holds another output");
+    for (ValueId o : outs)
+      if (base(o) == b) return decline("the input is itself returned");
+    if (!overwrites_safely(g_, s_.kernels[static_cast<size_t>(k)], b))
+      return decline(std::string("its ") + std::string(kernel_kind_name(s_.kernels[static_cast<size_t>(k)].kind)) +
+                     " kernel does not read the input only where it writes");
+    s_.in_place[static_cast<size_t>(v)] = b;
+    if (!acyclic(kernel_dependencies(g_, s_))) {
+      s_.in_place[static_cast<size_t>(v)] = -1;
+      return decline("a kernel reading the input depends on the output");
+    }
+    if (log_enabled("fusion")) std::fprintf(stderr, "[fusion] output %zu written into input '%s' (donated)\n", d.output, d.input.c_str());
+    return true;
+  }
+
+  static bool acyclic(const std::vector<std::vector<int>>& deps) { return topological_order(deps).size() == deps.size(); }
+
+  // Kernels in an order that keeps every dependency (donations add some),
+  // as close to the current one as it can: the first ready kernel each time.
+  static std::vector<int> topological_order(const std::vector<std::vector<int>>& deps) {
+    std::vector<int> waiting(deps.size(), 0), order;
+    std::vector<std::vector<int>> users(deps.size());
+    for (size_t k = 0; k < deps.size(); ++k)
+      for (int d : deps[k]) ++waiting[k], users[static_cast<size_t>(d)].push_back(static_cast<int>(k));
+    std::set<int> ready;
+    for (size_t k = 0; k < deps.size(); ++k)
+      if (!waiting[k]) ready.insert(static_cast<int>(k));
+    while (!ready.empty()) {
+      int k = *ready.begin();
+      ready.erase(ready.begin());
+      order.push_back(k);
+      for (int u : users[static_cast<size_t>(k)])
+        if (--waiting[static_cast<size_t>(u)] == 0) ready.insert(u);
+    }
+    return order;
+  }
+
+  void order_kernels() {
+    std::vector<int> order = topological_order(kernel_dependencies(g_, s_));
+    std::vector<Kernel> ks;
+    for (int k : order) {
+      for (ValueId v : s_.kernels[static_cast<size_t>(k)].ops) s_.kernel_of[static_cast<size_t>(v)] = static_cast<int>(ks.size());
+      ks.push_back(std::move(s_.kernels[static_cast<size_t>(k)]));
+    }
+    s_.kernels = std::move(ks);
+  }
+
   // kv_write storing rows its own kernel computed, read through a view: the
   // kernel writes them straight into the cache, nothing is re-read.
   bool epilogue_store(const Node& n, size_t operand, int k) const {
@@ -399,7 +472,7 @@ class Partitioner {
         }
         if (written[static_cast<size_t>(v)]) {
           K.outputs.push_back(v);
-          K.bytes_written += s_.writes_in_place(v) ? counts_.bytes(g_.type(n.inputs[1])) : counts_.bytes(n.type);
+          K.bytes_written += n.op == Op::kv_write && s_.writes_in_place(v) ? counts_.bytes(g_.type(n.inputs[1])) : counts_.bytes(n.type);
         }
       }
       for (const auto& [b, r] : reads) {
@@ -427,6 +500,52 @@ class Partitioner {
 ValueId base_buffer(const Graph& g, ValueId v) { return base_of(g, free_values(g), v); }
 
 
-Schedule fuse(const Graph& g, const FusionOptions& o) { return Partitioner(g, o).run(); }
+Schedule fuse(const Graph& g, const FusionOptions& o, const std::vector<Donation>& donate) { return Partitioner(g, o).run(donate); }
+
+bool overwrites_safely(const Graph& g, const Kernel& K, ValueId b) {
+  size_t first = 0;
+  if (K.kind == KernelKind::matmul) {  // the product's operands must not be b
+    for (ValueId o : g.node(K.ops[0]).inputs)
+      if (base_buffer(g, o) == b) return false;
+    first = 1;
+  } else if (K.kind != KernelKind::pointwise) {
+    return false;
+  }
+  for (size_t i = first; i < K.ops.size(); ++i) {
+    const Node& n = g.node(K.ops[i]);
+    if (n.def().fuse == Fuse::store || n.type.shape != K.space) return false;
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      ValueId o = n.inputs[j];
+      if (base_buffer(g, o) != b) continue;
+      if (n.def().fuse == Fuse::gather) return false;  // reads at the indices it loads, not where it writes
+      if (g.type(o).shape != K.space) return false;
+      for (ValueId x = o; x != b; x = g.node(x).inputs[0]) {
+        Op op = g.node(x).op;
+        if (op != Op::reshape && op != Op::squeeze && op != Op::unsqueeze) return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::vector<std::vector<int>> kernel_dependencies(const Graph& g, const Schedule& s) {
+  std::vector<std::vector<int>> deps(s.kernels.size());
+  std::vector<std::vector<int>> readers(g.size());
+  for (size_t k = 0; k < s.kernels.size(); ++k)
+    for (ValueId in : s.kernels[k].inputs) {
+      readers[static_cast<size_t>(in)].push_back(static_cast<int>(k));
+      if (int p = s.kernel_of[static_cast<size_t>(in)]; p >= 0 && p != static_cast<int>(k)) deps[k].push_back(p);
+    }
+  for (size_t k = 0; k < s.kernels.size(); ++k)
+    for (ValueId v : s.kernels[k].outputs)
+      if (ValueId b = s.in_place[static_cast<size_t>(v)]; b >= 0)
+        for (int r : readers[static_cast<size_t>(b)])
+          if (r != static_cast<int>(k)) deps[k].push_back(r);
+  for (auto& d : deps) {
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+  }
+  return deps;
+}
 
 }  // namespace tj

@@ -21,6 +21,9 @@
 //     never creates a cycle between kernels.
 //   - Optionally (rule `horizontal`), independent pointwise kernels with the
 //     same iteration space merge.
+//   - Donations (JAX's donate_argnums): an output the caller asked to have
+//     written into an input's array is, when its kernel can do that safely
+//     (below); the other kernels reading that input are ordered first.
 // Kernels come out in a valid execution order.
 #pragma once
 
@@ -52,6 +55,15 @@ struct Kernel {
   int64_t bytes_read = 0, bytes_written = 0, flops = 0;
 };
 
+// Output `output` of the graph written into the array of input `input`,
+// which the caller gives up (a parameter and its update, an optimizer's
+// state). A donation that cannot be honored leaves the output in its own
+// buffer (TJ_LOG=fusion says why); Executable::output_aliases() tells.
+struct Donation {
+  size_t output;
+  std::string input;
+};
+
 struct Schedule {
   std::vector<Kernel> kernels;
   std::vector<int> kernel_of;  // per value: its kernel, or -1 for free values
@@ -59,15 +71,29 @@ struct Schedule {
   // kv_write writes into its cache in place when the cache is a graph input
   // that nothing else reads (and that is not itself returned): the value is
   // that input's array, donated; otherwise it copies the cache and writes
-  // the rows into the copy. Decided once, by fuse(); everything after
-  // fusion (planning, emission, the executable) reads it from here.
+  // the rows into the copy. A donated output (Donation) is written into its
+  // input, after every other kernel that reads the input. Decided once, by
+  // fuse(); everything after fusion (planning, ordering, emission, the
+  // executable) reads it from here.
   std::vector<ValueId> in_place;
   bool writes_in_place(ValueId v) const { return in_place[static_cast<size_t>(v)] >= 0; }
 };
 
 // Symbolic sizes are fused like any other; bytes and flops are counted at
-// o.size_hint (a symbol not given counts as 64).
-Schedule fuse(const Graph& g, const FusionOptions& o = {});
+// o.size_hint (a symbol not given counts as 64). Throws tj::Error for a
+// donation naming no output or input, or pairing values of different types.
+Schedule fuse(const Graph& g, const FusionOptions& o = {}, const std::vector<Donation>& donate = {});
+
+// Whether kernel K may overwrite buffer `b` with one of its results: K is one
+// loop nest over its space (pointwise, or a product's epilogue whose operands
+// are not `b`) and reads `b` only at the index it writes (directly, or
+// through reshapes at full size; no gathers, stores, permuted or sliced reads).
+bool overwrites_safely(const Graph& g, const Kernel& K, ValueId b);
+
+// For each kernel in s, the kernels that must run before it: those whose
+// results it reads, and, for a kernel writing a donated input in place, every
+// other kernel reading that input.
+std::vector<std::vector<int>> kernel_dependencies(const Graph& g, const Schedule& s);
 
 // The buffer a value's data lives in: follows views (and free gathers' tables)
 // back to a materialized value. Generators and splat constants have none (-1).

@@ -38,7 +38,7 @@ TrainStep training_step(const Graph& loss, const OptimizerConfig& o) {
   const DType f32 = DType::f32;
   ValueId lr = g.add_input("lr", {f32, {}});
   ValueId step = g.add_input("step", {f32, {}});
-  TrainStep r{Graph(), params, {}};
+  TrainStep r{Graph(), params, {}, {}};
   std::vector<ValueId> outs = {g.outputs()[0]};
   for (size_t k = 0; k < params.size(); ++k) {
     ValueId p = g.find(params[k]);
@@ -77,8 +77,12 @@ TrainStep training_step(const Graph& loss, const OptimizerConfig& o) {
       next = op(Op::sub, decayed, op(Op::mul, rate, op(Op::div, op(Op::div, m2, bc1), denom)));
       new_state = {m2, v2};
     }
+    r.donate.push_back({outs.size(), params[k]});
     outs.push_back(next);
-    outs.insert(outs.end(), new_state.begin(), new_state.end());
+    for (size_t j = 0; j < state.size(); ++j) {
+      r.donate.push_back({outs.size(), state[j]});
+      outs.push_back(new_state[j]);
+    }
     r.state.push_back(state);
   }
   g.set_outputs(outs);

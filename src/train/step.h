@@ -9,14 +9,16 @@
 //            its bias correction)
 //   outputs: the loss, then per param: the new P and its new state
 //
-// Trainer (train/trainer.h) runs it, feeding each step's outputs back as the
-// next step's inputs.
+// Each new param and state is donated to the input it replaces
+// (TrainStep::donate): compiled with them, the step updates the params and
+// state in place, and they are held once. Trainer (train/trainer.h) runs it.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "schedule/fusion.h"
 
 namespace tj {
 
@@ -31,6 +33,7 @@ struct TrainStep {
   Graph graph;
   std::vector<std::string> params;              // in the order of their outputs
   std::vector<std::vector<std::string>> state;  // per param: its state inputs, in output order
+  std::vector<Donation> donate;                 // every output after the loss, into the input it replaces
 };
 
 // `loss`'s first output is the loss (one element). Throws tj::Error when it

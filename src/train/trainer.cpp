@@ -6,8 +6,18 @@
 
 namespace tj {
 
+namespace {
+
+CompileOptions donating(const CompileOptions& co, const TrainStep& s) {
+  CompileOptions r = co;
+  r.donate = s.donate;
+  return r;
+}
+
+}  // namespace
+
 Trainer::Trainer(const Graph& loss, const Bindings& params, const OptimizerConfig& o, const CompileOptions& co)
-    : step_(training_step(loss, o)), exe_(Executable::compile(step_.graph, {}, co)) {
+    : step_(training_step(loss, o)), exe_(Executable::compile(step_.graph, {}, donating(co, step_))) {
   for (size_t k = 0; k < step_.params.size(); ++k) {
     const std::string& name = step_.params[k];
     auto it = params.find(name);
@@ -23,6 +33,13 @@ Trainer::Trainer(const Graph& loss, const Bindings& params, const OptimizerConfi
       carried_.push_back(s);
     }
   }
+  const std::vector<int>& alias = exe_.output_aliases();
+  for (size_t i = 0; i < carried_.size(); ++i) {
+    in_place_.push_back(alias[i + 1] >= 0);
+    int64_t bytes = static_cast<int64_t>(in_.at(carried_[i]).nbytes());
+    state_bytes_ += bytes;
+    if (in_place_.back()) in_place_bytes_ += bytes;
+  }
 }
 
 double Trainer::step(Bindings& batch, double lr) {
@@ -35,17 +52,20 @@ double Trainer::step(Bindings& batch, double lr) {
   };
   in_["lr"] = NDArray::scalar(DType::f32, lr);
   in_["step"] = NDArray::scalar(DType::f32, static_cast<double>(steps_ + 1));
+  RunOptions ro;
+  ro.copy_donated_outputs = false;  // updated in place: nothing to copy
   try {
-    exe_.run(in_, out_);
+    exe_.run(in_, out_, ro);
   } catch (...) {
     give_back();
     throw;
   }
   give_back();
   ++steps_;
-  // The new params and state become the inputs; the old arrays are the
-  // next step's outputs (same shapes: run reuses them).
-  for (size_t i = 0; i < carried_.size(); ++i) std::swap(in_[carried_[i]], out_[i + 1]);
+  // The new params and state not written in place become the inputs; the old
+  // arrays are the next step's outputs (same shapes: run reuses them).
+  for (size_t i = 0; i < carried_.size(); ++i)
+    if (!in_place_[i]) std::swap(in_[carried_[i]], out_[i + 1]);
   return out_[0].get(0);
 }
 

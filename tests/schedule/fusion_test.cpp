@@ -193,6 +193,49 @@ TEST(Fusion, ReviewCases) {
   EXPECT_EQ(s3.kernels[0].bytes_written, 4 * 2 * 4);  // a full copy of the cache
 }
 
+// A donated output: written into its input when the kernel reads the input
+// only where it writes, after every other kernel reading it; otherwise left
+// in its own buffer. The update w - x@x is a product's epilogue placed before
+// the other product reading w: that product moves ahead of it.
+TEST(Fusion, DonatedOutputsAreWrittenAfterTheInputsOtherReaders) {
+  const std::string head = "graph g\ninput %x : f32[4,4]\ninput %w : f32[4,4]\n%0 = matmul(%x, %x) : f32[4,4]\n";
+  Graph g = parse_graph(head + "%1 = sub(%w, %0) : f32[4,4]\n%2 = matmul(%x, %w) : f32[4,4]\nreturn %1, %2\n");
+  EXPECT_EQ(summary(g, fuse(g)), "matmul: matmul sub | matmul: matmul");
+  Schedule s = fuse(g, {}, {{0, "w"}});
+  EXPECT_EQ(summary(g, s), "matmul: matmul | matmul: matmul sub");
+  EXPECT_EQ(s.in_place[3], 1);  // %1 in input %w's array
+  EXPECT_EQ(s.in_place[4], -1);
+  auto deps = kernel_dependencies(g, s);
+  EXPECT_EQ(deps[1], std::vector<int>{0});  // the reader of w first
+
+  auto in_place = [&](const std::string& body, Donation d) {
+    Graph h = parse_graph(head + body);
+    return fuse(h, {}, {d}).in_place[static_cast<size_t>(h.outputs()[d.output])] >= 0;
+  };
+  EXPECT_TRUE(in_place("%1 = exp(%w) : f32[4,4]\n%2 = add(%1, %0) : f32[4,4]\nreturn %2\n", {0, "w"}));
+  // Read transposed where it is written.
+  EXPECT_FALSE(in_place("%1 = permute(%w) {perm=[1, 0]} : f32[4,4]\n%2 = add(%w, %1) : f32[4,4]\nreturn %2\n", {0, "w"}));
+  // A view of the input, and the input itself returned.
+  EXPECT_FALSE(in_place("%1 = reshape(%w) {shape=[4, 4]} : f32[4,4]\n%2 = permute(%w) {perm=[1, 0]} : f32[4,4]\nreturn %2\n",
+                        {0, "w"}));
+  EXPECT_FALSE(in_place("%1 = exp(%w) : f32[4,4]\nreturn %1, %w\n", {0, "w"}));
+  // The other reader of w needs the new value first: a cycle.
+  EXPECT_FALSE(in_place("%1 = exp(%w) : f32[4,4]\n%2 = matmul(%1, %w) : f32[4,4]\nreturn %1, %2\n", {0, "w"}));
+  // The product reads w itself.
+  EXPECT_FALSE(in_place("%1 = matmul(%w, %x) : f32[4,4]\nreturn %1\n", {0, "w"}));
+  // A second output into the same input.
+  Graph two = parse_graph(head + "%1 = exp(%w) : f32[4,4]\n%2 = neg(%w) : f32[4,4]\nreturn %1, %2\n");
+  Schedule s2 = fuse(two, {}, {{0, "w"}, {1, "w"}});
+  EXPECT_EQ(s2.in_place[3] >= 0, true);
+  EXPECT_EQ(s2.in_place[4], -1);
+
+  // Donations that name nothing, or pair different types, are errors.
+  EXPECT_THROW(fuse(g, {}, {{2, "w"}}), Error);
+  EXPECT_THROW(fuse(g, {}, {{0, "v"}}), Error);
+  Graph other = parse_graph(head + "%1 = sum(%w) {axes=[0]} : f32[4]\nreturn %1\n");
+  EXPECT_THROW(fuse(other, {}, {{0, "w"}}), Error);
+}
+
 // Every kernel reads only values of earlier kernels (never its own through a
 // view, never a later one), for every model, variant and rule setting.
 TEST(Fusion, KernelsOnlyReadEarlierKernels) {

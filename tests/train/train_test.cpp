@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "ir/text.h"
@@ -98,9 +99,32 @@ TEST_F(Train, CompiledStepMatchesTheInterpreter) {
   auto want = interpret(s.graph, in);
   Executable exe = Executable::compile(s.graph, {});
   Bindings run_in = in;
-  Difference d = compare_outputs(exe.run(run_in), want);
+  std::vector<NDArray> got = exe.run(run_in);
+  Difference d = compare_outputs(got, want);
   EXPECT_LE(d.max_rel, 1e-3);
   EXPECT_GT(want[0].get(0), 4.0);  // about ln 256 at the start
+
+  // Compiled with its donations: every param and state is updated in its
+  // input's array, bit for bit as the step that writes new arrays.
+  CompileOptions co;
+  co.donate = s.donate;
+  Executable donating = Executable::compile(s.graph, {}, co);
+  Bindings own = in;
+  std::vector<NDArray> out;
+  RunOptions leave;
+  leave.copy_donated_outputs = false;
+  donating.run(own, out, leave);
+  ASSERT_EQ(s.donate.size() + 1, got.size());
+  EXPECT_EQ(out[0].get(0), got[0].get(0));
+  const auto& aliases = donating.output_aliases();
+  for (const Donation& dn : s.donate) {
+    ASSERT_GE(aliases[dn.output], 0) << dn.input << " is not updated in place";
+    EXPECT_EQ(out[dn.output].raw(), nullptr);
+    const NDArray& a = own.at(dn.input);
+    const NDArray& b = got[dn.output];
+    ASSERT_EQ(a.nbytes(), b.nbytes());
+    EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << dn.input;
+  }
 }
 
 // The tiny Llama (1 layer) learns a repeating sequence: the loss falls
@@ -114,6 +138,7 @@ TEST_F(Train, TinyLlamaLearnsARepeatingSequence) {
   params["rope_cos"] = models::rope_table_array(c, false, DType::f32);
   params["rope_sin"] = models::rope_table_array(c, true, DType::f32);
   Trainer t(loss, params);
+  EXPECT_EQ(t.in_place_bytes(), t.state_bytes());  // params and AdamW state held once
   const std::string text = "tensorjit learns. ";
   auto batch = [&](int step) {
     Bindings b;

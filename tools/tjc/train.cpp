@@ -107,7 +107,10 @@ void cmd_train(const TrainArgs& a) {
   auto t0 = Clock::now();
   Trainer trainer(loss, params);
   const double compile_s = seconds_since(t0);
-  std::fprintf(stderr, "compiled the step (forward, backward, AdamW: %zu kernels) in %.2f s\n", trainer.executable().stats().kernels, compile_s);
+  const CompileStats& st = trainer.executable().stats();
+  std::fprintf(stderr, "compiled the step (forward, backward, AdamW: %zu kernels) in %.2f s; arena %.1f MiB; params and state %.1f MiB, %.0f%% updated in place\n",
+               st.kernels, compile_s, static_cast<double>(st.arena_bytes) / (1 << 20), static_cast<double>(trainer.state_bytes()) / (1 << 20),
+               100.0 * static_cast<double>(trainer.in_place_bytes()) / static_cast<double>(std::max<int64_t>(1, trainer.state_bytes())));
 
   Rng rng(a.seed + 1);
   Bindings batch = sequence_inputs(c, a.layers, B, T);
@@ -173,7 +176,8 @@ void cmd_train(const TrainArgs& a) {
 
   if (a.json) {
     nlohmann::json j = {{"layers", a.layers}, {"params", n_params}, {"batch", B}, {"seq", T}, {"steps", a.steps},
-                        {"compile_s", compile_s}, {"tokens_per_s", tokens_per_s}, {"first_loss", losses.front()},
+                        {"compile_s", compile_s}, {"arena_bytes", st.arena_bytes},
+                        {"state_bytes", trainer.state_bytes()}, {"in_place_bytes", trainer.in_place_bytes()}, {"tokens_per_s", tokens_per_s}, {"first_loss", losses.front()},
                         {"final_loss", final_loss}, {"loss", losses}, {"step_seconds", step_seconds}, {"sample", printable(out)}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
