@@ -45,6 +45,8 @@ enum class Op : uint8_t {
   softmax, rms_norm, layer_norm, silu, gelu,
   // special
   causal_mask, kv_write, flash_attn,
+  // flash attention's backward (ops/attention_grad.cpp)
+  attn_lse, attn_dq, attn_dkv,
   // structured control flow: ops with subgraphs (regions); `result` reads
   // a multi-result op's result i >= 1 (the op's own value is result 0)
   while_loop, cond, result,

@@ -2,6 +2,7 @@
 
 #include "autodiff/vjp.h"
 #include "ir/extract.h"
+#include "passes/passes.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -32,7 +33,12 @@ TrainStep training_step(const Graph& loss, const OptimizerConfig& o) {
   spec.wrt = params;
   spec.outputs = {0};
   spec.seed_ones = true;
-  Vjp v = vjp(params_as_inputs(loss), spec);
+  // Attention as one flash_attn first: its rule recomputes the scores in
+  // the backward (for long sequences without ever holding them whole),
+  // where softmax's would keep the probabilities from the forward.
+  Graph fwd = params_as_inputs(loss);
+  match_attention(fwd, {});
+  Vjp v = vjp(fwd, spec);
   Graph& g = v.joint;
 
   const DType f32 = DType::f32;

@@ -1,7 +1,8 @@
-// A compiled training step as one graph: the loss graph's forward, its
-// backward (autodiff/vjp.h), and the optimizer's update of every
-// floating-point param, compiled together (fusion and memory planning see
-// all three). The params become inputs, each with its optimizer state:
+// A compiled training step as one graph: the loss graph's forward (attention
+// matched to flash_attn first), its backward (autodiff/vjp.h), and the
+// optimizer's update of every floating-point param, compiled together
+// (fusion and memory planning see all three). The params become inputs,
+// each with its optimizer state:
 //
 //   inputs:  the loss graph's inputs; then per param P: P, its state
 //            (SGD: P.momentum; AdamW: P.m, P.v); then lr and step (f32

@@ -210,26 +210,47 @@ TEST(Gradcheck, ViewsAndDataMovement) {
   });
 }
 
-// flash_attn with grouped heads (4 query heads over 2 KV heads): plain,
-// causal at an offset, with a broadcast bias, and with a row that sees no
-// key (zero_empty_rows).
+// flash_attn with grouped heads (4 query heads over 2 KV heads) of batch
+// `B`, T queries and S keys, in form 0 plain, 1 causal at an offset, 2 with
+// a bias broadcast over heads, 3 with rows that see no key (zero_empty_rows).
+void flash_attn_form(Graph& g, int form, const Dim& B, const Dim& T, const Dim& S) {
+  ValueId q = g.add_input("q", f64({B, 4, T, 4})), k = g.add_input("k", f64({B, 2, S, 4})), v = g.add_input("v", f64({B, 2, S, 3}));
+  std::vector<ValueId> ops = {q, k, v};
+  NamedAttrs a = {{"scale", 0.5}};
+  if (form >= 1) {
+    ops.push_back(g.add_const({DType::i64, {}}, std::vector<double>{form == 3 ? -1.0 : 2.0}));
+    a.push_back({"causal", true});
+  }
+  if (form == 2) {
+    ops.push_back(g.add_input("bias", f64({B, 1, T, S})));
+    a.push_back({"bias", true});
+  }
+  if (form == 3) a.push_back({"zero_empty_rows", true});
+  g.set_outputs({g.add(Op::flash_attn, ops, a)});
+}
+
 TEST(Gradcheck, FlashAttention) {
   for (int form = 0; form < 4; ++form)
-    gradcheck("flash_attn form " + std::to_string(form), [form](Graph& g) {
-      ValueId q = g.add_input("q", f64({1, 4, 3, 4})), k = g.add_input("k", f64({1, 2, 5, 4})), v = g.add_input("v", f64({1, 2, 5, 3}));
-      std::vector<ValueId> ops = {q, k, v};
-      NamedAttrs a = {{"scale", 0.5}};
-      if (form >= 1) {
-        ops.push_back(g.add_const({DType::i64, {}}, std::vector<double>{form == 3 ? -1.0 : 2.0}));
-        a.push_back({"causal", true});
-      }
-      if (form == 2) {
-        ops.push_back(g.add_input("bias", f64({1, 1, 3, 5})));
-        a.push_back({"bias", true});
-      }
-      if (form == 3) a.push_back({"zero_empty_rows", true});
-      g.set_outputs({g.add(Op::flash_attn, ops, a)});
-    });
+    gradcheck("flash_attn form " + std::to_string(form), [form](Graph& g) { flash_attn_form(g, form, 1, 3, 5); });
+}
+
+// The same forms with symbolic lengths: the backward that recomputes the
+// scores a block of keys at a time (attn_lse, attn_dq, attn_dkv), which the
+// rule takes past kWholeScores or when a length is symbolic. The bias is a
+// mask here (no gradient wanted: its gradient is the size of the scores).
+TEST(Gradcheck, FlashAttentionWithoutTheScoreMatrix) {
+  for (int form = 0; form < 4; ++form) {
+    SCOPED_TRACE("blocked flash_attn form " + std::to_string(form));
+    Graph g("blocked");
+    flash_attn_form(g, form, 2, Dim::symbol("t"), Dim::symbol("s"));
+    VjpSpec spec;
+    spec.wrt = {"q", "k", "v"};
+    Graph joint = vjp(g, spec).joint;
+    int blocked = 0;
+    for (const Node& n : joint.nodes()) blocked += n.op == Op::attn_dq || n.op == Op::attn_dkv || n.op == Op::attn_lse;
+    EXPECT_EQ(blocked, 3);
+    gradcheck_graph(g, spec, {{"t", 3}, {"s", 5}});
+  }
 }
 
 // cond: each branch differentiated as a region (the backward is a cond of

@@ -220,6 +220,47 @@ TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
   }
 }
 
+// flash_attn's backward kernels (attn_lse, attn_dq, attn_dkv): grouped
+// heads, causal at an offset (the first queries seeing no key, then all),
+// a bias broadcast over heads, across blocks of keys and over the pool (the
+// large case), in f32 and f64, and with symbolic lengths.
+TEST_F(Compiled, AttentionBackwardKernels) {
+  auto graph = [](const std::string& dt, const std::string& t, const std::string& s, int64_t d, bool causal, bool bias) {
+    std::string q = dt + "[2,4," + t + "," + std::to_string(d) + "]", kv = dt + "[2,2," + s + "," + std::to_string(d) + "]";
+    std::string v = dt + "[2,2," + s + ",8]", o = dt + "[2,4," + t + ",8]", rows = dt + "[2,4," + t + "]";
+    std::string opt = std::string(causal ? ", %pos" : "") + (bias ? ", %bias" : "");
+    std::string attrs = std::string("{scale=0.25") + (causal ? ", causal=true" : "") + (bias ? ", bias=true" : "") + "}";
+    return "graph g\ninput %q : " + q + "\ninput %k : " + kv + "\ninput %v : " + v + "\ninput %dout : " + o + "\ninput %delta : " +
+           rows + "\n" + (causal ? "input %pos : i64[]\n" : "") + (bias ? "input %bias : " + dt + "[2,1," + t + "," + s + "]\n" : "") +
+           "%0 = attn_lse(%q, %k" + opt + ") " + attrs + " : " + rows + "\n" +
+           "%1 = attn_dq(%q, %k, %v, %dout, %0, %delta" + opt + ") " + attrs + " : " + q + "\n" +
+           "%2 = attn_dkv(%q, %k, %v, %dout, %0, %delta" + opt + ") " + attrs + " : " + dt + "[2,2," + s + "," + std::to_string(d + 8) +
+           "]\nreturn %0, %1, %2\n";
+  };
+  for (const char* dt : {"f32", "f64"}) {
+    DType d = std::string(dt) == "f32" ? DType::f32 : DType::f64;
+    double tol = d == DType::f32 ? 1e-4 : 1e-11;
+    EXPECT_LE(check(parse_graph(graph(dt, "7", "70", 16, false, false)), 0, d), tol);
+    EXPECT_LE(check(parse_graph(graph(dt, "20", "90", 16, true, false)), 60, d), tol);
+    EXPECT_LE(check(parse_graph(graph(dt, "9", "33", 8, true, true)), 24, d), tol);
+  }
+  EXPECT_LE(check(parse_graph(graph("f32", "128", "128", 32, true, false)), 0, DType::f32), 1e-4);  // over the pool
+  // A negative offset: queries 0-2 see no key (p 0 with zero_empty_rows).
+  std::string empty = graph("f64", "12", "20", 8, true, false);
+  for (size_t at; (at = empty.find("causal=true}")) != std::string::npos;) empty.replace(at, 12, "causal=true, zero_empty_rows=true}");
+  EXPECT_LE(check(parse_graph(empty), -3, DType::f64), 1e-11);
+  // Symbolic lengths, compiled once: T = 5 and 12 over S = 30.
+  Graph sym = parse_graph(graph("f32", "T", "S", 16, true, false));
+  for (int64_t t : {5, 12}) {
+    RandomInputOptions so;
+    so.fixed["pos"] = 30 - t;
+    so.sizes["T"] = t, so.sizes["S"] = 30;
+    Bindings b = random_inputs(sym, so);
+    Difference diff = compare_outputs(Executable::compile(sym, {}).run(b), interpret(sym, b, {DType::f32}));
+    EXPECT_LE(diff.max_rel, 1e-4) << "T = " << t;
+  }
+}
+
 // flash_attn with an added bias (as exported models mask padding): a bias
 // broadcast over batch and heads, or over heads and queries, plus random
 // values; every row's first block of 64 keys masked (-inf scores to start

@@ -161,6 +161,17 @@ TEST(ShapeInference, Special) {
   EXPECT_NE(error_of(Op::flash_attn, {"f32[1,8,T,16]", "f32[1,2,S,16]", "f32[1,2,S,16]"}, {{"scale", 0.25}, {"causal", true}})
                 .find("offset operand exactly when causal"),
             std::string::npos);
+  // flash_attn's backward: flash_attn's checks, then dout, lse and delta.
+  const std::vector<std::string> qkv = {"f32[B,8,T,16]", "f32[B,2,S,16]", "f32[B,2,S,8]"};
+  EXPECT_EQ(infer(Op::attn_lse, {qkv[0], qkv[1], "i64[]"}, {{"scale", 0.25}, {"causal", true}}), "f32[B,8,T]");
+  std::vector<std::string> grad = {qkv[0], qkv[1], qkv[2], "f32[B,8,T,8]", "f32[B,8,T]", "f32[B,8,T]"};
+  EXPECT_EQ(infer(Op::attn_dq, grad, {{"scale", 0.25}}), "f32[B,8,T,16]");
+  EXPECT_EQ(infer(Op::attn_dkv, grad, {{"scale", 0.25}}), "f32[B,2,S,24]");
+  grad[4] = "f32[B,8,S]";
+  EXPECT_NE(error_of(Op::attn_dq, grad, {{"scale", 0.25}}).find("lse must be f32[B,8,T]"), std::string::npos);
+  grad[4] = "f32[B,8,T]", grad[3] = "f32[B,8,T,16]";
+  EXPECT_NE(error_of(Op::attn_dkv, grad, {{"scale", 0.25}}).find("dout must be"), std::string::npos);
+  EXPECT_NE(error_of(Op::attn_lse, {"f32[1,6,T,16]", "f32[1,4,S,16]"}, {{"scale", 0.25}}).find("not a multiple"), std::string::npos);
 }
 
 TEST(ShapeInference, ArityAndAttributes) {

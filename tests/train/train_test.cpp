@@ -84,6 +84,9 @@ TEST_F(Train, CompiledStepMatchesTheInterpreter) {
   const auto& c = models::llama_config("tiny");
   Graph loss = models::trace_llama_loss(c, {2, 12, 12, DType::f32}, 2);
   TrainStep s = training_step(loss);
+  int flash = 0;
+  for (const Node& n : s.graph.nodes()) flash += n.op == Op::flash_attn;
+  EXPECT_EQ(flash, 2);  // each layer's attention matched before differentiating
   RandomInputOptions ro;
   ro.seed = 9;
   ro.fixed["lr"] = 1e-3;

@@ -3,8 +3,8 @@
 // program (prelude, pointer table, elementwise ops, loops, the pool,
 // temporaries, the dispatch by kernel kind, outputs, index checks);
 // views.cpp reads values through views and gathers; kernels/ has one file per
-// kernel kind (pointwise, rowwise, reduction, matmul with the GEMVs, and
-// attention). A kind reads the kernel and this state and returns its body.
+// kernel kind (pointwise, rowwise, reduction, matmul with the GEMVs,
+// attention, and attention's backward). A kind reads the kernel and this state and returns its body.
 #pragma once
 
 #include <cstdint>
@@ -194,6 +194,13 @@ class Emitter {
   static std::string attention_one_query(const AttentionForm& f, const std::string& S, const std::string& D, int64_t Dv);
   static std::string attention_row_block(const AttentionForm& f, const std::string& rows, const std::string& S, int64_t H, int64_t group,
                                          int64_t D, int64_t Dv, int64_t qb);
+  // ---- kernels/attention_grad.cpp: attn_lse, attn_dq, attn_dkv
+  struct Rows {
+    std::string p;                     // the base pointer, offset applied
+    std::vector<std::string> strides;  // per dim ("0" where it is 1: broadcast); the last is 1
+  };
+  Rows rows_of(ValueId x, std::string* code);
+  std::string attention_grad_body(const Kernel& K);
 
   const Graph& g_;
   const Schedule& s_;

@@ -18,6 +18,7 @@ std::vector<OpDef> elementwise();  // elementwise.cpp: unary, binary, comparison
 std::vector<OpDef> structure();    // structure.cpp: sources, reductions, matmul, views, data movement
 std::vector<OpDef> composite();    // composite.cpp: softmax, norms, silu, gelu
 std::vector<OpDef> special();      // special.cpp: causal_mask, kv_write, flash_attn, control flow
+std::vector<OpDef> attention_grad();  // attention_grad.cpp: flash attention's backward
 
 // A row with its derivative rule (ir/differ.h).
 inline OpDef with_grad(OpDef d, GradFn g) {

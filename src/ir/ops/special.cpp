@@ -159,18 +159,52 @@ void d_kv_write(Differ& d) {
   }
 }
 
+// The scores' elements up to which flash_attn's backward holds them whole
+// (products on the matrix library beat the row kernels there); past this, or
+// when a size is symbolic, it recomputes them a block of keys at a time.
+constexpr int64_t kWholeScores = int64_t{1} << 20;
+
+// flash_attn's backward without the score matrix (ops/attention_grad.cpp):
+// each row's log-sum-exp, delta = rowsum(dO * O), then dQ and [dK | dV],
+// which recompute the scores as they go.
+void d_flash_attn_blocked(Differ& d) {
+  NamedAttrs attrs = {{"scale", d.n.attr_float("scale")},
+                      {"causal", d.n.attr_bool("causal")},
+                      {"bias", d.n.attr_bool("bias")},
+                      {"zero_empty_rows", d.n.attr_bool("zero_empty_rows")}};
+  std::vector<ValueId> optional(d.n.inputs.begin() + 3, d.n.inputs.end());  // offset, bias
+  std::vector<ValueId> lse_in = {d.x(0), d.x(1)};
+  lse_in.insert(lse_in.end(), optional.begin(), optional.end());
+  ValueId lse = d.op(Op::attn_lse, lse_in, attrs);
+  ValueId delta = d.op(Op::reshape, {d.reduce(Op::sum, d.mul(d.dy, d.y), {3})}, {{"shape", d.type(lse).shape}});
+  std::vector<ValueId> in = {d.x(0), d.x(1), d.x(2), d.dy, lse, delta};
+  in.insert(in.end(), optional.begin(), optional.end());
+  if (d.wants(0)) d.give(0, d.op(Op::attn_dq, in, attrs));
+  if (!d.wants(1) && !d.wants(2)) return;
+  ValueId kv = d.op(Op::attn_dkv, in, attrs);  // [B, Hkv, S, D + Dv]
+  const Dim D = d.type(d.x(1)).shape[3], Dv = d.type(d.x(2)).shape[3];
+  auto part = [&](const Dim& from, const Dim& to) { return d.op(Op::slice, {kv}, {{"axis", int64_t{3}}, {"start", from}, {"end", to}}); };
+  if (d.wants(1)) d.give(1, part(0, D));
+  if (d.wants(2)) d.give(2, part(D, D + Dv));
+}
+
 // flash_attn: the scores recomputed, as the forward's online softmax
 // computes them, with the query heads of each KV head side by side
 // ([B, Hkv, G*T, S]: head h is group h / G, as the kernel reads it). Then
 // dV = P^T dO (summed over the group by the product), dP = dO V^T,
 // dS = P (dP - rowsum(dP P)), dQ = scale dS K, dK = scale dS^T Q, and the
-// bias' dS. It holds the [G*T, S] scores of each KV head: the backward that
-// recomputes them block by block, never whole, is still to come.
+// bias' dS. That holds the [G*T, S] scores of each KV head: for up to
+// kWholeScores of them in all, or when the bias' gradient (the size of the
+// scores itself) is wanted. Otherwise d_flash_attn_blocked.
 void d_flash_attn(Differ& d) {
   const Type q = d.type(d.x(0)), k = d.type(d.x(1)), v = d.type(d.x(2));
   const bool causal = d.n.attr_bool("causal"), has_bias = d.n.attr_bool("bias");
   const double scale = d.n.attr_float("scale");
   const Dim B = q.shape[0], H = q.shape[1], T = q.shape[2], D = q.shape[3], Hkv = k.shape[1], S = k.shape[2], Dv = v.shape[3];
+  const std::optional<int64_t> scores = numel_const(Shape{B, H, T, S});
+  const bool bias_grad = has_bias && d.wants(d.n.inputs.size() - 1);
+  if (!bias_grad && (!scores || *scores > kWholeScores))
+    return d_flash_attn_blocked(d);
   const std::optional<Dim> G = H.div_exact(Hkv);
   if (!G) throw Unsupported("flash_attn: query heads " + H.str() + " not a known multiple of kv heads " + Hkv.str());
   const Dim R = *G * T;  // rows per KV head

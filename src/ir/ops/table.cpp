@@ -16,7 +16,7 @@ namespace {
 const std::vector<OpDef>& table() {
   static const std::vector<OpDef> t = [] {
     std::vector<OpDef> v(static_cast<size_t>(Op::kNumOps), OpDef{Op::kNumOps, nullptr, OpCategory::source, 0, 0, {}, nullptr});
-    for (auto family : {rows::structure, rows::elementwise, rows::composite, rows::special})
+    for (auto family : {rows::structure, rows::elementwise, rows::composite, rows::special, rows::attention_grad})
       for (OpDef& d : family()) {
         size_t i = static_cast<size_t>(d.op);
         if (i >= v.size() || v[i].name) throw std::logic_error("op table: " + std::string(d.name) + " defined twice or out of range");

@@ -16,6 +16,7 @@ namespace tj::cpp {
 std::string Emitter::attention_body(const Kernel& K) {
   ValueId fa = K.ops[0];
   const Node& n = g_.node(fa);
+  if (n.op != Op::flash_attn) return attention_grad_body(K);
   std::string code;
   std::vector<std::string> p;
   for (int i = 0; i < 3; ++i) {
