@@ -194,6 +194,8 @@ class Emitter {
   static std::string attention_one_query(const AttentionForm& f, const std::string& S, const std::string& D, int64_t Dv);
   static std::string attention_row_block(const AttentionForm& f, const std::string& rows, const std::string& S, int64_t H, int64_t group,
                                          int64_t D, int64_t Dv, int64_t qb);
+  static std::string block_dots(const std::string& ty, const std::string& st, const std::string& row, const std::string& kt,
+                                const std::string& dst, const std::string& Ds, const std::string& at);
   // ---- kernels/attention_grad.cpp: attn_lse, attn_dq, attn_dkv
   struct Rows {
     std::string p;                     // the base pointer, offset applied

@@ -169,6 +169,31 @@ std::string lane_tree(const std::string& indent, const std::string& to, const st
 
 }  // namespace
 
+// dst[ii][j] = sum over d < Ds of row(r0 + ii)[d] * kt[d][j], for the block's
+// rows ii < in and keys j < jp (whole vectors; kt padded with zeros): 4 rows
+// at a time and 16 keys per vector, 4 independent multiply-add chains over
+// d, each transposed key vector loaded once for the 4 rows (a vector type,
+// not an array: GCC keeps an array of 16 in memory across a loop it does not
+// unroll). Rows past the block's last compute the last row again, unused.
+std::string Emitter::block_dots(const std::string& ty, const std::string& st, const std::string& row, const std::string& kt,
+                                const std::string& dst, const std::string& Ds, const std::string& at) {
+  std::string V = ty == "float" ? "tj_vf16" : "tj_vd16";
+  std::string code;
+  code += at + "for (int64_t i4 = 0; i4 < in; i4 += 4) {\n";
+  code += at + "  const " + st + "* q0 = " + row + "(r0 + i4);\n";
+  for (int w = 1; w < 4; ++w)
+    code += at + "  const " + st + "* q" + std::to_string(w) + " = " + row + "(r0 + std::min<int64_t>(i4 + " + std::to_string(w) + ", in - 1));\n";
+  code += at + "  for (int64_t j = 0; j < jp; j += 16) {\n" + at + "    " + V + " a0 = {}, a1 = {}, a2 = {}, a3 = {};\n";
+  code += at + "    for (int64_t d = 0; d < " + Ds + "; ++d) {\n" + at + "      const " + V + " kv = *(const " + V + "*)&" + kt + "[d][j];\n";
+  code += at + "      a0 += (" + ty + ")q0[d] * kv, a1 += (" + ty + ")q1[d] * kv, a2 += (" + ty + ")q2[d] * kv, a3 += (" + ty + ")q3[d] * kv;\n" +
+          at + "    }\n";
+  code += at + "    *(" + V + "*)&" + dst + "[i4][j] = a0;\n";
+  for (int w = 1; w < 4; ++w)
+    code += at + "    if (i4 + " + std::to_string(w) + " < in) *(" + V + "*)&" + dst + "[i4 + " + std::to_string(w) + "][j] = a" + std::to_string(w) + ";\n";
+  code += at + "  }\n" + at + "}\n";
+  return code;
+}
+
 // Rows [r0, r0 + qb) of a unit (row r: query r / group of head
 // g*group + r % group), the same online softmax per row, one block of keys
 // at a time for all of them. The block is transposed once (kt[d][j]), so
@@ -200,23 +225,7 @@ std::string Emitter::attention_row_block(const AttentionForm& f, const std::stri
   code += "      const int64_t jp = (jn + 15) / 16 * 16;\n";
   code += "      for (int64_t j = 0; j < jn; ++j)\n        for (int64_t d = 0; d < " + Ds + "; ++d) kt[d][j] = k[(j0 + j)*kstride + d];\n";
   code += "      for (int64_t d = 0; d < " + Ds + "; ++d)\n        for (int64_t j = jn; j < jp; ++j) kt[d][j] = 0;\n";
-  // Raw scores, 4 rows at a time and 16 keys per vector: 4 independent
-  // multiply-add chains over the head dimension, each transposed key vector
-  // loaded once for the 4 rows (a vector type, not an array: GCC keeps an
-  // array of 16 in memory across a loop it does not unroll). Rows past the
-  // block's last compute the last row again, unused.
-  std::string V = ty == "float" ? "tj_vf16" : "tj_vd16";
-  code += "      for (int64_t i4 = 0; i4 < in; i4 += 4) {\n";
-  code += "        const " + st + "* q0 = row(r0 + i4);\n";
-  for (int w = 1; w < 4; ++w)
-    code += "        const " + st + "* q" + std::to_string(w) + " = row(r0 + std::min<int64_t>(i4 + " + std::to_string(w) + ", in - 1));\n";
-  code += "        for (int64_t j = 0; j < jp; j += 16) {\n          " + V + " a0 = {}, a1 = {}, a2 = {}, a3 = {};\n";
-  code += "          for (int64_t d = 0; d < " + Ds + "; ++d) {\n            const " + V + " kv = *(const " + V + "*)&kt[d][j];\n";
-  code += "            a0 += (" + ty + ")q0[d] * kv, a1 += (" + ty + ")q1[d] * kv, a2 += (" + ty + ")q2[d] * kv, a3 += (" + ty + ")q3[d] * kv;\n          }\n";
-  code += "          *(" + V + "*)&p[i4][j] = a0;\n";
-  for (int w = 1; w < 4; ++w)
-    code += "          if (i4 + " + std::to_string(w) + " < in) *(" + V + "*)&p[i4 + " + std::to_string(w) + "][j] = a" + std::to_string(w) + ";\n";
-  code += "        }\n      }\n";
+  code += block_dots(ty, st, "row", "kt", "p", Ds, "      ");
   code += "      for (int64_t ii = 0; ii < in; ++ii) {\n";
   code += "        const int64_t jm = std::min<int64_t>(jn, limit_of(r0 + ii) - j0);  // this row's keys in the block\n";
   code += "        if (jm <= 0) continue;\n";

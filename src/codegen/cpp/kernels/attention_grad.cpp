@@ -30,7 +30,7 @@ Emitter::Rows Emitter::rows_of(ValueId x, std::string* code) {
 std::string Emitter::attention_grad_body(const Kernel& K) {
   ValueId v0 = K.ops[0];
   const Node& n = g_.node(v0);
-  const bool lse = n.op == Op::attn_lse, dq = n.op == Op::attn_dq;
+  const bool lse = n.op == Op::attn_lse, dq = n.op == Op::attn_dq, dkv = n.op == Op::attn_dkv;
   const size_t extra = lse ? 2 : 6;  // where offset and bias start
   const bool causal = n.attr_bool("causal"), has_bias = n.attr_bool("bias"), zero_empty = n.attr_bool("zero_empty_rows");
   std::string code;
@@ -43,93 +43,126 @@ std::string Emitter::attention_grad_body(const Kernel& K) {
   if (has_bias) bias = rows_of(n.inputs.back(), &code);
   auto sq = shape(n.inputs[0]), sk = shape(n.inputs[1]);
   const Dim B = sq[0], Tq = sq[2], S = sk[2];
-  const Dim Dq = sq[3], Dvd = lse ? Dim(0) : shape(n.inputs[2])[3];
+  const Dim Dq = sq[3], Dvd = lse ? Dim(1) : shape(n.inputs[2])[3];
   if (!sq[1].is_const() || !sk[1].is_const() || !Dq.is_const() || !Dvd.is_const())
     throw Error(std::string("code generation: ") + n.def().name + " needs concrete head counts and head dims, got " + shape_str(sq) +
                 " and " + shape_str(sk));
   const int64_t H = sq[1].value(), Hkv = sk[1].value(), D = Dq.value(), Dv = Dvd.value(), group = H / Hkv;
   const std::string ty = CT(v0), st = T(v0), Ds = std::to_string(D), Dvs = std::to_string(Dv), G = std::to_string(group) + "LL";
+  const std::string Hs = std::to_string(H) + "LL", Hkvs = std::to_string(Hkv) + "LL", QB = std::to_string(kAttentionQueryBlock);
   const std::string neg_inf = "-(" + ty + ")INFINITY";
+  auto at = [](const Rows& r, const std::string& a, const std::string& b, const std::string& c) {
+    return r.p + " + " + a + "*" + r.strides[0] + " + " + b + "*" + r.strides[1] + " + " + c + "*" + r.strides[2];
+  };
 
   code += "{\n";
   code += "  const int64_t off = " + (causal ? "(int64_t)(" + load(n.inputs[extra], {}) + ")" : std::string("0")) + ";\n";
   code += "  const " + ty + " scale = (" + ty + ")" + literal(n.attr_float("scale"), DType::f64) + ";\n";
-  code += "  const int64_t tj_t = " + C(Tq) + ", tj_s = " + C(S) + ";\n";
+  code += "  const int64_t tj_t = " + C(Tq) + ", tj_s = " + C(S) + ", tj_rows = tj_t*" + G + ";\n";
   code += "  " + st + "* out = " + ptr(v0) + ";\n";
   // Keys j < limit(i) are visible to query i: j <= off + i, clamped (no overflow).
   code += "  auto limit = [&](int64_t i) -> int64_t { return " +
           std::string(causal ? "off >= tj_s ? tj_s : off + i + 1 < 0 ? 0 : std::min<int64_t>(tj_s, off + i + 1)" : "tj_s") + "; };\n";
-  // s_ij of query i of head h (batch b) and key j of its KV head.
-  code += "  auto score = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> " + ty + " {\n";
-  code += "    const " + st + "* qi = " + q.p + " + b*" + q.strides[0] + " + h*" + q.strides[1] + " + i*" + q.strides[2] + ";\n";
-  code += "    const " + st + "* kj = " + k.p + " + b*" + k.strides[0] + " + (h / " + G + ")*" + k.strides[1] + " + j*" + k.strides[2] + ";\n";
-  code += "    " + ty + " dot = 0;\n#pragma omp simd reduction(+:dot)\n";
-  code += "    for (int64_t d = 0; d < " + Ds + "; ++d) dot += (" + ty + ")qi[d]*(" + ty + ")kj[d];\n";
-  code += "    return dot*scale" +
-          (has_bias ? " + (" + ty + ")" + bias.p + "[b*" + bias.strides[0] + " + h*" + bias.strides[1] + " + i*" + bias.strides[2] +
-                          " + j*" + bias.strides[3] + "]"
-                    : std::string("")) +
-          ";\n  };\n";
-  if (!lse) {
-    // p_ij from the row's log-sum-exp; a row with no visible key has none.
-    code += "  auto prob = [&](" + ty + " s, " + ty + " li) -> " + ty + " { return li == " + neg_inf + " ? (" + ty + ")" +
-            (zero_empty ? "0" : "NAN") + " : tj_exp(s - li); };\n";
-    // lse and delta: [B, H, T], rows contiguous.
-    for (const auto& [name, r] : {std::pair<const char*, const Rows*>{"lse_at", &l}, {"delta_at", &delta}})
-      code += std::string("  auto ") + name + " = [&](int64_t b, int64_t h, int64_t i) -> " + ty + " { return (" + ty + ")" + r->p +
-              "[b*" + r->strides[0] + " + h*" + r->strides[1] + " + i]; };\n";
-    code += "  auto dout_row = [&](int64_t b, int64_t h, int64_t i) { return " + dout.p + " + b*" + dout.strides[0] + " + h*" +
-            dout.strides[1] + " + i*" + dout.strides[2] + "; };\n";
-    code += "  auto v_row = [&](int64_t b, int64_t g, int64_t j) { return " + v.p + " + b*" + v.strides[0] + " + g*" + v.strides[1] +
-            " + j*" + v.strides[2] + "; };\n";
-    code += "  auto dot_v = [&](const " + st + "* x, const " + st + "* y) -> " + ty + " {\n    " + ty +
-            " r = 0;\n#pragma omp simd reduction(+:r)\n    for (int64_t d = 0; d < " + Dvs + "; ++d) r += (" + ty + ")x[d]*(" + ty +
-            ")y[d];\n    return r;\n  };\n";
-  }
+  code += "  constexpr int64_t kBlock = 64;\n";
 
-  // Units: rows (b, h, i) of lse and dq; keys (b, g, j) of dkv.
-  const Dim units = lse || dq ? B * Dim(H) * Tq : B * Dim(Hkv) * S;
-  const int64_t per_unit = lse ? hint(S) * D : dq ? hint(S) * (2 * D + Dv) : group * hint(Tq) * (2 * D + 2 * Dv);
-  const bool par = hint(units) * per_unit >= kParallelElements * 4;
-  code += par ? open_parallel_loop("u", C(units), false) : "  for (int64_t u = 0; u < " + C(units) + "; ++u) {\n";
-  if (lse || dq) {
-    code += "    const int64_t b = u / (" + std::to_string(H) + "LL*tj_t), h = u / tj_t % " + std::to_string(H) + "LL, i = u % tj_t;\n";
-    code += "    const int64_t lim = limit(i);\n";
+  // Units: a block of rows of one KV head (lse, dq), or a block of its keys
+  // (dkv). Row r of KV head g is query r / G of head g*G + r % G, as in
+  // flash_attn's kernel.
+  const Dim rows = Tq * Dim(group);
+  const std::string nb = dkv ? "((" + C(S) + " + 63) / 64)" : "((" + C(rows) + " + " + QB + " - 1) / " + QB + ")";
+  const std::string units = C(B * Dim(Hkv)) + "*" + nb;
+  const int64_t pairs = hint(B * Dim(H) * Tq * S);
+  const bool par = pairs * (lse ? D : 2 * (D + Dv)) >= kParallelElements * 4;
+  code += par ? open_parallel_loop("u", units, false) : "  for (int64_t u = 0; u < " + units + "; ++u) {\n";
+  code += "    const int64_t bg = u / " + nb + ", b = bg / " + Hkvs + ", g = bg % " + Hkvs + ";\n";
+  code += "    auto head = [&](int64_t r) { return g*" + G + " + r % " + G + "; };\n";
+  code += "    auto row = [&](int64_t r) { return " + at(q, "b", "head(r)", "(r / " + G + ")") + "; };\n";
+  if (!lse) {
+    code += "    auto drow = [&](int64_t r) { return " + at(dout, "b", "head(r)", "(r / " + G + ")") + "; };\n";
+    code += "    auto lse_of = [&](int64_t r) -> " + ty + " { return (" + ty + ")*(" + at(l, "b", "head(r)", "(r / " + G + ")") + "); };\n";
+    code += "    auto delta_of = [&](int64_t r) -> " + ty + " { return (" + ty + ")*(" + at(delta, "b", "head(r)", "(r / " + G + ")") + "); };\n";
   }
-  if (lse) {
-    // Online: the running maximum, and the sum rescaled when it grows.
-    code += "    " + ty + " m = " + neg_inf + ", sum = 0;\n";
-    code += "    for (int64_t j = 0; j < lim; ++j) {\n      const " + ty + " s = score(b, h, i, j);\n";
-    code += "      if (s > m) {\n        sum = m == " + neg_inf + " ? 0 : sum * tj_exp(m - s);\n        m = s;\n      }\n";
-    code += "      if (m != " + neg_inf + ") sum += tj_exp(s - m);\n    }\n";
-    code += "    out[u] = m == " + neg_inf + " ? m : m + std::log(sum);\n";
-  } else if (dq) {
-    code += "    const " + ty + " li = lse_at(b, h, i), di = delta_at(b, h, i);\n";
-    code += "    const " + st + "* dO = dout_row(b, h, i);\n";
-    code += "    alignas(64) " + ty + " acc[" + Ds + "] = {};\n";
-    code += "    for (int64_t j = 0; j < lim; ++j) {\n";
-    code += "      const " + ty + " ds = prob(score(b, h, i, j), li) * (dot_v(dO, v_row(b, h / " + G + ", j)) - di);\n";
-    code += "      const " + st + "* kj = " + k.p + " + b*" + k.strides[0] + " + (h / " + G + ")*" + k.strides[1] + " + j*" + k.strides[2] + ";\n";
-    code += "#pragma omp simd\n      for (int64_t d = 0; d < " + Ds + "; ++d) acc[d] += ds*(" + ty + ")kj[d];\n    }\n";
-    code += "    " + st + "* o = out + u*" + Ds + ";\n";
-    code += "    for (int64_t d = 0; d < " + Ds + "; ++d) o[d] = acc[d]*scale;\n";
+  code += "    const " + st + "* k = " + at(k, "b", "g", "0") + ";\n";
+  if (!lse) code += "    const " + st + "* v = " + at(v, "b", "g", "0") + ";\n";
+  code += "    const int64_t kstride = " + k.strides[2] + (lse ? "" : ", vstride = " + v.strides[2]) + ";\n";
+  code += "    alignas(64) " + ty + " kt[" + Ds + "][kBlock], s[" + QB + "][kBlock];\n";
+  if (!lse) code += "    alignas(64) " + ty + " vt[" + Dvs + "][kBlock], dp[" + QB + "][kBlock];\n";
+  // Keys [j0, j0 + jn) transposed (and V's, for dout.v), padded with zeros to jp.
+  auto transpose = [&](const std::string& to, const std::string& from, const std::string& stride, const std::string& width) {
+    return "      for (int64_t j = 0; j < jn; ++j)\n        for (int64_t d = 0; d < " + width + "; ++d) " + to + "[d][j] = (" + ty +
+           ")" + from + "[(j0 + j)*" + stride + " + d];\n      for (int64_t d = 0; d < " + width + "; ++d)\n        for (int64_t j = jn; j < jp; ++j) " +
+           to + "[d][j] = 0;\n";
+  };
+  // Row ii's scores over the block, scaled, with its bias, -inf past its jm keys.
+  auto scores = [&]() {
+    std::string c = "        " + ty + "* sc = s[ii];\n";
+    if (has_bias)
+      c += "        const " + st + "* brow = " + at(bias, "b", "head(r)", "(r / " + G + ")") + ";\n#pragma omp simd\n" +
+           "        for (int64_t j = 0; j < jm; ++j) sc[j] = sc[j]*scale + (" + ty + ")brow[(j0 + j)*" + bias.strides[3] + "];\n";
+    else
+      c += "#pragma omp simd\n        for (int64_t j = 0; j < jm; ++j) sc[j] *= scale;\n";
+    return c + "        for (int64_t j = jm; j < jp; ++j) sc[j] = " + neg_inf + ";\n";
+  };
+  // p and ds of row ii over the block (into sc and dp[ii]).
+  std::string probs = "        const " + ty + " li = lse_of(r), di = delta_of(r);\n";
+  probs += "        if (li == " + neg_inf + ")\n          for (int64_t j = 0; j < jp; ++j) sc[j] = j < jm ? (" + ty + ")" +
+           (zero_empty ? "0" : "NAN") + " : 0;\n        else\n";
+  probs += "#pragma omp simd\n          for (int64_t j = 0; j < jp; ++j) sc[j] = tj_exp(sc[j] - li);\n";
+  probs += "#pragma omp simd\n        for (int64_t j = 0; j < jp; ++j) dp[ii][j] = sc[j]*(dp[ii][j] - di);\n";
+
+  if (!dkv) {
+    code += "    const int64_t r0 = u % " + nb + " * " + QB + ", in = std::min<int64_t>(" + QB + ", tj_rows - r0);\n";
+    code += "    const int64_t last = limit((r0 + in - 1) / " + G + ");  // the last row sees the most keys\n";
+    if (lse) code += "    " + ty + " m[" + QB + "], sum[" + QB + "];\n    for (int64_t ii = 0; ii < " + QB + "; ++ii) m[ii] = " + neg_inf + ", sum[ii] = 0;\n";
+    else code += "    alignas(64) " + ty + " acc[" + QB + "][" + Ds + "] = {};\n";
+    code += "    for (int64_t j0 = 0; j0 < last; j0 += kBlock) {\n";
+    code += "      const int64_t jn = std::min<int64_t>(last - j0, kBlock), jp = (jn + 15) / 16 * 16;\n";
+    code += transpose("kt", "k", "kstride", Ds);
+    code += block_dots(ty, st, "row", "kt", "s", Ds, "      ");
+    if (dq) code += transpose("vt", "v", "vstride", Dvs) + block_dots(ty, st, "drow", "vt", "dp", Dvs, "      ");
+    code += "      for (int64_t ii = 0; ii < in; ++ii) {\n        const int64_t r = r0 + ii;\n";
+    code += "        const int64_t jm = std::min<int64_t>(jn, limit(r / " + G + ") - j0);\n        if (jm <= 0) continue;\n";
+    code += scores();
+    if (lse) {
+      // Online: the block's maximum, the sum so far rescaled to it.
+      code += "        " + ty + " bm = m[ii];\n#pragma omp simd reduction(max:bm)\n        for (int64_t j = 0; j < jp; ++j) bm = std::max(bm, sc[j]);\n";
+      code += "        if (bm == " + neg_inf + ") continue;\n";
+      code += "        " + ty + " add = 0;\n#pragma omp simd reduction(+:add)\n        for (int64_t j = 0; j < jp; ++j) add += tj_exp(sc[j] - bm);\n";
+      code += "        sum[ii] = (m[ii] == " + neg_inf + " ? 0 : sum[ii]*tj_exp(m[ii] - bm)) + add;\n        m[ii] = bm;\n";
+    } else {
+      code += probs;
+      // In a local array (registers): acc may alias nothing, but the compiler cannot know that of a row of it.
+      code += "        " + ty + " a[" + Ds + "];\n        const " + ty + "* ds = dp[ii];\n";
+      code += "        for (int64_t d = 0; d < " + Ds + "; ++d) a[d] = acc[ii][d];\n";
+      code += "        for (int64_t j = 0; j < jm; ++j) {\n          const " + st + "* kj = k + (j0 + j)*kstride;\n";
+      code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Ds + "; ++d) a[d] += ds[j]*(" + ty + ")kj[d];\n        }\n";
+      code += "        for (int64_t d = 0; d < " + Ds + "; ++d) acc[ii][d] = a[d];\n";
+    }
+    code += "      }\n    }\n";
+    code += "    for (int64_t ii = 0; ii < in; ++ii) {\n      const int64_t r = r0 + ii, at = (b*" + Hs + " + head(r))*tj_t + r / " + G + ";\n";
+    if (lse) code += "      out[at] = m[ii] == " + neg_inf + " ? m[ii] : m[ii] + std::log(sum[ii]);\n";
+    else code += "      for (int64_t d = 0; d < " + Ds + "; ++d) out[at*" + Ds + " + d] = acc[ii][d]*scale;\n";
+    code += "    }\n";
   } else {
-    code += "    const int64_t b = u / (" + std::to_string(Hkv) + "LL*tj_s), g = u / tj_s % " + std::to_string(Hkv) + "LL, j = u % tj_s;\n";
-    // The queries that see key j: i >= j - off (all of them when off >= j).
-    code += "    const int64_t i0 = " + std::string(causal ? "off >= j ? 0 : off < j - tj_t ? tj_t : j - off" : "0") + ";\n";
-    code += "    const " + st + "* vj = v_row(b, g, j);\n";
-    code += "    alignas(64) " + ty + " dk[" + Ds + "] = {}, dv[" + Dvs + "] = {};\n";
-    code += "    for (int64_t h = g*" + G + "; h < (g + 1)*" + G + "; ++h)\n";
-    code += "      for (int64_t i = i0; i < tj_t; ++i) {\n";
-    code += "        const " + st + "* dO = dout_row(b, h, i);\n";
-    code += "        const " + ty + " p = prob(score(b, h, i, j), lse_at(b, h, i));\n";
-    code += "        const " + ty + " ds = p * (dot_v(dO, vj) - delta_at(b, h, i));\n";
-    code += "        const " + st + "* qi = " + q.p + " + b*" + q.strides[0] + " + h*" + q.strides[1] + " + i*" + q.strides[2] + ";\n";
-    code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Ds + "; ++d) dk[d] += ds*(" + ty + ")qi[d];\n";
-    code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) dv[d] += p*(" + ty + ")dO[d];\n      }\n";
-    code += "    " + st + "* o = out + u*" + std::to_string(D + Dv) + ";\n";
-    code += "    for (int64_t d = 0; d < " + Ds + "; ++d) o[d] = dk[d]*scale;\n";
-    code += "    for (int64_t d = 0; d < " + Dvs + "; ++d) o[" + Ds + " + d] = dv[d];\n";
+    code += "    const int64_t j0 = u % " + nb + " * kBlock, jn = std::min<int64_t>(tj_s - j0, kBlock), jp = (jn + 15) / 16 * 16;\n";
+    code += transpose("kt", "k", "kstride", Ds) + transpose("vt", "v", "vstride", Dvs);
+    code += "    alignas(64) " + ty + " dk[kBlock][" + Ds + "] = {}, dv[kBlock][" + Dvs + "] = {};\n";
+    // The first query that sees key j0: all when off >= j0.
+    code += "    const int64_t i0 = " + std::string(causal ? "off >= j0 ? 0 : off < j0 - tj_t ? tj_t : j0 - off" : "0") + ";\n";
+    code += "    for (int64_t r0 = i0*" + G + "; r0 < tj_rows; r0 += " + QB + ") {\n";
+    code += "      const int64_t in = std::min<int64_t>(" + QB + ", tj_rows - r0);\n";
+    code += block_dots(ty, st, "row", "kt", "s", Ds, "      ") + block_dots(ty, st, "drow", "vt", "dp", Dvs, "      ");
+    code += "      for (int64_t ii = 0; ii < in; ++ii) {\n        const int64_t r = r0 + ii;\n";
+    code += "        const int64_t jm = std::min<int64_t>(jn, limit(r / " + G + ") - j0);\n        if (jm <= 0) continue;\n";
+    code += scores() + probs;
+    code += "        const " + st + "* qr = row(r);\n        const " + st + "* dO = drow(r);\n        const " + ty + "* ds = dp[ii];\n";
+    code += "        for (int64_t j = 0; j < jm; ++j) {\n";
+    code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Ds + "; ++d) dk[j][d] += ds[j]*(" + ty + ")qr[d];\n";
+    code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) dv[j][d] += sc[j]*(" + ty + ")dO[d];\n        }\n";
+    code += "      }\n    }\n";
+    code += "    for (int64_t j = 0; j < jn; ++j) {\n      " + st + "* o = out + ((b*" + Hkvs + " + g)*tj_s + j0 + j)*" + std::to_string(D + Dv) + ";\n";
+    code += "      for (int64_t d = 0; d < " + Ds + "; ++d) o[d] = dk[j][d]*scale;\n";
+    code += "      for (int64_t d = 0; d < " + Dvs + "; ++d) o[" + Ds + " + d] = dv[j][d];\n    }\n";
   }
   code += par ? close_parallel_loop() + "}\n" : "  }\n}\n";
   code += pointwise_body(K, 1);
