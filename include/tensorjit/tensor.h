@@ -227,6 +227,9 @@ Tensor squeeze(const Tensor& x, std::vector<int64_t> axes);
 Tensor unsqueeze(const Tensor& x, std::vector<int64_t> axes);
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 Tensor gather(const Tensor& table, const Tensor& indices, int64_t axis = 0);
+// `base` with each slice of `updates` (gather's result shape) added at its
+// index along `axis`, in the indices' order (numpy's np.add.at; floats).
+Tensor scatter_add(const Tensor& base, const Tensor& indices, const Tensor& updates, int64_t axis = 0);
 Tensor iota(Tracer& t, Dim n, DType dtype = DType::i64);
 Tensor iota(const Tensor& like, Dim n, DType dtype = DType::i64);  // in the trace `like` belongs to
 

@@ -342,6 +342,10 @@ Tensor gather(const Tensor& table, const Tensor& indices, int64_t axis) {
   return emit(tracer_of(table), Op::gather, {table, indices}, {{"axis", axis}});
 }
 
+Tensor scatter_add(const Tensor& base, const Tensor& indices, const Tensor& updates, int64_t axis) {
+  return emit(tracer_of(base), Op::scatter_add, {base, indices, updates}, {{"axis", axis}});
+}
+
 Tensor iota(Tracer& t, Dim n, DType dtype) { return emit(t, Op::iota, {}, {{"n", std::move(n)}, {"dtype", dtype}}); }
 Tensor iota(const Tensor& like, Dim n, DType dtype) { return iota(tracer_of(like), std::move(n), dtype); }
 

@@ -40,7 +40,7 @@ enum class Op : uint8_t {
   // views
   reshape, permute, expand, slice, squeeze, unsqueeze,
   // data movement
-  concat, gather,
+  concat, gather, scatter_add,
   // composites
   softmax, rms_norm, layer_norm, silu, gelu,
   // special

@@ -63,7 +63,7 @@ ActivationPlan plan_activations(const Graph& g, const Schedule& s, bool in_place
         for (ValueId in : K.inputs) {
           int bi = index_of[static_cast<size_t>(in)];
           if (bi < 0 || in == v || taken[static_cast<size_t>(bi)] || is_output[static_cast<size_t>(in)]) continue;
-          if (!overwrites_safely(g, K, in)) continue;
+          if (!overwrites_safely(g, K, v, in)) continue;
           const PlannedBuffer& b = p.buffers[static_cast<size_t>(bi)];
           // The group's last reader must be this kernel (whole group, after earlier merges).
           int root = find(parent, bi);

@@ -365,7 +365,7 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
       throw Error(*s.status == 4   ? std::string("run: the matrix library failed: ") + gemm_f32_library()
                   : *s.status == 3 ? "run: kv_write position outside the cache"
                   : *s.status == 2 ? "run: integer division by zero"
-                                   : "run: gather index out of range");
+                                   : "run: gather or scatter_add index out of range");
   };
   *s.status = 0;
   void** t = s.table.data();

@@ -21,10 +21,10 @@ double Rng::normal() {
 }
 
 Bindings random_inputs(const Graph& g, const RandomInputOptions& opts) {
-  // Integers used as gather indices get the gathered axis as their range.
+  // Integers used as gather (or scatter_add) indices get the axis as their range.
   std::vector<int64_t> index_range(g.size(), 0);
   for (const Node& n : g.nodes()) {
-    if (n.op != Op::gather) continue;
+    if (n.op != Op::gather && n.op != Op::scatter_add) continue;
     const Dim& d = g.type(n.inputs[0]).shape[static_cast<size_t>(n.attr_int("axis"))];
     index_range[static_cast<size_t>(n.inputs[1])] = d.eval(opts.sizes);
   }

@@ -373,6 +373,26 @@ Array<E> gather(const Node& n, const Array<E>& table, const Array<I>& idx, const
   return make(out, std::move(r));
 }
 
+template <class E>
+Array<E> scatter_add(const Node& n, const Array<E>& base, const Array<I>& idx, const Array<E>& upd) {
+  int64_t axis = n.attr_int("axis");
+  auto [outer, L, inner] = around(base.shape, axis);
+  int64_t K = idx.numel();
+  std::vector<E> r(base.data->begin(), base.data->end());
+  if (upd.numel() == 0) return make(base.shape, std::move(r));  // reads no index, as compiled code
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t i = idx.ptr()[k];
+      if (i < -L || i >= L) throw Error("scatter_add: index " + std::to_string(i) + " out of range for length " + std::to_string(L));
+      if (i < 0) i += L;
+      E* to = r.data() + (o * L + i) * inner;
+      const E* from = upd.ptr() + (o * K + k) * inner;
+      for (int64_t s = 0; s < inner; ++s) to[s] = add_(to[s], from[s]);
+    }
+  }
+  return make(base.shape, std::move(r));
+}
+
 // cast: between floats (rounded after), float to int (saturating, NaN -> 0),
 // int to int (wrapping), int to float, anything to bool (x != 0).
 template <class T>
@@ -504,6 +524,7 @@ Array<E> eval_same(const Node& n, const std::vector<const Value<T>*>& in, const 
     }
     case Op::concat: return concat<E>(n, in, out);
     case Op::gather: return gather(n, A(0), in[1]->template as<I>(), out);
+    case Op::scatter_add: return scatter_add(n, A(0), in[1]->template as<I>(), A(2));
     case Op::kv_write: return kv_write(n, A(0), A(1), *in[2]);
     default: break;
   }

@@ -382,7 +382,7 @@ class Partitioner {
       if (t == b) return decline("the input already holds another output");
     for (ValueId o : outs)
       if (base(o) == b) return decline("the input is itself returned");
-    if (!overwrites_safely(g_, s_.kernels[static_cast<size_t>(k)], b))
+    if (!overwrites_safely(g_, s_.kernels[static_cast<size_t>(k)], v, b))
       return decline(std::string("its ") + std::string(kernel_kind_name(s_.kernels[static_cast<size_t>(k)].kind)) +
                      " kernel does not read the input only where it writes");
     s_.in_place[static_cast<size_t>(v)] = b;
@@ -502,7 +502,7 @@ ValueId base_buffer(const Graph& g, ValueId v) { return base_of(g, free_values(g
 
 Schedule fuse(const Graph& g, const FusionOptions& o, const std::vector<Donation>& donate) { return Partitioner(g, o).run(donate); }
 
-bool overwrites_safely(const Graph& g, const Kernel& K, ValueId b) {
+bool overwrites_safely(const Graph& g, const Kernel& K, ValueId v, ValueId b) {
   size_t first = 0;
   if (K.kind == KernelKind::matmul) {  // the product's operands must not be b
     for (ValueId o : g.node(K.ops[0]).inputs)
@@ -511,21 +511,33 @@ bool overwrites_safely(const Graph& g, const Kernel& K, ValueId b) {
   } else if (K.kind != KernelKind::pointwise) {
     return false;
   }
+  // Stores split the kernel's loop in segments: b may be read in v's segment
+  // (where it is written) or before, never after.
+  int segment = 0, v_segment = -1;
+  std::vector<int> read_in;
   for (size_t i = first; i < K.ops.size(); ++i) {
     const Node& n = g.node(K.ops[i]);
-    if (n.def().fuse == Fuse::store || n.type.shape != K.space) return false;
-    for (size_t j = 0; j < n.inputs.size(); ++j) {
-      ValueId o = n.inputs[j];
+    const bool store = n.def().fuse == Fuse::store;
+    if (K.ops[i] == v) {
+      if (store) return false;
+      v_segment = segment;
+    }
+    if (!store && n.type.shape != K.space) return false;
+    for (ValueId o : n.inputs) {
       if (base_buffer(g, o) != b) continue;
-      if (n.def().fuse == Fuse::gather) return false;  // reads at the indices it loads, not where it writes
+      if (store || n.def().fuse == Fuse::gather) return false;  // reads at other indices than it writes
       if (g.type(o).shape != K.space) return false;
       for (ValueId x = o; x != b; x = g.node(x).inputs[0]) {
         Op op = g.node(x).op;
         if (op != Op::reshape && op != Op::squeeze && op != Op::unsqueeze) return false;
       }
+      read_in.push_back(segment);
     }
+    if (store) ++segment;
   }
-  return true;
+  for (int r : read_in)
+    if (r > v_segment) return false;
+  return v_segment >= 0;
 }
 
 std::vector<std::vector<int>> kernel_dependencies(const Graph& g, const Schedule& s) {

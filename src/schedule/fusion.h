@@ -84,11 +84,12 @@ struct Schedule {
 // donation naming no output or input, or pairing values of different types.
 Schedule fuse(const Graph& g, const FusionOptions& o = {}, const std::vector<Donation>& donate = {});
 
-// Whether kernel K may overwrite buffer `b` with one of its results: K is one
-// loop nest over its space (pointwise, or a product's epilogue whose operands
-// are not `b`) and reads `b` only at the index it writes (directly, or
-// through reshapes at full size; no gathers, stores, permuted or sliced reads).
-bool overwrites_safely(const Graph& g, const Kernel& K, ValueId b);
+// Whether kernel K may write its result v over buffer `b`: K is loops over
+// its space (pointwise, or a product's epilogue whose operands are not `b`)
+// that read `b` only at the index they write (directly, or through reshapes
+// at full size; no gathers, stores, permuted or sliced reads), and not after
+// a store that follows v (a store ends the loop that wrote v).
+bool overwrites_safely(const Graph& g, const Kernel& K, ValueId v, ValueId b);
 
 // For each kernel in s, the kernels that must run before it: those whose
 // results it reads, and, for a kernel writing a donated input in place, every

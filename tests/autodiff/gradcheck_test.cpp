@@ -203,6 +203,11 @@ TEST(Gradcheck, ViewsAndDataMovement) {
     ValueId i = g.add_const({DType::i64, {2, 2}}, std::vector<double>{1, 4, -1, 1});
     g.set_outputs({g.add(Op::gather, {t, i}, {{"axis", int64_t{1}}})});
   });
+  gradcheck("scatter_add (repeated and negative indices)", [](Graph& g) {
+    ValueId base = g.add_input("b", f64({2, 5, 3})), upd = g.add_input("u", f64({2, 2, 2, 3}));
+    ValueId i = g.add_const({DType::i64, {2, 2}}, std::vector<double>{1, 4, -1, 1});
+    g.set_outputs({g.add(Op::tanh, {g.add(Op::scatter_add, {base, i, upd}, {{"axis", int64_t{1}}})})});
+  });
   gradcheck("kv_write", [](Graph& g) {
     ValueId cache = g.add_input("cache", f64({1, 2, 6, 3})), rows = g.add_input("rows", f64({1, 2, 2, 3}));
     ValueId pos = g.add_const({DType::i64, {}}, std::vector<double>{3});

@@ -220,6 +220,35 @@ TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
   }
 }
 
+// scatter_add (gather's gradient): repeated and negative indices along a
+// middle axis, then a large one whose columns split over the pool, each
+// element's sum in the indices' order as the interpreter's (bit for bit); an
+// index out of range is an error.
+TEST_F(Compiled, ScatterAdd) {
+  const char* mid =
+      "graph g\ninput %b : f32[2,5,3]\ninput %i : i64[7]\ninput %u : f32[2,7,3]\n%0 = scatter_add(%b, %i, %u) {axis=1} : f32[2,5,3]\n"
+      "%1 = exp(%0) : f32[2,5,3]\nreturn %1\n";
+  Graph g = parse_graph(mid);
+  Bindings in = random_inputs(g, 4);
+  const std::vector<double> idx = {0, 4, -1, 4, 2, -5, 4};
+  for (size_t k = 0; k < idx.size(); ++k) in.at("i").set(static_cast<int64_t>(k), idx[k]);
+  Executable exe = Executable::compile(g, {});
+  Bindings run_in = in;
+  EXPECT_LE(compare_outputs(exe.run(run_in), interpret(g, in, {DType::f32})).max_rel, 1e-6);
+  in.at("i").set(3, 5);
+  run_in = in;
+  EXPECT_THROW(exe.run(run_in), Error);
+
+  Graph big = parse_graph(
+      "graph e\ninput %i : i64[300]\ninput %u : f32[300,256]\n%0 = const {value=0.0} : f32[]\n%1 = expand(%0) {shape=[64, 256]} : f32[64,256]\n"
+      "%2 = scatter_add(%1, %i, %u) : f32[64,256]\nreturn %2\n");
+  Bindings bin = random_inputs(big, 5);
+  Executable be = Executable::compile(big, {});
+  Bindings brun = bin;
+  NDArray got = be.run(brun)[0], want = interpret(big, bin, {DType::f32})[0];
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0);
+}
+
 // flash_attn's backward kernels (attn_lse, attn_dq, attn_dkv): grouped
 // heads, causal at an offset (the first queries seeing no key, then all),
 // a bias broadcast over heads, across blocks of keys and over the pool (the

@@ -229,6 +229,20 @@ TEST(Fusion, DonatedOutputsAreWrittenAfterTheInputsOtherReaders) {
   EXPECT_EQ(s2.in_place[3] >= 0, true);
   EXPECT_EQ(s2.in_place[4], -1);
 
+  // A store splits the kernel's loop: w read after it (by %3, joined after
+  // the concat) would see the new value. A store before the update is fine.
+  EXPECT_EQ(fused(head + "%1 = exp(%w) : f32[4,4]\n%2 = concat(%1, %1) {axis=0} : f32[8,4]\n%3 = add(%w, %1) : f32[4,4]\n"
+                         "return %1, %2, %3\n"),
+            "matmul: matmul | pointwise: exp concat add");
+  EXPECT_FALSE(in_place("%1 = exp(%w) : f32[4,4]\n%2 = concat(%1, %1) {axis=0} : f32[8,4]\n%3 = add(%w, %1) : f32[4,4]\n"
+                        "return %1, %2, %3\n", {0, "w"}));
+  Graph scatter = parse_graph(
+      "graph g\ninput %w : f32[4,4]\ninput %i : i64[3]\ninput %u : f32[3,4]\n%0 = const {value=0.0} : f32[]\n"
+      "%1 = expand(%0) {shape=[4, 4]} : f32[4,4]\n%2 = scatter_add(%1, %i, %u) : f32[4,4]\n%3 = sub(%w, %2) : f32[4,4]\nreturn %3\n");
+  Schedule ss = fuse(scatter, {}, {{0, "w"}});
+  EXPECT_EQ(summary(scatter, ss), "pointwise: scatter_add sub");
+  EXPECT_EQ(ss.in_place[static_cast<size_t>(scatter.outputs()[0])], 0);
+
   // Donations that name nothing, or pair different types, are errors.
   EXPECT_THROW(fuse(g, {}, {{2, "w"}}), Error);
   EXPECT_THROW(fuse(g, {}, {{0, "v"}}), Error);

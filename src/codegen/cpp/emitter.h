@@ -143,6 +143,7 @@ class Emitter {
   void emit_kernel(int k);
   std::string elementwise_or_gather(const Node& n, const Idx& idx);
   std::string store(ValueId v);
+  std::string scatter_add(ValueId v);
   std::string scratch(const Dim& bytes);
   void make_temp_copy(ValueId x, std::string* code);
   void emit_output(size_t i);

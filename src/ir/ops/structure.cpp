@@ -197,6 +197,22 @@ Type infer_gather(InferCtx& c) {
   return {c.in[0].dtype, out};
 }
 
+// base, with updates of gather's result shape (over base's dims before
+// and after the axis, the indices' dims in between).
+Type infer_scatter_add(InferCtx& c) {
+  auto& axis = c.attr<int64_t>("axis");
+  axis = c.axis(axis, c.rank(0));
+  if (!is_int(c.in[1].dtype)) c.fail("scatter_add indices must be integers, got " + c.in[1].str());
+  if (!is_float(c.in[0].dtype)) c.fail("scatter_add adds floating-point values, got " + c.in[0].str());
+  const Shape& t = c.in[0].shape;
+  Shape want(t.begin(), t.begin() + axis);
+  want.insert(want.end(), c.in[1].shape.begin(), c.in[1].shape.end());
+  want.insert(want.end(), t.begin() + axis + 1, t.end());
+  const Type upd{c.in[0].dtype, want};
+  if (c.in[2] != upd) c.fail("scatter_add updates must be " + upd.str() + " (what gather would read), got " + c.in[2].str());
+  return c.in[0];
+}
+
 // Derivative rules (ir/differ.h).
 
 // A reduction's operand shape with its reduced axes kept as 1.
@@ -235,8 +251,19 @@ std::vector<int64_t> swap_last(int64_t r) {
 // dA = dY B^T, dB = A^T dY (batch dims broadcast: give sums them back).
 void d_matmul(Differ& d) {
   ValueId a = d.x(0), b = d.x(1);
-  if (d.wants(0)) d.give(0, d.op(Op::matmul, {d.dy, d.op(Op::permute, {b}, {{"perm", swap_last(d.type(b).rank())}})}));
-  if (d.wants(1)) d.give(1, d.op(Op::matmul, {d.op(Op::permute, {a}, {{"perm", swap_last(d.type(a).rank())}}), d.dy}));
+  const Type at = d.type(a), bt = d.type(b), yt = d.type(d.dy);
+  if (d.wants(0)) d.give(0, d.op(Op::matmul, {d.dy, d.op(Op::permute, {b}, {{"perm", swap_last(bt.rank())}})}));
+  if (!d.wants(1)) return;
+  // A matrix applied to a batch (a weight, x @ W): its gradient sums A_i^T dY_i
+  // over the batch, one product with the batch folded into the rows
+  // ([batch*M, K]^T [batch*M, N]) rather than a product per batch then a sum.
+  if (bt.rank() == 2 && at.rank() > 2 && Shape(at.shape.begin(), at.shape.end() - 2) == Shape(yt.shape.begin(), yt.shape.end() - 2)) {
+    const Dim rows = numel(Shape(at.shape.begin(), at.shape.end() - 1));
+    ValueId a2 = d.op(Op::reshape, {a}, {{"shape", Shape{rows, at.shape.back()}}});
+    ValueId dy2 = d.op(Op::reshape, {d.dy}, {{"shape", Shape{rows, yt.shape.back()}}});
+    return d.give(1, d.op(Op::matmul, {d.op(Op::permute, {a2}, {{"perm", swap_last(2)}}), dy2}));
+  }
+  d.give(1, d.op(Op::matmul, {d.op(Op::permute, {a}, {{"perm", swap_last(at.rank())}}), d.dy}));
 }
 
 // reshape, squeeze, unsqueeze: the cotangent in the operand's shape.
@@ -281,26 +308,23 @@ void d_concat(Differ& d) {
   }
 }
 
-// Scatter-add as a product with the one-hot matrix of the indices: the
-// table x is [P..., V, S...], the indices [I...], the cotangent [P..., I...,
-// S...]; dx[p, v, s] = sum over n of onehot[n, v] dy[p, n, s]. Negative
-// indices count from the end, as gather reads them.
+// gather: scatter-add of the cotangent into zeros of the table's shape
+// (negative indices count from the end, as gather reads them).
 void d_gather(Differ& d) {
   if (!d.wants(0)) return;
-  int64_t axis = d.n.attr_int("axis");
-  const Type xt = d.type(d.x(0)), it = d.type(d.x(1));
-  const auto split = xt.shape.begin() + axis;
-  const Dim P = numel(Shape(xt.shape.begin(), split)), V = *split, S = numel(Shape(split + 1, xt.shape.end())), N = numel(it.shape);
-  ValueId idx = d.op(Op::reshape, {d.x(1)}, {{"shape", Shape{N, Dim(1)}}});
-  ValueId iota = d.op(Op::reshape, {d.op(Op::iota, {}, {{"n", V}, {"dtype", it.dtype}})}, {{"shape", Shape{Dim(1), V}}});
-  ValueId hit = d.op(Op::logical_or, {d.op(Op::eq, {idx, iota}), d.op(Op::eq, {idx, d.sub(iota, d.size(V, it.dtype))})});
-  ValueId onehot_t = d.op(Op::permute, {d.op(Op::cast, {hit}, {{"to", xt.dtype}})}, {{"perm", std::vector<int64_t>{1, 0}}});
-  ValueId dy = d.op(Op::reshape, {d.dy}, {{"shape", Shape{P, N, S}}});
-  d.give(0, d.op(Op::reshape, {d.op(Op::matmul, {onehot_t, dy})}, {{"shape", xt.shape}}));
+  d.give(0, d.op(Op::scatter_add, {d.zeros(d.type(d.x(0))), d.x(1), d.dy}, {{"axis", d.n.attr_int("axis")}}));
+}
+
+// scatter_add: the base's cotangent is dy; the updates' is dy read back
+// where they were added.
+void d_scatter_add(Differ& d) {
+  if (d.wants(0)) d.give(0, d.dy);
+  if (d.wants(2)) d.give(2, d.op(Op::gather, {d.dy, d.x(1)}, {{"axis", d.n.attr_int("axis")}}));
 }
 
 int64_t reduction_flops(const CostArgs& a) { return a.in_elems(0); }
 int64_t matmul_flops(const CostArgs& a) { return 2 * a.out_elems() * a.in[0].back(); }
+int64_t scatter_add_flops(const CostArgs& a) { return a.in_elems(2); }
 
 }  // namespace
 
@@ -338,6 +362,10 @@ std::vector<OpDef> structure() {
       with_grad(view(Op::unsqueeze, "unsqueeze", {{"axes", AK::Ints, std::nullopt}}, infer_unsqueeze), d_reshape),
       with_grad({Op::concat, "concat", Cat::movement, 1, -1, {{"axis", AK::Int, std::nullopt}}, infer_concat, false, Fuse::store, 0}, d_concat),
       with_grad({Op::gather, "gather", Cat::movement, 2, 2, {{"axis", AK::Int, AttrValue(int64_t{0})}}, infer_gather, false, Fuse::gather, 0}, d_gather),
+      // scatter_add(base, indices, updates): base with each update slice
+      // added at its index along the axis, in the indices' order (floats).
+      with_grad({Op::scatter_add, "scatter_add", Cat::movement, 3, 3, {{"axis", AK::Int, AttrValue(int64_t{0})}}, infer_scatter_add, false,
+                 Fuse::store, 1, scatter_add_flops}, d_scatter_add),
   };
 }
 
