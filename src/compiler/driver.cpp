@@ -51,6 +51,7 @@ void optimize(Compilation& c, const Graph& traced, const Bindings& params, const
     c.graph = traced;
     PipelineOptions po;
     po.pass.freeze_values = &params;
+    po.pass.weights = o.weights;
     run_pipeline(c.graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
     c.stage("passes");
     if (cacheable) {

@@ -17,6 +17,9 @@ struct CompileOptions {
   FusionOptions fusion;
   bool reorder = true;               // reorder kernels to lower peak memory
   std::vector<std::string> passes;   // empty: the default pipeline (params frozen)
+  // The format of the products' frozen weights: f32, bf16, or i8 with a
+  // scale per output channel (passes/quantize_weights.cpp).
+  DType weights = DType::f32;
   // Typical values of the graph's size symbols (for choices such as running
   // a kernel in parallel); a symbol not given counts as 64.
   SymEnv size_hint;

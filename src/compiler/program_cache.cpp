@@ -182,7 +182,8 @@ std::string program_key(const Graph& traced, const Bindings& params, const Compi
   std::string opts = "passes";
   for (const auto& p : o.passes.empty() ? default_pipeline(true) : o.passes) opts += " " + p;
   opts += "\nfusion " + std::to_string(o.fusion.epilogue) + std::to_string(o.fusion.pointwise) + std::to_string(o.fusion.rowwise) +
-          std::to_string(o.fusion.horizontal) + "\nreorder " + std::to_string(o.reorder) + "\nhint";
+          std::to_string(o.fusion.horizontal) + "\nreorder " + std::to_string(o.reorder) + "\nweights " +
+          std::string(dtype_name(o.weights)) + "\nhint";
   for (const auto& [k, v] : o.size_hint) opts += " " + k + "=" + std::to_string(v);
   for (const auto& [k, v] : o.fusion.size_hint) opts += " f" + k + "=" + std::to_string(v);
   add(opts);

@@ -14,6 +14,9 @@ struct PassOptions {
   const Bindings* freeze_values = nullptr;
   // Largest constant constant_fold will create, in elements.
   int64_t max_fold_elements = int64_t{1} << 26;
+  // The format quantize_weights stores products' constant weights in: f32
+  // (as they are), bf16, or i8 (per output channel).
+  DType weights = DType::f32;
 };
 
 bool dce(Graph& g, const PassOptions& o);                // bit-exact
@@ -24,6 +27,7 @@ bool simplify(Graph& g, const PassOptions& o);           // bit-exact
 bool fold_norm_weights(Graph& g, const PassOptions& o);  // reassociates: ~1 ulp
 bool merge_matmuls(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter
 bool match_attention(Graph& g, const PassOptions& o);    // reassociates: ~1 ulp
+bool quantize_weights(Graph& g, const PassOptions& o);   // changes values: the weights' format
 bool decompose(Graph& g, const PassOptions& o);          // ~1 ulp
 bool lower(Graph& g, const PassOptions& o);              // exact: ops without kernels (Fuse::lower) into primitives
 bool needs_lowering(const Graph& g);                     // whether the graph has such ops

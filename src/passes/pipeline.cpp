@@ -22,6 +22,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"match_attention", match_attention, "attention as one flash_attn, before softmax is decomposed"},
       {"fold_norm_weights", fold_norm_weights, "norm scales move into the following weights"},
       {"merge_matmuls", merge_matmuls, "products of one operand by constant weights become one product"},
+      {"quantize_weights", quantize_weights, "products' constant weights in bf16 or int8 (--weights), read converted"},
       {"decompose", decompose, "composites into primitives for fusion"},
       {"lower", lower, "ops without kernels into primitives (after every pipeline)"},
       {"dce", dce, "drop what no output needs"},
@@ -49,6 +50,7 @@ std::vector<std::string> default_pipeline(bool freeze) {
   p.push_back("fold_norm_weights");       // rms_norm scale into Wq/Wk/Wv, W_gate/W_up
   p.push_back("constant_fold");           // the scaled weights, with freeze
   if (freeze) p.push_back("merge_matmuls");  // x@Wq, x@Wk, x@Wv -> one x@[Wq|Wk|Wv]
+  if (freeze) p.push_back("quantize_weights");  // the merged weights in their format (f32: nothing)
   p.push_back("decompose");               // primitives for the fusion stage
   p.push_back("cse");                     // decompositions share subexpressions
   p.push_back("simplify");                // and expose new no-ops

@@ -76,6 +76,8 @@ std::vector<bool> free_values(const Graph& g) {
     else if (c == Fuse::generator) pure[i] = f[i] = operands_pure;
     else if (is_int(n.type.dtype) && c == Fuse::pointwise && all_free(0) && operands_pure && !may_fail(g, n)) pure[i] = f[i] = true;  // index math
     else if (c == Fuse::gather && pure[static_cast<size_t>(n.inputs[1])]) f[i] = true;  // indirect load
+    else if (n.op == Op::cast && (g.node(n.inputs[0]).op == Op::constant || g.node(n.inputs[0]).op == Op::param))
+      pure[i] = f[i] = true;  // a weight read converted (quantize_weights; the program cache makes its constants params)
   }
   // A free computation that is itself an output must be computed by a kernel.
   for (ValueId v : g.outputs()) {
@@ -90,6 +92,7 @@ ValueId base_of(const Graph& g, const std::vector<bool>& free, ValueId v) {
     const Node& n = g.node(v);
     if (n.def().category == OpCategory::view) v = n.inputs[0];
     else if (n.def().fuse == Fuse::gather && free[static_cast<size_t>(v)]) v = n.inputs[0];
+    else if (n.op == Op::cast && free[static_cast<size_t>(v)]) v = n.inputs[0];  // its bytes are the constant's
     else break;
   }
   const Node& n = g.node(v);

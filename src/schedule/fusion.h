@@ -5,8 +5,9 @@
 //
 //   - Free values are never kernels: inputs, params, constants, views
 //     (reshape permute expand slice squeeze unsqueeze), generators (iota,
-//     causal_mask), integer index math on those, and gathers whose indices
-//     are free (an indirect load). Consumers read through them: a view costs
+//     causal_mask), integer index math on those, gathers whose indices
+//     are free (an indirect load), and casts of constants and params
+//     (weights stored narrower, read converted). Consumers read through them: a view costs
 //     no bytes of its own; reading through it touches the base buffer.
 //   - matmul and flash_attn are kernels of their own; elementwise consumers
 //     with the same iteration space join as an epilogue (rule `epilogue`).

@@ -220,6 +220,42 @@ TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
   }
 }
 
+// Weights stored as bf16 or int8 (quantize_weights): decode reads them
+// converted in the GEMV, prefill through a converted temporary; each against
+// f32 within the format's error (issue 16's bounds: 1e-2 bf16, 5e-2 int8).
+TEST_F(Compiled, WeightsStoredNarrower) {
+  const auto& c = models::llama_config("tiny");
+  for (int64_t tokens : {1, 5}) {
+    Graph g = models::trace_llama_layer(c, {1, tokens, 16, DType::f32});
+    RandomInputOptions ro;
+    ro.seed = 2;
+    ro.fixed["pos"] = 16 - tokens;
+    Bindings all = random_inputs(g, ro), params, inputs;
+    split(g, all, &params, &inputs);
+    Bindings f32_in = inputs;
+    std::vector<NDArray> base = Executable::compile(g, params).run(f32_in);
+    for (DType w : {DType::bf16, DType::i8}) {
+      SCOPED_TRACE(std::string(dtype_name(w)) + ", tokens " + std::to_string(tokens));
+      CompileOptions co;
+      co.weights = w;
+      Executable exe = Executable::compile(g, params, co);
+      int narrow = 0;
+      for (const Node& n : exe.optimized().nodes()) narrow += n.op == Op::cast;
+      EXPECT_GT(narrow, 0);
+      Bindings in = inputs;
+      std::vector<NDArray> got = exe.run(in);
+      EXPECT_LE(compare_outputs({got[0]}, {base[0]}).max_rel, w == DType::bf16 ? 1e-2 : 5e-2);
+      EXPECT_GT(compare_outputs({got[0]}, {base[0]}).max_abs, 0);  // the format's error is there
+    }
+  }
+  CompileOptions bad;
+  bad.weights = DType::f16;
+  Graph g = models::trace_llama_layer(c, {1, 1, 16, DType::f32});
+  Bindings all = random_inputs(g, 1), params, inputs;
+  split(g, all, &params, &inputs);
+  EXPECT_THROW(Executable::compile(g, params, bad), Error);
+}
+
 // scatter_add (gather's gradient): repeated and negative indices along a
 // middle axis, then a large one whose columns split over the pool, each
 // element's sum in the indices' order as the interpreter's (bit for bit); an

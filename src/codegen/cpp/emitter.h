@@ -175,12 +175,30 @@ class Emitter {
   BlasOperand blas_operand(ValueId x, const Dim& rows, const Dim& cols, std::string* code);
   std::string matmul_body(const Kernel& K);
   static std::string columns_of(const Dim& N);
+  // How a GEMV reads B's elements: as the product's type, or stored narrower
+  // (quantize_weights: bf16 bits, int8) and converted in registers.
+  struct WeightRead {
+    std::string type;       // B's C type as read; empty: the product's
+    std::string pre, post;  // around an element read: its conversion
+    std::string vector;     // a function reading 16 of them as a tj_vf16 ("": none)
+    std::string at(const std::string& e) const { return pre + e + post; }
+    // Rows of B per pass over the accumulator: more for narrower weights, so
+    // that the accumulator's traffic stays below the weights'.
+    int rows() const { return type == "int8_t" ? 16 : type == "uint16_t" ? 8 : 4; }
+  };
+  static std::string row_pointers(const std::string& ty, const std::string& wt, const std::string& lds, int R, const std::string& at);
+  // acc[j] += a0*r0[j] + ... + a<rows-1>*r<rows-1>[j] over [j0, j1): 16 at a
+  // time with w.vector (each weight converted in a vector register), then
+  // one at a time; or one `#pragma omp simd` loop.
+  static std::string rows_into(const WeightRead& w, int rows, const std::string& j0, const std::string& j1, const std::string& at);
+  // B = cast(w) of a constant w in bf16 or int8: how to read w, and w.
+  std::optional<std::pair<WeightRead, ValueId>> narrow_weights(ValueId b) const;
   std::string gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
-                           const std::string& y, const Dim& K, const Dim& N);
+                           const std::string& y, const Dim& K, const Dim& N, const WeightRead& w = {});
   std::string loop_matmul(const Kernel& K);
   std::string store_row(ValueId v, const std::string& rowvar, const Dim& D);
   std::string gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
-                   const std::string& y, const Dim& K, const Dim& N);
+                   const std::string& y, const Dim& K, const Dim& N, const WeightRead& w = {});
 
   // ---- kernels/attention.cpp
   // What one flash_attn asks beyond plain attention: the element type, a

@@ -52,7 +52,14 @@ std::string Emitter::matmul_body(const Kernel& K) {
   if (is_narrow_float(n.type.dtype)) return loop_matmul(K);
   std::string ty = T(mm);
   if (ty != "float" && ty != "double") throw Error("code generation: matmul of " + ty);
-  BlasOperand A0 = blas_operand(a, M, Kd, &code), B0 = blas_operand(b, Kd, N, &code);
+  // Weights stored narrower (quantize_weights): a one-row product reads them
+  // as they are, converting in registers; a larger one converts them into a
+  // temporary for the GEMM (compute-bound: the conversion is cheap there).
+  BlasOperand A0 = blas_operand(a, M, Kd, &code);
+  auto narrow = narrow_weights(b);
+  if (narrow && !(M == Dim(1) && !A0.trans && count(Sizes(so.begin(), so.end() - 2)) == Dim(1))) narrow.reset();
+  const WeightRead wr = narrow ? narrow->first : WeightRead{};
+  BlasOperand B0 = narrow ? BlasOperand{ptr(narrow->second) + " + 0", false, N, {}} : blas_operand(b, Kd, N, &code);
   const std::string &pa = A0.p, &pb = B0.p;
   const bool ta = A0.trans, tb = B0.trans;
   const Dim &lda = A0.ld, &ldb = B0.ld;
@@ -79,11 +86,12 @@ std::string Emitter::matmul_body(const Kernel& K) {
     team_work_ = weights;
     code += columns_of(N);
     call = gemv_columns(g_.type(mm).dtype, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")",
-                        tb, ldb, c_ptr, Kd, N);
+                        tb, ldb, c_ptr, Kd, N, wr);
   } else if (M == Dim(1) && !ta) {
     call = gemv(ty, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")", tb, ldb,
-                c_ptr, Kd, N);
+                c_ptr, Kd, N, wr);
   } else {
+    if (narrow) throw Error("code generation: narrow weights outside a one-row product");
     // The GEMM runs single-threaded; large products are split over output
     // columns on the pool, so the matrix library and the other kernels share
     // one set of threads instead of fighting over the cores. Column blocks
@@ -143,17 +151,63 @@ std::string Emitter::columns_of(const Dim& N) {
   return "  const int64_t n0 = " + Ns + " * id / nt / 8 * 8, n1 = id + 1 == nt ? " + Ns + " : " + Ns + " * (id + 1) / nt / 8 * 8;\n";
 }
 
+std::optional<std::pair<Emitter::WeightRead, ValueId>> Emitter::narrow_weights(ValueId b) const {
+  const Node& n = g_.node(b);
+  if (n.op != Op::cast || n.type.dtype != DType::f32) return std::nullopt;
+  const ValueId w = n.inputs[0];
+  const Node& c = g_.node(w);
+  // A constant, or the param the program cache made of it.
+  if (!(c.op == Op::param || (c.op == Op::constant && c.const_data()->size() > 1)) || c.type.rank() != 2) return std::nullopt;
+  if (c.type.dtype == DType::bf16) return std::make_pair(WeightRead{"uint16_t", "tj_bf16_value(", ")", "tj_wv_bf16"}, w);
+  if (c.type.dtype == DType::i8) return std::make_pair(WeightRead{"int8_t", "(float)", "", "tj_wv_i8"}, w);
+  return std::nullopt;
+}
+
+// R rows of B from row k: their x values a0.. and pointers r0...
+std::string Emitter::row_pointers(const std::string& ty, const std::string& wt, const std::string& lds, int R, const std::string& at) {
+  std::string c = at + "const " + ty;
+  for (int r = 0; r < R; ++r) c += (r ? ", a" : " a") + std::to_string(r) + " = x[k+" + std::to_string(r) + "]";
+  c += ";\n" + at + "const " + wt + "* r0 = B + k*" + lds + ";\n";
+  for (int r = 1; r < R; ++r) c += at + "const " + wt + "* r" + std::to_string(r) + " = r" + std::to_string(r - 1) + " + " + lds + ";\n";
+  return c;
+}
+
+std::string Emitter::rows_into(const WeightRead& w, int rows, const std::string& j0, const std::string& j1, const std::string& at) {
+  auto sum = [&](const auto& elem) {
+    std::string e;
+    for (int r = 0; r < rows; ++r) {
+      std::string a = rows == 1 ? "a" : "a" + std::to_string(r), row = rows == 1 ? "row" : "r" + std::to_string(r);
+      e += (r ? " + " : "") + a + "*" + elem(row);
+    }
+    return e;
+  };
+  if (w.vector.empty())
+    return "#pragma omp simd\n" + at + "for (int64_t j = " + j0 + "; j < " + j1 + "; ++j) acc[j] += " +
+           sum([&](const std::string& r) { return w.at(r + "[j]"); }) + ";\n";
+  // With AVX-512: 16 lanes in one register whatever width the
+  // autovectorizer prefers, each weight widened and converted there. The
+  // rest (or everything, without AVX-512) one at a time, vectorized by GCC.
+  std::string c = at + "int64_t j = " + j0 + ";\n#ifdef __AVX512F__\n";
+  c += at + "for (; j + 16 <= " + j1 + "; j += 16) *(tj_vf16u*)&acc[j] += " +
+       sum([&](const std::string& r) { return w.vector + "(" + r + " + j)"; }) + ";\n#endif\n";
+  c += "#pragma omp simd\n" + at + "for (int64_t jj = j; jj < " + j1 + "; ++jj) acc[jj] += " +
+       sum([&](const std::string& r) { return w.at(r + "[jj]"); }) + ";\n";
+  return c;
+}
+
 // y[n0, n1) of y[N] = x[K] @ B, for B row-major [K, N] (ldb) or transposed
 // [N, K]: each thread reads only its own columns of B, the same ones every
 // call.
 std::string Emitter::gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
-                         const std::string& y, const Dim& K, const Dim& N) {
-  std::string ty = ctype(dtype);
+                                  const std::string& y, const Dim& K, const Dim& N, const WeightRead& w) {
+  std::string ty = ctype(dtype), wt = w.type.empty() ? ty : w.type;
   std::string Ks = C(K), lds = C(ldb);
-  std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + ty + "* B = " + B + ";\n    " + ty + "* y = " + y + ";\n";
+  std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + wt + "* B = (const " + wt + "*)(" + B + ");\n    " + ty +
+                  "* y = " + y + ";\n";
   if (transposed) {
-    c += "    for (int64_t n = n0; n < n1; ++n) {\n      const " + ty + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
-    c += "#pragma omp simd reduction(+:acc)\n      for (int64_t k = 0; k < " + Ks + "; ++k) acc += x[k]*row[k];\n      y[n] = acc;\n    }\n  }\n";
+    c += "    for (int64_t n = n0; n < n1; ++n) {\n      const " + wt + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
+    c += "#pragma omp simd reduction(+:acc)\n      for (int64_t k = 0; k < " + Ks + "; ++k) acc += x[k]*" + w.at("row[k]") +
+         ";\n      y[n] = acc;\n    }\n  }\n";
     return c;
   }
   // Four rows of B per pass over this thread's accumulator (in L1, in its
@@ -161,13 +215,13 @@ std::string Emitter::gemv_columns(DType dtype, const std::string& x, const std::
   // quarter of the accumulator traffic, B streamed row by row.
   std::string per = scratch(N * static_cast<int64_t>(dtype_size(dtype)));
   c += "    " + ty + "* acc = (" + ty + "*)((char*)t[" + std::to_string(g_.size()) + "] + tj_thread*" + per + ");\n";
-  c += "    for (int64_t j = n0; j < n1; ++j) acc[j] = 0;\n    int64_t k = 0;\n    for (; k + 4 <= " + Ks + "; k += 4) {\n";
-  c += "      const " + ty + " a0 = x[k], a1 = x[k+1], a2 = x[k+2], a3 = x[k+3];\n";
-  c += "      const " + ty + "* r0 = B + k*" + lds + "; const " + ty + "* r1 = r0 + " + lds + "; const " + ty + "* r2 = r1 + " + lds +
-       "; const " + ty + "* r3 = r2 + " + lds + ";\n";
-  c += "#pragma omp simd\n      for (int64_t j = n0; j < n1; ++j) acc[j] += a0*r0[j] + a1*r1[j] + a2*r2[j] + a3*r3[j];\n    }\n";
-  c += "    for (; k < " + Ks + "; ++k) {\n      const " + ty + " a = x[k];\n      const " + ty + "* row = B + k*" + lds + ";\n";
-  c += "#pragma omp simd\n      for (int64_t j = n0; j < n1; ++j) acc[j] += a*row[j];\n    }\n";
+  const int R = w.rows();
+  c += "    for (int64_t j = n0; j < n1; ++j) acc[j] = 0;\n    int64_t k = 0;\n    for (; k + " + std::to_string(R) + " <= " + Ks +
+       "; k += " + std::to_string(R) + ") {\n";
+  c += row_pointers(ty, wt, lds, R, "      ");
+  c += rows_into(w, R, "n0", "n1", "      ") + "    }\n";
+  c += "    for (; k < " + Ks + "; ++k) {\n      const " + ty + " a = x[k];\n      const " + wt + "* row = B + k*" + lds + ";\n";
+  c += rows_into(w, 1, "n0", "n1", "      ") + "    }\n";
   c += "    for (int64_t j = n0; j < n1; ++j) y[j] = acc[j];\n  }\n";
   return c;
 }
@@ -177,14 +231,16 @@ std::string Emitter::gemv_columns(DType dtype, const std::string& x, const std::
 // private partial y (in scratch), then the partials are summed; for [N, K],
 // each output is one contiguous dot product. Threads only when B is large.
 std::string Emitter::gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
-                 const std::string& y, const Dim& K, const Dim& N) {
+                          const std::string& y, const Dim& K, const Dim& N, const WeightRead& w) {
   bool par = hint(K * N) >= kGemvParallelElements;
-  std::string Ks = C(K), Ns = C(N), lds = C(ldb);
-  std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + ty + "* B = " + B + ";\n    " + ty + "* y = " + y + ";\n";
+  std::string Ks = C(K), Ns = C(N), lds = C(ldb), wt = w.type.empty() ? ty : w.type;
+  std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + wt + "* B = (const " + wt + "*)(" + B + ");\n    " + ty +
+                  "* y = " + y + ";\n";
   if (transposed) {
     c += par ? open_parallel_loop("n", Ns, false) : "    for (int64_t n = 0; n < " + Ns + "; ++n) {\n";
-    c += "      const " + ty + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
-    c += "#pragma omp simd reduction(+:acc)\n      for (int64_t k = 0; k < " + Ks + "; ++k) acc += x[k]*row[k];\n      y[n] = acc;\n";
+    c += "      const " + wt + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
+    c += "#pragma omp simd reduction(+:acc)\n      for (int64_t k = 0; k < " + Ks + "; ++k) acc += x[k]*" + w.at("row[k]") +
+         ";\n      y[n] = acc;\n";
     c += (par ? close_parallel_loop() : "    }\n") + "  }\n";
     return c;
   }
@@ -201,13 +257,12 @@ std::string Emitter::gemv(const std::string& ty, const std::string& x, const std
   c += "      " + ty + "* acc = (" + ty + "*)(scratch + id*" + per + ");\n";
   c += "      std::memset(acc, 0, sizeof(" + ty + ")*" + Ns + ");\n";
   // Four rows per pass: a quarter of the accumulator traffic.
-  c += "      int64_t k = k0;\n      for (; k + 4 <= k1; k += 4) {\n";
-  c += "        const " + ty + " a0 = x[k], a1 = x[k+1], a2 = x[k+2], a3 = x[k+3];\n";
-  c += "        const " + ty + "* r0 = B + k*" + lds + "; const " + ty + "* r1 = r0 + " + lds + "; const " + ty + "* r2 = r1 + " + lds +
-       "; const " + ty + "* r3 = r2 + " + lds + ";\n";
-  c += "#pragma omp simd\n        for (int64_t j = 0; j < " + Ns + "; ++j) acc[j] += a0*r0[j] + a1*r1[j] + a2*r2[j] + a3*r3[j];\n      }\n";
-  c += "      for (; k < k1; ++k) {\n        const " + ty + " a = x[k];\n        const " + ty + "* row = B + k*" + lds + ";\n";
-  c += "#pragma omp simd\n        for (int64_t j = 0; j < " + Ns + "; ++j) acc[j] += a*row[j];\n      }\n    }\n";
+  const int R = w.rows();
+  c += "      int64_t k = k0;\n      for (; k + " + std::to_string(R) + " <= k1; k += " + std::to_string(R) + ") {\n";
+  c += row_pointers(ty, wt, lds, R, "        ");
+  c += rows_into(w, R, "0", Ns, "        ") + "      }\n";
+  c += "      for (; k < k1; ++k) {\n        const " + ty + " a = x[k];\n        const " + wt + "* row = B + k*" + lds + ";\n";
+  c += rows_into(w, 1, "0", Ns, "        ") + "      }\n    }\n";
   c += par ? close_parallel() : "";
   c += "    for (int64_t j = 0; j < " + Ns + "; ++j) {\n      " + ty + " s = 0;\n";
   c += "      for (int p = 0; p < used; ++p) s += ((" + ty + "*)(scratch + p*" + per + "))[j];\n      y[j] = s;\n    }\n  }\n";

@@ -1,0 +1,92 @@
+// quantize_weights: the constant weights of matrix products stored in a
+// narrower format (PassOptions::weights), read converted by the product:
+//   bf16:  x @ W  ->  x @ cast(Wb, f32)         Wb = W rounded to nearest even
+//   i8:    x @ W  ->  (x @ cast(Wq, f32)) * s   per output column n:
+//          s[n] = max_k |W[k, n]| / 127, Wq = round(W / s), in [-127, 127]
+// (symmetric, per output channel). The scale factors out of the sum over k,
+// so it is the product's epilogue. Decode reads the weights once per token:
+// half or a quarter of the bytes is what makes it faster (the code generator
+// reads Wb and Wq directly, converting in registers; docs/codegen.md).
+// Assumes frozen weights: run after freeze, constant_fold and merge_matmuls,
+// and before anything that would fold the casts back (no constant_fold
+// after it). Applies to f32 weights of rank 2 with at least
+// kMinElements elements (smaller ones are not worth a second format).
+// Changes values: the error is that of the format, reported by
+// `tjc bench --weights` (docs/results.md).
+#include <cmath>
+
+#include "passes/passes.h"
+#include "passes/rewriter.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+
+namespace {
+
+constexpr int64_t kMinElements = 4096;
+
+bool is_weight(const Graph& g, ValueId w) {
+  const Node& n = g.node(w);
+  return n.op == Op::constant && n.type.dtype == DType::f32 && n.type.rank() == 2 && n.const_data()->size() > 1 &&
+         numel_const(n.type.shape).value_or(0) >= kMinElements;
+}
+
+struct Quantized {
+  ConstData q;                // Wb or Wq
+  std::vector<double> scale;  // i8: per column
+};
+
+Quantized quantize(const Node& w, DType to) {
+  const int64_t K = w.type.shape[0].value(), N = w.type.shape[1].value();
+  const float* src = static_cast<const float*>(w.const_data()->raw());
+  NDArray out(to, {K, N});
+  Quantized r;
+  if (to == DType::bf16) {
+    for (int64_t i = 0; i < K * N; ++i) out.set(i, static_cast<double>(src[i]));  // rounded to nearest even
+  } else {
+    r.scale.assign(static_cast<size_t>(N), 0.0);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) r.scale[static_cast<size_t>(n)] = std::max(r.scale[static_cast<size_t>(n)], std::fabs(static_cast<double>(src[k * N + n])));
+    for (double& s : r.scale) s = s > 0 && std::isfinite(s) ? static_cast<double>(static_cast<float>(s / 127.0)) : 1.0;
+    auto* q = static_cast<int8_t*>(out.raw());
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) {
+        double v = std::nearbyint(static_cast<double>(src[k * N + n]) / r.scale[static_cast<size_t>(n)]);
+        q[k * N + n] = static_cast<int8_t>(std::isfinite(v) ? std::clamp(v, -127.0, 127.0) : 0.0);
+      }
+  }
+  r.q = ConstValues::adopt(std::move(out));
+  return r;
+}
+
+}  // namespace
+
+bool quantize_weights(Graph& g, const PassOptions& o) {
+  if (o.weights == DType::f32) return false;
+  if (o.weights != DType::bf16 && o.weights != DType::i8)
+    throw Error("quantize_weights: weights as " + std::string(dtype_name(o.weights)) + " (f32, bf16 or i8)");
+  bool any = false;
+  for (const Node& n : g.nodes()) any |= n.op == Op::matmul && n.type.dtype == DType::f32 && is_weight(g, n.inputs[1]);
+  if (!any) return false;
+
+  Rewriter rw(g);
+  Graph& out = rw.out();
+  std::vector<ValueId> converted(g.size(), -1);  // per weight: its cast, shared by its products
+  std::vector<ValueId> scale(g.size(), -1);
+  g = rw.run([&](ValueId v) -> ValueId {
+    const Node& n = g.node(v);
+    if (n.op != Op::matmul || n.type.dtype != DType::f32 || !is_weight(g, n.inputs[1])) return Rewriter::kCopy;
+    const ValueId w = n.inputs[1];
+    if (converted[static_cast<size_t>(w)] < 0) {
+      Quantized q = quantize(g.node(w), o.weights);
+      ValueId c = out.add_const({o.weights, g.type(w).shape}, std::move(q.q));
+      converted[static_cast<size_t>(w)] = out.add(Op::cast, {c}, {{"to", DType::f32}});
+      if (o.weights == DType::i8) scale[static_cast<size_t>(w)] = out.add_const({DType::f32, {g.type(w).shape[1]}}, q.scale);
+    }
+    ValueId mm = out.add(Op::matmul, {rw.map(n.inputs[0]), converted[static_cast<size_t>(w)]});
+    return o.weights == DType::i8 ? out.add(Op::mul, {mm, scale[static_cast<size_t>(w)]}) : mm;
+  });
+  return true;
+}
+
+}  // namespace tj
