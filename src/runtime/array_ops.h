@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/reference_kernels.h"
+#include "tensorjit/error.h"
 
 namespace tj::array_ops {
 
@@ -45,6 +46,14 @@ inline Idx broadcast_strides(const Idx& in, const Idx& out) {
 template <class E>
 Array<E> make(Idx shape, std::vector<E> data) {
   return Array<E>{std::move(shape), std::make_shared<const std::vector<E>>(std::move(data))};
+}
+
+// An integer scalar operand's value (a position, an offset).
+template <class T>
+int64_t scalar_int(const Value<T>& v) {
+  const auto& a = v.template as<I>();
+  if (a.numel() < 1) throw Error("an integer scalar operand has no element");
+  return a.ptr()[0];
 }
 
 // Calls f(out_index, offsets) for each output row: `offsets[k]` is where input

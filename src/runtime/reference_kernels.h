@@ -39,6 +39,11 @@ struct Value {
 template <class T>
 Value<T> eval_node(const Node& n, const std::vector<const Value<T>*>& in, const SymEnv& env);
 
+// flash_attn and its backward (attn_lse, attn_dq, attn_dkv), in double:
+// reference_attention.cpp.
+template <class T>
+Array<T> attention_kernel(const Node& n, const std::vector<const Value<T>*>& in);
+
 // bf16/f16 and float8/float4 values are rounded to their format (float8
 // saturating unless told not to); others are left alone.
 template <class T>

@@ -131,7 +131,7 @@ EmittedProgram Emitter::run() {
   out_.splits_small_kernels = team_work_total_ >= kTeamElements;
   // Each kernel and output function may go into a translation unit of its
   // own (build.h): what every unit needs comes before the first mark.
-  out_.source = prelude() + op_helpers() + "extern \"C\" {\n\n" + "static const bool tj_team = " + (out_.splits_small_kernels ? "true" : "false") +
+  out_.source = prelude() + (reads_narrow_weights_ ? narrow_weight_helpers() : "") + op_helpers() + "extern \"C\" {\n\n" + "static const bool tj_team = " + (out_.splits_small_kernels ? "true" : "false") +
                 ";\n\n" + kUnitMark + "int tj_status = 0;\n\n" + out_.source;
   for (size_t o = 0; o < g_.outputs().size(); ++o) emit_output(o);
   emit_index_checks();
@@ -192,16 +192,7 @@ std::string Emitter::prelude() {
          "// block is one more BLAS call, which a single thread pays for too).\n"
          "static inline int64_t tj_matmul_blocks(int64_t n) { return n >= 512 ? std::min<int64_t>(16, n / 256) : 2; }\n\n"
          "// 16 lanes of float or double (GCC's vector extension: no header), for the attention kernels.\n"
-         "typedef float tj_vf16 __attribute__((vector_size(64)));\ntypedef double tj_vd16 __attribute__((vector_size(128)));\n"
-         "// 16 weights stored narrower (quantize_weights) as floats: widened and converted in one\n"
-         "// 512-bit register (GCC 12 scalarizes __builtin_convertvector from 8-bit lanes).\n"
-         "#ifdef __AVX512F__\n#include <immintrin.h>\n"
-         "typedef float tj_vf16u __attribute__((vector_size(64), aligned(4)));\n"
-         "static inline tj_vf16 tj_wv_i8(const int8_t* p) {\n"
-         "  return (tj_vf16)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));\n}\n"
-         "static inline tj_vf16 tj_wv_bf16(const uint16_t* p) {\n"
-         "  return (tj_vf16)_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));\n}\n"
-         "#endif\n\n"
+         "typedef float tj_vf16 __attribute__((vector_size(64)));\ntypedef double tj_vd16 __attribute__((vector_size(128)));\n\n"
          "extern \"C\" int tj_status;  // defined once, below\n\n"
          "// c[m,n] = op(a) op(b), row-major, on this thread (src/runtime/gemm.h); a failure is tj_status 4.\n"
          "static inline void tj_gemm(void* api, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,\n"
@@ -463,72 +454,6 @@ void Emitter::emit_kernel(int k) {
 std::string Emitter::elementwise_or_gather(const Node& n, const Idx& idx) {
   if (n.op == Op::gather) return load_gather(n, idx);
   return elementwise(n, idx);
-}
-
-// concat and kv_write as copy loops.
-std::string Emitter::store(ValueId v) {
-  const Node& n = g_.node(v);
-  std::string code;
-  if (n.op == Op::concat) {
-    auto so = shape(v);
-    size_t axis = static_cast<size_t>(n.attr_int("axis"));
-    Dim at = 0;
-    for (ValueId in : n.inputs) {
-      auto si = shape(in);
-      Idx iv = loop_vars(si.size(), "c");
-      Idx oi = iv;
-      oi[axis] = "(" + iv[axis] + "+" + C(at) + ")";
-      code += loops(si, iv, "  " + ptr(v) + "[" + flat(oi, so) + "] = " + load(in, iv) + ";\n");
-      at = at + si[axis];
-    }
-    return code;
-  }
-  if (n.op == Op::scatter_add) return scatter_add(v);
-  // kv_write: in place, the output is the cache itself; otherwise copy the
-  // cache first. Then write the rows at pos.
-  ValueId rows = n.inputs[1];
-  auto sr = shape(rows), sc = shape(n.inputs[0]);
-  size_t axis = static_cast<size_t>(n.attr_int("axis"));
-  if (!s_.writes_in_place(v)) {
-    Idx all = loop_vars(sc.size(), "c");
-    code += loops(sc, all, "  " + ptr(v) + "[" + flat(all, sc) + "] = " + load(n.inputs[0], all) + ";\n");
-  }
-  Idx iv = loop_vars(sr.size(), "c");
-  Idx ci = iv;
-  ci[axis] = "(" + iv[axis] + "+pos)";
-  code += "{\n  const int64_t pos = (int64_t)(" + load(n.inputs[2], {}) + ");\n";
-  code += "  if (pos < 0 || pos + " + C(sr[axis]) + " > " + C(sc[axis]) + ") { tj_status = 3; return; }\n";
-  code += loops(sr, iv, "  " + ptr(v) + "[" + flat(ci, sc) + "] = " + load(rows, iv) + ";\n");
-  return code + "}\n";
-}
-
-// scatter_add: the base copied, then each update slice added at its index,
-// in the indices' order. The columns (the dims after the axis) are split
-// over the pool, so every element's sum runs in one order on one thread, as
-// the interpreter's.
-std::string Emitter::scatter_add(ValueId v) {
-  const Node& n = g_.node(v);
-  const size_t axis = static_cast<size_t>(n.attr_int("axis"));
-  auto so = shape(v), si = shape(n.inputs[1]);
-  const Sizes before(so.begin(), so.begin() + static_cast<std::ptrdiff_t>(axis)), after(so.begin() + static_cast<std::ptrdiff_t>(axis) + 1, so.end());
-  const Dim P = count(before), L = so[axis], N = count(si), S = count(after);
-  Idx all = loop_vars(so.size(), "c");
-  std::string code = loops(so, all, "  " + ptr(v) + "[" + flat(all, so) + "] = " + load(n.inputs[0], all) + ";\n");
-  Idx upd = unflat("p", before), in = unflat("k", si), col = unflat("s", after);
-  upd.insert(upd.end(), in.begin(), in.end());
-  upd.insert(upd.end(), col.begin(), col.end());
-  const bool par = hint(P * N * S) >= kParallelElements && hint(S) >= 64;
-  code += "{\n  const int64_t tj_cols = " + C(S) + ";\n";
-  code += par ? open_parallel("std::min<int64_t>(tj_cols / 16, " + split_parts() + ")") +
-                    "  const int64_t s0 = tj_cols*tj_part/tj_parts, s1 = tj_cols*(tj_part + 1)/tj_parts;\n"
-              : std::string("  const int64_t s0 = 0, s1 = tj_cols;\n");
-  code += "  for (int64_t p = 0; p < " + C(P) + "; ++p)\n    for (int64_t k = 0; k < " + C(N) + "; ++k) {\n";
-  code += "      const int64_t i = tj_index((int64_t)(" + load(n.inputs[1], in) + "), " + C(L) + ");\n";
-  code += "      " + T(v) + "* to = " + ptr(v) + " + (p*" + C(L) + " + i)*tj_cols;\n";
-  code += "#pragma omp simd\n      for (int64_t s = s0; s < s1; ++s) to[s] = " +
-          rounded("(" + CT(v) + ")to[s] + " + load(n.inputs[2], upd), g_.type(v).dtype) + ";\n    }\n";
-  code += par ? close_parallel() : "";
-  return code + "}\n";
 }
 
 // Per-thread scratch of `bytes` for the current kernel: its stride in

@@ -2,9 +2,11 @@
 // per program. Its methods are split by what they emit: emit.cpp has the
 // program (prelude, pointer table, elementwise ops, loops, the pool,
 // temporaries, the dispatch by kernel kind, outputs, index checks);
-// views.cpp reads values through views and gathers; kernels/ has one file per
-// kernel kind (pointwise, rowwise, reduction, matmul with the GEMVs,
-// attention, and attention's backward). A kind reads the kernel and this state and returns its body.
+// views.cpp reads values through views and gathers; stores.cpp writes
+// concat, kv_write and scatter_add; kernels/ has one file per kernel kind
+// (pointwise, rowwise, reduction, matmul with the GEMVs, attention, and
+// attention's backward). A kind reads the kernel and this state and returns
+// its body.
 #pragma once
 
 #include <cstdint>
@@ -117,6 +119,10 @@ class Emitter {
     }
   };
 
+  // ---- stores.cpp: concat, kv_write, scatter_add
+  std::string store(ValueId v);
+  std::string scatter_add(ValueId v);
+
   // ---- views.cpp: reading values through views, generators and gathers
   Idx broadcast(ValueId o, const Sizes& out, const Idx& idx) const;
   Idx reshape_index(const Idx& idx, const Sizes& so, const Sizes& sx) const;
@@ -142,8 +148,6 @@ class Emitter {
   std::string name_of(int k) const;
   void emit_kernel(int k);
   std::string elementwise_or_gather(const Node& n, const Idx& idx);
-  std::string store(ValueId v);
-  std::string scatter_add(ValueId v);
   std::string scratch(const Dim& bytes);
   void make_temp_copy(ValueId x, std::string* code);
   void emit_output(size_t i);
@@ -181,11 +185,12 @@ class Emitter {
     std::string type;       // B's C type as read; empty: the product's
     std::string pre, post;  // around an element read: its conversion
     std::string vector;     // a function reading 16 of them as a tj_vf16 ("": none)
-    std::string at(const std::string& e) const { return pre + e + post; }
     // Rows of B per pass over the accumulator: more for narrower weights, so
     // that the accumulator's traffic stays below the weights'.
-    int rows() const { return type == "int8_t" ? 16 : type == "uint16_t" ? 8 : 4; }
+    int rows = 4;
+    std::string at(const std::string& e) const { return pre + e + post; }
   };
+  static std::string narrow_weight_helpers();
   static std::string row_pointers(const std::string& ty, const std::string& wt, const std::string& lds, int R, const std::string& at);
   // acc[j] += a0*r0[j] + ... + a<rows-1>*r<rows-1>[j] over [j0, j1): 16 at a
   // time with w.vector (each weight converted in a vector register), then
@@ -194,11 +199,11 @@ class Emitter {
   // B = cast(w) of a constant w in bf16 or int8: how to read w, and w.
   std::optional<std::pair<WeightRead, ValueId>> narrow_weights(ValueId b) const;
   std::string gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
-                           const std::string& y, const Dim& K, const Dim& N, const WeightRead& w = {});
+                           const std::string& y, const Dim& K, const Dim& N, const WeightRead& w);
   std::string loop_matmul(const Kernel& K);
   std::string store_row(ValueId v, const std::string& rowvar, const Dim& D);
   std::string gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
-                   const std::string& y, const Dim& K, const Dim& N, const WeightRead& w = {});
+                   const std::string& y, const Dim& K, const Dim& N, const WeightRead& w);
 
   // ---- kernels/attention.cpp
   // What one flash_attn asks beyond plain attention: the element type, a
@@ -231,6 +236,7 @@ class Emitter {
   int current_kernel_ = 0;
   SymEnv hint_;
   std::map<ValueId, std::string> local_, local_row_;
+  bool reads_narrow_weights_ = false;  // some GEMV reads bf16 or int8 weights: the prelude gets their helpers
   int64_t team_work_ = 0;         // elements of work the current kernel splits over the team (0: it does not)
   int64_t team_work_total_ = 0;
   EmittedProgram out_;

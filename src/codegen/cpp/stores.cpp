@@ -1,0 +1,74 @@
+// The C++ emitter's stores: concat, kv_write and scatter_add, as copy loops
+// between a pointwise kernel's loop nests (emit.cpp's pointwise_body calls
+// store() for each).
+#include "codegen/cpp/emitter.h"
+
+namespace tj::cpp {
+
+// concat and kv_write as copy loops.
+std::string Emitter::store(ValueId v) {
+  const Node& n = g_.node(v);
+  std::string code;
+  if (n.op == Op::concat) {
+    auto so = shape(v);
+    size_t axis = static_cast<size_t>(n.attr_int("axis"));
+    Dim at = 0;
+    for (ValueId in : n.inputs) {
+      auto si = shape(in);
+      Idx iv = loop_vars(si.size(), "c");
+      Idx oi = iv;
+      oi[axis] = "(" + iv[axis] + "+" + C(at) + ")";
+      code += loops(si, iv, "  " + ptr(v) + "[" + flat(oi, so) + "] = " + load(in, iv) + ";\n");
+      at = at + si[axis];
+    }
+    return code;
+  }
+  if (n.op == Op::scatter_add) return scatter_add(v);
+  // kv_write: in place, the output is the cache itself; otherwise copy the
+  // cache first. Then write the rows at pos.
+  ValueId rows = n.inputs[1];
+  auto sr = shape(rows), sc = shape(n.inputs[0]);
+  size_t axis = static_cast<size_t>(n.attr_int("axis"));
+  if (!s_.writes_in_place(v)) {
+    Idx all = loop_vars(sc.size(), "c");
+    code += loops(sc, all, "  " + ptr(v) + "[" + flat(all, sc) + "] = " + load(n.inputs[0], all) + ";\n");
+  }
+  Idx iv = loop_vars(sr.size(), "c");
+  Idx ci = iv;
+  ci[axis] = "(" + iv[axis] + "+pos)";
+  code += "{\n  const int64_t pos = (int64_t)(" + load(n.inputs[2], {}) + ");\n";
+  code += "  if (pos < 0 || pos + " + C(sr[axis]) + " > " + C(sc[axis]) + ") { tj_status = 3; return; }\n";
+  code += loops(sr, iv, "  " + ptr(v) + "[" + flat(ci, sc) + "] = " + load(rows, iv) + ";\n");
+  return code + "}\n";
+}
+
+// scatter_add: the base copied, then each update slice added at its index,
+// in the indices' order. The columns (the dims after the axis) are split
+// over the pool, so every element's sum runs in one order on one thread, as
+// the interpreter's.
+std::string Emitter::scatter_add(ValueId v) {
+  const Node& n = g_.node(v);
+  const size_t axis = static_cast<size_t>(n.attr_int("axis"));
+  auto so = shape(v), si = shape(n.inputs[1]);
+  const Sizes before(so.begin(), so.begin() + static_cast<std::ptrdiff_t>(axis)), after(so.begin() + static_cast<std::ptrdiff_t>(axis) + 1, so.end());
+  const Dim P = count(before), L = so[axis], N = count(si), S = count(after);
+  Idx all = loop_vars(so.size(), "c");
+  std::string code = loops(so, all, "  " + ptr(v) + "[" + flat(all, so) + "] = " + load(n.inputs[0], all) + ";\n");
+  Idx upd = unflat("p", before), in = unflat("k", si), col = unflat("s", after);
+  upd.insert(upd.end(), in.begin(), in.end());
+  upd.insert(upd.end(), col.begin(), col.end());
+  const bool par = hint(P * N * S) >= kParallelElements && hint(S) >= 64;
+  code += "{\n  const int64_t tj_cols = " + C(S) + ";\n";
+  code += par ? open_parallel("std::min<int64_t>(tj_cols / 16, " + split_parts() + ")") +
+                    "  const int64_t s0 = tj_cols*tj_part/tj_parts, s1 = tj_cols*(tj_part + 1)/tj_parts;\n"
+              : std::string("  const int64_t s0 = 0, s1 = tj_cols;\n");
+  code += "  for (int64_t p = 0; p < " + C(P) + "; ++p)\n    for (int64_t k = 0; k < " + C(N) + "; ++k) {\n";
+  code += "      const int64_t i = tj_index((int64_t)(" + load(n.inputs[1], in) + "), " + C(L) + ");\n";
+  code += "      " + T(v) + "* to = " + ptr(v) + " + (p*" + C(L) + " + i)*tj_cols;\n";
+  code += "#pragma omp simd\n      for (int64_t s = s0; s < s1; ++s) to[s] = " +
+          rounded("(" + CT(v) + ")to[s] + " + load(n.inputs[2], upd), g_.type(v).dtype) + ";\n    }\n";
+  code += par ? close_parallel() : "";
+  return code + "}\n";
+}
+
+}  // namespace tj::cpp
