@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensorjit/graph.h"
@@ -31,7 +32,15 @@ struct AotOptions {
   std::vector<std::string> passes;
   bool fuse = true;           // false: one kernel per op
   bool program_cache = true;  // warm starts skip the passes (under TJ_CACHE_DIR)
+  // The matrix products' frozen weights as stored: f32, bf16 (rounded to
+  // nearest even), or i8 with a symmetric scale per output channel. The
+  // products read them converted, accumulating in f32 (docs/codegen.md).
+  DType weights = DType::f32;
 };
+
+// A weight format by name: "f32", "bf16", "int8" (or "i8"); anything else
+// is a tj::Error naming the formats.
+DType weights_format(std::string_view name);
 
 class Program {
  public:

@@ -67,6 +67,9 @@ struct JitOptions {
   Buckets buckets;
   size_t cache_limit = 8;     // compiled entries (and compiled graphs of a breaking function)
   bool compile = true;        // false: run every graph on the interpreter (same guards and breaks)
+  // The matrix products' weights (params) stored as f32, bf16 or i8 with a
+  // scale per output channel, read converted (AotOptions::weights).
+  DType weights = DType::f32;
   // Non-empty: differentiate. The function returns one scalar; a call
   // returns it, then its gradient with respect to each of these tensor
   // arguments (reverse mode, compiled with the forward). A function that

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "proxy.h"
+#include "tensorjit/compile.h"
 #include "tensorjit/error.h"
 
 namespace tj::py {
@@ -372,7 +373,7 @@ void bind_calls(nb::module_& m) {
   nb::class_<Jit>(m, "_JitFunction")
       .def("__init__",
            [](Jit* self, std::string name, const std::string& policy, std::vector<std::vector<int64_t>> dims,
-              int64_t bucket_multiple, size_t cache_limit, bool compile, std::vector<size_t> grad_wrt) {
+              int64_t bucket_multiple, size_t cache_limit, bool compile, std::vector<size_t> grad_wrt, const std::string& weights) {
              JitOptions o;
              o.policy = policy_of(policy);
              // dims: [tensor, axis, policy (0 static, 1 bucketed, 2 symbolic)]
@@ -386,10 +387,11 @@ void bind_calls(nb::module_& m) {
              o.cache_limit = cache_limit;
              o.compile = compile;
              o.grad_wrt = std::move(grad_wrt);
+             o.weights = weights_format(weights);
              new (self) Jit{JitFunction(std::move(name), traced(), o), {}};
            },
            nb::arg("name"), nb::arg("policy"), nb::arg("dims"), nb::arg("bucket_multiple"), nb::arg("cache_limit"), nb::arg("compile"),
-           nb::arg("grad_wrt") = std::vector<size_t>{})
+           nb::arg("grad_wrt") = std::vector<size_t>{}, nb::arg("weights") = "f32")
       // The slow path: arguments flattened by Python. Tensors are given up
       // (donated caches come back as their arrays, not copies). Returns the
       // results and the entry that ran (-1: a fresh trace ran).

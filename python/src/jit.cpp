@@ -45,15 +45,17 @@ void bind_jit(nb::module_& m) {
       });
 
   nb::class_<Program>(m, "Program", "A compiled graph: generated C++ kernels run from a static plan.")
-      .def_static("compile", [](const TracedGraph& g, const nb::dict& params) {
+      .def_static("compile", [](const TracedGraph& g, const nb::dict& params, const std::string& weights) {
+        AotOptions o;
+        o.weights = weights_format(weights);
         Bindings b;
         for (auto [k, v] : params) {
           NDArray a = as_array(v, "param '" + nb::cast<std::string>(k) + "'");
           b.emplace(nb::cast<std::string>(k), NDArray::copy_of(a.dtype(), a.shape(), a.raw(), a.nbytes()));  // frozen: the program keeps its own
         }
         nb::gil_scoped_release released;
-        return Program::compile(g, b);
-      }, nb::arg("graph"), nb::arg("params") = nb::dict())
+        return Program::compile(g, b, o);
+      }, nb::arg("graph"), nb::arg("params") = nb::dict(), nb::arg("weights") = "f32")
       .def("run", [](Program& p, const nb::dict& inputs) {
         Bindings b;
         for (auto [k, v] : inputs) b.emplace(nb::cast<std::string>(k), as_array(v, "input '" + nb::cast<std::string>(k) + "'"));
@@ -73,14 +75,16 @@ void bind_jit(nb::module_& m) {
       .def_prop_ro("kernels", &Program::kernels)
       .def_prop_ro("source", &Program::source);
 
-  m.def("_compile_onnx", [](const std::string& path) {
+  m.def("_compile_onnx", [](const std::string& path, const std::string& weights) {
     OnnxProgram r;
+    AotOptions o;
+    o.weights = weights_format(weights);
     {
       nb::gil_scoped_release released;
-      r = compile_onnx(path);
+      r = compile_onnx(path, {}, o);
     }
     return nb::make_tuple(nb::cast(std::move(r.program)), r.output_names, r.imported);
-  });
+  }, nb::arg("path"), nb::arg("weights") = "f32");
 }
 
 }  // namespace tj::py

@@ -24,10 +24,18 @@ Bindings params_from(const TracedGraph& graph, const SafetensorsFile& weights) {
 
 }  // namespace
 
+DType weights_format(std::string_view name) {
+  if (name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  if (name == "int8" || name == "i8") return DType::i8;
+  throw Error("weights: '" + std::string(name) + "' is not a weight format (f32, bf16 or int8)");
+}
+
 Program Program::compile(const TracedGraph& graph, const Bindings& params, const AotOptions& o) {
   CompileOptions co;
   co.passes = o.passes;
   co.program_cache = o.program_cache;
+  co.weights = o.weights;
   if (!o.fuse) co.fusion = FusionOptions::none();
   Program p;
   p.e_ = std::make_shared<Executable>(Executable::compile(graph.graph(), params, co));

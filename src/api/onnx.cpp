@@ -20,8 +20,9 @@ OnnxModel load_onnx(const std::string& path, const OnnxOptions& o) {
 OnnxProgram compile_onnx(const std::string& path, const OnnxOptions& o, const AotOptions& a) {
   // The model cache keys the file alone: other options import every time.
   const bool cacheable = o.known_inputs.empty() && a.passes.empty() && a.fuse && a.program_cache;
+  const std::string variant = a.weights == DType::f32 ? "" : "weights " + std::string(dtype_name(a.weights));
   if (cacheable)
-    if (std::optional<ModelEntry> entry = load_model_entry(path))
+    if (std::optional<ModelEntry> entry = load_model_entry(path, variant))
       if (std::optional<Executable> exe = Executable::compile_prepared(entry->program_key)) {
         verify(entry->graph);
         TracedGraph traced(std::move(entry->graph));
@@ -35,7 +36,7 @@ OnnxProgram compile_onnx(const std::string& path, const OnnxOptions& o, const Ao
   io.known_inputs = o.known_inputs;
   onnx_import::OnnxModel m = onnx_import::import_file(path, io);
   Program p = Program::compile(TracedGraph(m.graph), m.params, a);
-  if (cacheable && !m.external_data) store_model_entry(path, m.graph, m.output_names, p.e_->stats().program_key);
+  if (cacheable && !m.external_data) store_model_entry(path, m.graph, m.output_names, p.e_->stats().program_key, variant);
   return {std::move(p), std::move(m.output_names), true};
 }
 

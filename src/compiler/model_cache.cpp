@@ -30,7 +30,7 @@ void note(const std::string& what) {
 
 // The entry's path for the model file as it is now; empty when it cannot be
 // keyed (unreadable file, unknown tensorjit identity).
-fs::path entry_path(const std::string& path) {
+fs::path entry_path(const std::string& path, const std::string& variant) {
   if (compiler_identity().empty()) return {};
   std::error_code ec;
   fs::path abs = fs::absolute(path, ec);
@@ -40,7 +40,7 @@ fs::path entry_path(const std::string& path) {
   std::string id = file_identity(fd);
   ::close(fd);
   if (id.empty()) return {};
-  std::string keyed = std::string(kFormat) + "\n" + compiler_identity() + "\n" + abs.string() + "\n" + id;
+  std::string keyed = std::string(kFormat) + "\n" + compiler_identity() + "\n" + abs.string() + "\n" + id + (variant.empty() ? "" : "\n" + variant);
   return fs::path(cache_dir()) / "models" / (hex128(XXH3_128bits(keyed.data(), keyed.size())) + ".json");
 }
 
@@ -59,8 +59,8 @@ Graph with_plain_param_names(const Graph& g) {
 
 }  // namespace
 
-std::optional<ModelEntry> load_model_entry(const std::string& path) {
-  fs::path p = entry_path(path);
+std::optional<ModelEntry> load_model_entry(const std::string& path, const std::string& variant) {
+  fs::path p = entry_path(path, variant);
   if (p.empty()) return std::nullopt;
   bool ok;
   std::string text = read_file(p, &ok);
@@ -80,8 +80,8 @@ std::optional<ModelEntry> load_model_entry(const std::string& path) {
 }
 
 void store_model_entry(const std::string& path, const Graph& graph, const std::vector<std::string>& output_names,
-                       const std::string& program_key) {
-  fs::path p = entry_path(path);
+                       const std::string& program_key, const std::string& variant) {
+  fs::path p = entry_path(path, variant);
   if (p.empty() || program_key.empty()) return;
   try {
     std::error_code ec;

@@ -27,12 +27,13 @@ struct ModelEntry {
   std::string program_key;                // Executable::compile_prepared's key
 };
 
-// The entry for the model file at `path`, or nothing.
-std::optional<ModelEntry> load_model_entry(const std::string& path);
+// The entry for the model file at `path`, or nothing. `variant` names what
+// else the program depends on ("" by default; "weights bf16"): each is its own entry.
+std::optional<ModelEntry> load_model_entry(const std::string& path, const std::string& variant = "");
 // Remembers that `path`, as it is now, traced to `graph` and compiled to the
 // program under `program_key`. Nothing when the cache folder cannot be
 // written (one line under TJ_LOG=compile).
 void store_model_entry(const std::string& path, const Graph& graph, const std::vector<std::string>& output_names,
-                       const std::string& program_key);
+                       const std::string& program_key, const std::string& variant = "");
 
 }  // namespace tj

@@ -48,7 +48,9 @@ double measure_sgemm() {
   return 2.0 * n * n * n / best_seconds(7, run);
 }
 
-double measure_stream() {
+}  // namespace
+
+double measure_stream_bandwidth() {
   const size_t n = size_t{16} << 20;  // 64 MiB per array
   std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
   const float s = 3.0f;
@@ -60,6 +62,8 @@ double measure_stream() {
   triad();
   return 3.0 * static_cast<double>(n) * sizeof(float) / best_seconds(7, triad);
 }
+
+namespace {
 
 double measure_vector() {
   const int n = 4096, iters = 2000;
@@ -100,7 +104,7 @@ Calibration measure_machine() {
   c.machine = machine_identity();
   c.threads = ThreadPool::global().threads();
   c.sgemm_flops = measure_sgemm();
-  c.stream_bandwidth = measure_stream();
+  c.stream_bandwidth = measure_stream_bandwidth();
   c.vector_flops = measure_vector();
   std::time_t now = std::time(nullptr);
   char buf[32];

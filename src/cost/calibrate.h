@@ -24,6 +24,9 @@ struct Calibration {
 std::string machine_identity();
 
 Calibration measure_machine();
+// The STREAM triad alone (bytes/s, best of 7, about 0.2 s): for a benchmark
+// that wants the bandwidth measured beside its own timings.
+double measure_stream_bandwidth();
 std::string calibration_path();                  // $TJ_CACHE_DIR, $XDG_CACHE_HOME/tensorjit or ~/.cache/tensorjit
 bool load_calibration(Calibration* out);         // false if absent, unreadable or of another machine
 void save_calibration(const Calibration& c);     // atomic: temp file + rename

@@ -13,6 +13,7 @@
 // kMinElements elements (smaller ones are not worth a second format).
 // Changes values: the error is that of the format, reported by
 // `tjc bench --weights` (docs/results.md).
+#include <algorithm>
 #include <cmath>
 
 #include "passes/passes.h"
@@ -25,10 +26,15 @@ namespace {
 
 constexpr int64_t kMinElements = 4096;
 
+// A weight worth a second format, all of whose values it can hold (a weight
+// with an infinity or a NaN stays f32: no scale keeps it).
 bool is_weight(const Graph& g, ValueId w) {
   const Node& n = g.node(w);
-  return n.op == Op::constant && n.type.dtype == DType::f32 && n.type.rank() == 2 && n.const_data()->size() > 1 &&
-         numel_const(n.type.shape).value_or(0) >= kMinElements;
+  if (n.op != Op::constant || n.type.dtype != DType::f32 || n.type.rank() != 2 || n.const_data()->size() <= 1 ||
+      numel_const(n.type.shape).value_or(0) < kMinElements)
+    return false;
+  const float* x = static_cast<const float*>(n.const_data()->raw());
+  return std::all_of(x, x + n.const_data()->size(), [](float v) { return std::isfinite(v); });
 }
 
 struct Quantized {
@@ -47,12 +53,15 @@ Quantized quantize(const Node& w, DType to) {
     r.scale.assign(static_cast<size_t>(N), 0.0);
     for (int64_t k = 0; k < K; ++k)
       for (int64_t n = 0; n < N; ++n) r.scale[static_cast<size_t>(n)] = std::max(r.scale[static_cast<size_t>(n)], std::fabs(static_cast<double>(src[k * N + n])));
-    for (double& s : r.scale) s = s > 0 && std::isfinite(s) ? static_cast<double>(static_cast<float>(s / 127.0)) : 1.0;
+    // The scale as the f32 it is stored in; a column of zeros gets 1.
+    for (double& s : r.scale) s = s > 0 ? static_cast<double>(static_cast<float>(s / 127.0)) : 1.0;
     auto* q = static_cast<int8_t*>(out.raw());
     for (int64_t k = 0; k < K; ++k)
       for (int64_t n = 0; n < N; ++n) {
+        // Nearest, ties to even; the clamp catches a quotient that the
+        // scale's rounding to f32 took just past 127.
         double v = std::nearbyint(static_cast<double>(src[k * N + n]) / r.scale[static_cast<size_t>(n)]);
-        q[k * N + n] = static_cast<int8_t>(std::isfinite(v) ? std::clamp(v, -127.0, 127.0) : 0.0);
+        q[k * N + n] = static_cast<int8_t>(std::clamp(v, -127.0, 127.0));
       }
   }
   r.q = ConstValues::adopt(std::move(out));

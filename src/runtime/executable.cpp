@@ -429,4 +429,22 @@ const CompileStats& Executable::stats() const { return s_->stats; }
 const std::string& Executable::source() const { return s_->source; }
 const Graph& Executable::optimized() const { return s_->graph; }
 
+Bindings Executable::held_params() const {
+  if (s_->host) throw Unsupported("held_params: a program with control flow holds its params in its parts");
+  if (!s_->stats.compiled) return s_->fallback_params;
+  Bindings r;
+  const Graph& g = s_->graph;
+  for (ValueId p : g.params()) {
+    const Node& n = g.node(p);
+    const void* data = static_cast<size_t>(p) < s_->table.size() ? s_->table[static_cast<size_t>(p)] : nullptr;
+    if (!data) continue;  // unread
+    std::vector<int64_t> shape;
+    for (const Dim& d : n.type.shape) shape.push_back(d.value());
+    int64_t count = 1;
+    for (int64_t x : shape) count *= x;
+    r.emplace(n.name, NDArray::copy_of(n.type.dtype, std::move(shape), data, static_cast<size_t>(count) * dtype_size(n.type.dtype)));
+  }
+  return r;
+}
+
 }  // namespace tj

@@ -78,6 +78,10 @@ class Executable {
   // array holds it after a run (a donated cache, updated in place), or -1.
   const std::vector<int>& output_aliases() const;
   const Graph& optimized() const;      // the graph the kernels compute
+  // Copies of what optimized()'s params are bound to (its frozen weights,
+  // the program cache's constants): interpret(optimized(), inputs and these)
+  // is what the kernels compute.
+  Bindings held_params() const;
 
   struct State;
 

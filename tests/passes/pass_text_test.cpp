@@ -6,6 +6,9 @@
 //   # OPS: N               op nodes (not inputs, params, constants) after
 //   # SET: pos=3           a scalar input's value for the differential check
 //   # SYM: T=3             a size symbol's value for the differential check
+//   # WEIGHTS: bf16         quantize_weights' format (PassOptions::weights)
+//   # TOL: 1e-2             the largest relative difference allowed, for
+//                           passes that change values (a weight format)
 //   # CHECK / CHECK-NEXT / CHECK-NOT: patterns on the printed result
 // Cases are separated by a line `# -----`. Every case is also checked
 // against the interpreter: in f64 (max relative difference <= 1e-13), or in
@@ -69,6 +72,8 @@ void run_case(const std::string& text) {
   o.differential_dtype = any_f32 ? DType::f32 : DType::f64;
   o.inputs = &inputs;
   if (!directive(text, "FREEZE").empty()) o.pass.freeze_values = &inputs;
+  if (std::string w = directive(text, "WEIGHTS"); !w.empty()) o.pass.weights = *parse_dtype(w);
+  const std::string tol = directive(text, "TOL");
   std::vector<std::string> list;
   std::stringstream ss(passes);
   for (std::string p; std::getline(ss, p, ',');) list.push_back(p);
@@ -76,7 +81,7 @@ void run_case(const std::string& text) {
   auto records = run_pipeline(g, list, o);
   std::string out = print_graph(g);
   SCOPED_TRACE("result:\n" + out);
-  EXPECT_LE(records.back().max_rel_diff, any_f32 ? 1e-6 : 1e-13);
+  EXPECT_LE(records.back().max_rel_diff, !tol.empty() ? std::stod(tol) : any_f32 ? 1e-6 : 1e-13);
   if (!directive(text, "EXACT").empty()) {
     EXPECT_TRUE(records.back().bit_identical);
   }
@@ -120,6 +125,15 @@ TEST(PassText, IntegerConstantsFoldExactly) {
   auto got = interpret(g, in, {DType::f64});
   EXPECT_EQ(got[0].get(0), want[0].get(0));
   EXPECT_EQ(got[0].get(0), 0x1p63 + 0.5);
+}
+
+
+// The test's FileCheck: CHECK-SAME looks at the line of the match before it.
+TEST(PassText, FileCheckSame) {
+  auto run = [](const std::string& out, const std::string& checks) { return testing::filecheck(out, testing::parse_directives(checks)); };
+  EXPECT_EQ(run("a b\nc d\n", "# CHECK: a\n# CHECK-SAME: b\n# CHECK-NEXT: c\n# CHECK-SAME: d\n"), "");
+  EXPECT_NE(run("a b\nc d\n", "# CHECK: a\n# CHECK-SAME: d\n"), "");
+  EXPECT_NE(run("a b\n", "# CHECK-SAME: a\n"), "");
 }
 
 }  // namespace

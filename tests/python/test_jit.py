@@ -218,3 +218,23 @@ def test_frozen_weights_are_copied_in_and_guarded_by_identity():
     assert "frozen" in tj.explain(f)
     with pytest.raises(ValueError, match="not a parameter"):
         tj.jit(lambda x: x, freeze="w")
+
+
+def test_weight_formats():
+    # bf16 and int8 weights: frozen matrices (>= 4096 elements) stored narrower, read converted.
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((64, 96)) / 8).astype(np.float32)
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    want = x @ w
+    for fmt, tol in (("bf16", 1e-2), ("int8", 5e-2)):
+        f = tj.jit(lambda x, w: x @ w, freeze="w", weights=fmt)
+        got = f(x, w)
+        err = np.abs(got - want).max() / np.abs(want).max()
+        assert 0 < err < tol, (fmt, err)
+        g = tj.parse_ir("graph g\ninput %x : f32[3,64]\nparam %w : f32[64,96]\n%0 = matmul(%x, %w) : f32[3,96]\nreturn %0\n")
+        p = tj.Program.compile(g, {"w": w}, weights=fmt)
+        assert 0 < np.abs(p.run({"x": x})[0] - want).max() / np.abs(want).max() < tol
+    with pytest.raises(ValueError, match="weight format"):
+        tj.jit(lambda x: x, weights="f16")
+    with pytest.raises(Exception, match="weight format"):
+        tj.Program.compile(g, {"w": w}, weights="int4")

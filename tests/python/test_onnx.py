@@ -51,3 +51,26 @@ def test_bad_files(tmp_path):
         tj.onnx.load(tmp_path / "junk.onnx")
     with pytest.raises(tj.Error, match="cannot open"):
         tj.onnx.load(tmp_path / "missing.onnx")
+
+
+def test_load_with_narrow_weights(tmp_path, monkeypatch):
+    monkeypatch.setenv("TJ_CACHE_DIR", str(tmp_path / "cache"))
+    rng = np.random.default_rng(4)
+    w = (rng.standard_normal((64, 80)) / 8).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 80])],
+                          [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "mm.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    exact = tj.onnx.load(path)(x)[0]
+    np.testing.assert_allclose(exact, x @ w, rtol=1e-5, atol=1e-5)
+    seen = set()
+    for fmt in ("bf16", "int8", "bf16"):  # each format its own cache entry, not f32's: the second bf16 is warm
+        m = tj.onnx.load(path, weights=fmt)
+        got = m(x)[0]
+        assert m.imported == (fmt not in seen), fmt
+        seen.add(fmt)
+        err = np.abs(got - exact).max() / np.abs(exact).max()
+        assert 0 < err < (1e-2 if fmt == "bf16" else 5e-2), (fmt, err)

@@ -14,8 +14,8 @@ std::vector<Directive> parse_directives(const std::string& text) {
     return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
   };
   while (std::getline(in, line)) {
-    for (auto [prefix, kind] : {std::pair{"# CHECK-NEXT:", Directive::Next}, std::pair{"# CHECK-NOT:", Directive::Not},
-                                std::pair{"# CHECK:", Directive::Check}}) {
+    for (auto [prefix, kind] : {std::pair{"# CHECK-NEXT:", Directive::Next}, std::pair{"# CHECK-SAME:", Directive::Same},
+                                std::pair{"# CHECK-NOT:", Directive::Not}, std::pair{"# CHECK:", Directive::Check}}) {
       if (line.rfind(prefix, 0) == 0) {
         d.push_back({kind, strip(line.substr(std::string(prefix).size()))});
         break;
@@ -43,6 +43,11 @@ std::string filecheck(const std::string& output, const std::vector<Directive>& d
   for (const Directive& d : directives) {
     if (d.kind == Directive::Not) {
       pending_not.push_back(&d);
+      continue;
+    }
+    if (d.kind == Directive::Same) {
+      if (last == 0 || lines[last - 1].find(d.pattern) == std::string::npos)
+        return "CHECK-SAME: '" + d.pattern + "' not on line " + std::to_string(last);
       continue;
     }
     size_t found = lines.size();

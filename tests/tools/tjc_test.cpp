@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -531,6 +532,44 @@ TEST(Tjc, BenchAndCodegen) {
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("_attention_flash_attn(void** t)"), std::string::npos);
   EXPECT_NE(text.find("tj_gemm("), std::string::npos);
+}
+
+// Weight formats: the pass in `tjc opt --log`; `tjc bench --weights` with
+// each format beside f32, and the whole model's greedy tokens.
+TEST(Tjc, WeightFormats) {
+  std::string path = temp_file("weights.tj", "graph g\ninput %x : f32[3,64]\nparam %w : f32[64,64]\n%0 = matmul(%x, %w) : f32[3,64]\nreturn %0\n");
+  Result logged = tjc("opt " + path + " --freeze --weights int8 --log");
+  ASSERT_EQ(logged.code, 0) << logged.out;
+  const size_t at = logged.out.find("// pass quantize_weights");
+  ASSERT_NE(at, std::string::npos) << logged.out;
+  EXPECT_EQ(logged.out.substr(at, logged.out.find('\n', at) - at).find("changed") != std::string::npos, true) << logged.out;
+  EXPECT_NE(logged.out.find(": i8[64,64]"), std::string::npos) << logged.out;
+  Result bad = tjc("opt " + path + " --weights f16");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--weights"), std::string::npos) << bad.out;
+
+  Result r = tjc("bench --model llama --config tiny --layers 1 --mode decode --kv-len 16 --weights int8 --steps 4 --seconds 0.05 --json", "",
+                 true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_LT(j["max_rel_diff"].get<double>(), 1e-5);  // against the interpreter on the converted weights
+  const auto& f = j["weight_formats"]["formats"];
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0]["weights"], "f32");
+  EXPECT_EQ(f[1]["weights"], "int8");
+  EXPECT_LT(f[1]["weight_mb"].get<double>(), f[0]["weight_mb"].get<double>() * 0.6);
+  EXPECT_GT(f[1]["max_rel_err"].get<double>(), 0);
+  EXPECT_LT(f[1]["max_rel_err"].get<double>(), 5e-2);
+  EXPECT_GT(f[1]["min_cosine"].get<double>(), 0.99);
+  EXPECT_LT(f[1]["kernels_vs_reference"].get<double>(), 1e-5);
+  EXPECT_GT(f[1]["median_us"].get<double>(), 0);
+  EXPECT_GT(j["weight_formats"]["stream_gbps_median"].get<double>(), 0);
+  const auto& m = j["model_accuracy"]["formats"];
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0]["tokens"].size(), 4u);
+  EXPECT_EQ(m[0]["same_tokens"], 4);
+  EXPECT_EQ(m[0]["log_likelihood_diff"].get<double>(), 0);
+  EXPECT_TRUE(std::isfinite(m[1]["log_likelihood"].get<double>()));
 }
 
 TEST(Tjc, AnalysisNeedsConcreteSizes) {

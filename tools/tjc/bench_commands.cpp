@@ -21,9 +21,11 @@
 #include "runtime/random_inputs.h"
 #include "frontend/onnx/import.h"
 #include "support/paths.h"
+#include "tensorjit/compile.h"
 #include "tensorjit/error.h"
 #include "tjc/busy.h"
 #include "tjc/common.h"
+#include "tjc/weights_report.h"
 
 namespace tjc {
 
@@ -31,18 +33,6 @@ using namespace tj;
 
 namespace {
 
-// Seconds per call: at least `min_runs`, and until `budget` seconds.
-template <class F>
-Timing time_calls(F f, int min_runs, double budget) {
-  std::vector<double> t;
-  auto start = Clock::now();
-  while (static_cast<int>(t.size()) < min_runs || (seconds_since(start) < budget && t.size() < 100000)) {
-    auto t0 = Clock::now();
-    f();
-    t.push_back(seconds_since(t0));
-  }
-  return summarize(std::move(t));
-}
 template <class F>
 double median_seconds(F f, int min_runs, double budget) {
   return time_calls(f, min_runs, budget).median;
@@ -108,8 +98,19 @@ struct BenchArgs {
   bool json = false, profile = false;
   double budget = 2.0;
   int busy = 0, repeat = 0;
+  int steps = 32;  // --weights with --model llama: greedy tokens compared
   bool child = false;
 };
+
+// The format of the program that is benchmarked: --weights all compares
+// the others with f32, which is benchmarked.
+DType main_format(const TraceArgs& a) { return a.weights == "all" ? DType::f32 : weights_format(a.weights); }
+
+CompileOptions compile_options(const TraceArgs& a) {
+  CompileOptions co;
+  co.weights = main_format(a);
+  return co;
+}
 
 nlohmann::json timing_json(const Timing& t) {
   return {{"median_us", t.median * 1e6}, {"p90_us", t.p90 * 1e6}, {"p99_us", t.p99 * 1e6}, {"max_us", t.max * 1e6}, {"calls", t.calls}};
@@ -126,7 +127,7 @@ void bench_child(const BenchArgs& a) {
   double trace_s = 0;
   Model m = make_model(a.trace, &trace_s);
   double weights_s = seconds_since(t0) - trace_s;
-  Executable exe = Executable::compile(m.graph, m.params);
+  Executable exe = Executable::compile(m.graph, m.params, compile_options(a.trace));
   if (!exe.stats().compiled) throw Error("bench: no C++ compiler, nothing to time");
   Bindings in = m.inputs;
   std::vector<NDArray> out;
@@ -256,7 +257,7 @@ void cmd_bench(const BenchArgs& a) {
   try {
     cold = run_child(a, 0);
     warm = run_child(a, 0);
-    exe = Executable::compile(m.graph, m.params);
+    exe = Executable::compile(m.graph, m.params, compile_options(a.trace));
     if (k > 0) {
       quiet_runs = repeated(a, k);
       if (a.busy > 0) {
@@ -280,7 +281,15 @@ void cmd_bench(const BenchArgs& a) {
     for (const auto& [k, v] : all) write_npy((fs::path(a.dump) / (k + ".npy")).string(), v);
     for (size_t i = 0; i < got.size(); ++i) write_npy((fs::path(a.dump) / ("output" + std::to_string(i) + ".npy")).string(), got[i]);
   }
-  Difference d = compare_outputs(got, interpret(m.graph, all, {DType::f32}));
+  // Converted weights: against the interpreter on them (the optimized graph
+  // holds them); the format's own error is in the formats' report.
+  const bool narrow = main_format(a.trace) != DType::f32;
+  Bindings converted;
+  if (narrow) {
+    converted = exe.held_params();
+    for (const auto& [k, v] : m.inputs) converted[k] = v;
+  }
+  Difference d = compare_outputs(got, narrow ? interpret(exe.optimized(), converted, {DType::f32}) : interpret(m.graph, all, {DType::f32}));
 
   double t_interp = median_seconds([&] { interpret(m.graph, all, {DType::f32}); }, 3, a.budget);
   // As a decode loop runs it: the donated caches are updated in place and
@@ -295,10 +304,8 @@ void cmd_bench(const BenchArgs& a) {
   FusionOptions counted;
   counted.size_hint = m.sizes;
   Schedule s = fuse(exe.optimized(), counted);
-  int64_t flops = 0, bytes = 0, weight_bytes = 0;
+  int64_t flops = 0, bytes = 0, weight_bytes = stored_weight_bytes(exe, m.params);
   for (const Kernel& k : s.kernels) flops += k.flops, bytes += k.bytes_read + k.bytes_written;
-  for (const auto& [k, v] : m.params)
-    if (k.rfind("rope_", 0) != 0) weight_bytes += static_cast<int64_t>(v.nbytes());
   Calibration cal;
   if (!load_calibration(&cal)) {
     cal = measure_machine();
@@ -307,6 +314,16 @@ void cmd_bench(const BenchArgs& a) {
   bool decode = a.trace.mode == "decode";
   double limit_s = decode ? static_cast<double>(weight_bytes) / cal.stream_bandwidth : static_cast<double>(flops) / cal.sgemm_flops;
   double fraction = limit_s / t_comp;
+  nlohmann::json formats, model;
+  if (a.trace.weights != "f32") {
+    FormatsArgs fa;
+    fa.formats = a.trace.weights == "all" ? std::vector<DType>{DType::f32, DType::bf16, DType::i8}
+                                          : std::vector<DType>{DType::f32, main_format(a.trace)};
+    fa.budget = a.budget * static_cast<double>(fa.formats.size());
+    fa.compute_limit_s = static_cast<double>(flops) / cal.sgemm_flops;
+    formats = weight_formats(m.graph, m.params, m.inputs, fa);
+    if (a.trace.model == "llama" && a.trace.ir.empty()) model = model_accuracy(a.trace, fa.formats, a.steps);
+  }
 
   if (a.json) {
     nlohmann::json j = {{"model", a.trace.model},
@@ -334,14 +351,20 @@ void cmd_bench(const BenchArgs& a) {
       for (const auto& t : busy_runs) b.push_back(timing_json(t));
       j["fresh_processes"] = {{"quiet", q}, {"busy", b}, {"busy_jobs", a.busy}};
     }
+    j["weights"] = a.trace.weights;
+    if (!formats.is_null()) j["weight_formats"] = formats;
+    if (!model.is_null()) j["model_accuracy"] = model;
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
+  const std::string weights = narrow ? std::string(", weights ") + a.trace.weights : "";
+  const char* against = narrow ? "the interpreter on the converted weights" : "interpreter";
   if (a.trace.ir.empty())
-    std::printf("%s %s %s (f32), %zu kernels; compiled vs interpreter max rel diff %.2e\n", a.trace.model.c_str(), a.trace.config.c_str(),
-                a.trace.mode.c_str(), exe.stats().kernels, d.max_rel);
+    std::printf("%s %s %s (f32%s), %zu kernels; compiled vs %s max rel diff %.2e\n", a.trace.model.c_str(), a.trace.config.c_str(),
+                a.trace.mode.c_str(), weights.c_str(), exe.stats().kernels, against, d.max_rel);
   else
-    std::printf("%s, %zu kernels; compiled vs interpreter max rel diff %.2e\n", a.trace.ir.c_str(), exe.stats().kernels, d.max_rel);
+    std::printf("%s%s, %zu kernels; compiled vs %s max rel diff %.2e\n", a.trace.ir.c_str(), weights.c_str(), exe.stats().kernels,
+                against, d.max_rel);
   std::printf("interpreter %12.1f us\ncompiled    %12.1f us   %.1fx faster", t_interp * 1e6, t_comp * 1e6, t_interp / t_comp);
   std::printf(t_copy > t_comp * 1.02 || t_copy < t_comp * 0.98 ? "   (%.1f us copying the updated caches out too)\n" : "\n", t_copy * 1e6);
   std::printf("compiled: %.2f GFLOP/s, %.2f GB/s; limit (%s) %.1f us: %.0f%% of it\n", flops / t_comp / 1e9, bytes / t_comp / 1e9,
@@ -354,6 +377,8 @@ void cmd_bench(const BenchArgs& a) {
   std::printf("peak memory of that process: cold cache %.0f MB, warm cache %.0f MB, of which the weights as loaded %.0f MB\n",
               cold.at("peak_rss_mb").get<double>(), warm.at("peak_rss_mb").get<double>(), cold.at("weight_mb").get<double>());
   if (k > 0) print_fresh_processes(quiet_runs, busy_runs, a.busy);
+  if (!formats.is_null()) print_weight_formats(formats);
+  if (!model.is_null()) print_model_accuracy(model);
   if (a.profile) {
     auto times = exe.profile(run_inputs, 50);
     const Graph& og = exe.optimized();
@@ -376,7 +401,7 @@ struct CodegenArgs {
 void cmd_codegen(const CodegenArgs& a) {
   make_folder(a.out);
   Model m = make_model(a.trace);
-  Executable exe = Executable::compile(m.graph, m.params);
+  Executable exe = Executable::compile(m.graph, m.params, compile_options(a.trace));
   if (!exe.stats().compiled) throw Error("codegen: no C++ compiler found");
   namespace fs = std::filesystem;
   std::string path = (fs::path(a.out) / "kernels.cpp").string();
@@ -400,6 +425,8 @@ void add_bench_commands(CLI::App& app) {
       ->check(CLI::Range(0, 64));
   b->add_option("--repeat", ba->repeat, "time the compiled calls in K fresh processes (with --busy: K quiet, K busy), 0 to 100")
       ->check(CLI::Range(0, 100));
+  add_weights_option(b, ba->trace.weights, {"all"});
+  b->add_option("--steps", ba->steps, "--weights with --model llama: greedy tokens compared with f32's, 1 to 1024")->check(CLI::Range(1, 1024));
   b->add_flag("--child", ba->child, "(internal) the measurement of one fresh process, as JSON")->group("");
   b->add_option("--dump", ba->dump, "write inputs, weights and compiled outputs as .npy files to this folder");
   b->callback([ba] { cmd_bench(*ba); });
@@ -409,6 +436,7 @@ void add_bench_commands(CLI::App& app) {
   add_trace_options(c, ca->trace);
   add_size_options(c, ca->trace);
   c->add_option("-o,--out", ca->out, "output folder")->required();
+  add_weights_option(c, ca->trace.weights);
   c->callback([ca] { cmd_codegen(*ca); });
 }
 

@@ -40,4 +40,23 @@ struct Timing {
 // Sorts `t` and summarizes it (empty: zeros).
 Timing summarize(std::vector<double> t);
 
+// The seconds of each call of `f`: at least `min_runs`, and until `budget` seconds.
+template <class F>
+std::vector<double> call_seconds(F f, int min_runs, double budget) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> t;
+  auto start = Clock::now();
+  auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  while (static_cast<int>(t.size()) < min_runs || (since(start) < budget && t.size() < 100000)) {
+    auto t0 = Clock::now();
+    f();
+    t.push_back(since(t0));
+  }
+  return t;
+}
+template <class F>
+Timing time_calls(F f, int min_runs, double budget) {
+  return summarize(call_seconds(f, min_runs, budget));
+}
+
 }  // namespace tjc

@@ -109,10 +109,18 @@ std::vector<std::string> trace_argv(const TraceArgs& a) {
   if (!a.kv_len.empty()) r.insert(r.end(), {"--kv-len", a.kv_len});
   if (a.layers > 0) r.insert(r.end(), {"--layers", std::to_string(a.layers)});
   if (a.flash) r.push_back("--flash");
+  if (a.weights != "f32") r.insert(r.end(), {"--weights", a.weights});
   if (!a.ir.empty()) r.insert(r.end(), {"--ir", a.ir});
   for (const auto& x : a.syms) r.insert(r.end(), {"--sym", x});
   for (const auto& x : a.sets) r.insert(r.end(), {"--set", x});
   return r;
+}
+
+void add_weights_option(CLI::App* c, std::string& format, std::vector<std::string> extra) {
+  std::vector<std::string> names = {"f32", "bf16", "int8"};
+  std::string help = "the matrix products' frozen weights stored as f32, bf16 or int8 (a scale per output channel)";
+  for (const auto& e : extra) names.push_back(e), help += ", or " + e;
+  c->add_option("--weights,--weight-format", format, help)->check(CLI::IsMember(names));
 }
 
 void add_size_options(CLI::App* c, TraceArgs& a) {

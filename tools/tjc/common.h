@@ -51,9 +51,12 @@ struct TraceArgs {
   int64_t layers = 0;
   int64_t batch = 1;
   bool flash = false;
+  std::string weights = "f32";  // the compiled products' weight format (add_weights_option)
 };
 void add_trace_options(CLI::App* c, TraceArgs& a);
 void add_size_options(CLI::App* c, TraceArgs& a);  // --sym, --set
+// --weights (alias --weight-format): f32, bf16 or int8; more names ("all") in `extra`.
+void add_weights_option(CLI::App* c, std::string& format, std::vector<std::string> extra = {});
 // The options that give `a` again, for a fresh tjc process.
 std::vector<std::string> trace_argv(const TraceArgs& a);
 tj::Graph trace_model(const TraceArgs& a);

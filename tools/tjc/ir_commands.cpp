@@ -17,6 +17,7 @@
 #include "runtime/interpreter.h"
 #include "runtime/npy.h"
 #include "runtime/random_inputs.h"
+#include "tensorjit/compile.h"
 #include "tensorjit/error.h"
 #include "tensorjit/safetensors.h"
 #include "tjc/common.h"
@@ -28,7 +29,7 @@ using namespace tj;
 namespace {
 
 struct RunArgs {
-  std::string file, dtype = "f32", output;
+  std::string file, dtype = "f32", output, weight_format = "f32";
   uint64_t seed = 0;
   std::vector<std::string> syms, sets, inputs, weights;
   bool compiled = false, check = false, interpret = false;
@@ -191,14 +192,16 @@ Bindings make_inputs(const Graph& g, const RunArgs& a, const std::set<std::strin
 }
 
 // `program_key`, if given, gets the compilation's program cache key.
-std::vector<NDArray> run_compiled(const Graph& g, Bindings in, std::string* program_key = nullptr) {
+std::vector<NDArray> run_compiled(const Graph& g, Bindings in, DType weights, std::string* program_key = nullptr) {
   Bindings params;
   for (ValueId p : g.params()) {
     auto it = in.find(g.node(p).name);
     params[it->first] = std::move(it->second);
     in.erase(it);
   }
-  Executable exe = Executable::compile(g, params);
+  CompileOptions co;
+  co.weights = weights;
+  Executable exe = Executable::compile(g, params, co);
   if (!exe.stats().compiled) throw Error("run --compiled: no C++ compiler found");
   if (program_key) *program_key = exe.stats().program_key;
   std::vector<NDArray> outs;
@@ -268,12 +271,15 @@ void cmd_run(RunArgs a) {
   // weights): the program from the cache, without importing the file
   // (compiler/model_cache.h).
   const bool model_file = ends_with(a.file, ".onnx") && a.compiled && a.weights.empty();
+  const DType format = weights_format(a.weight_format);
+  if (format != DType::f32 && !a.compiled && !a.check) throw Error("run: --weight-format applies to compiled runs (--compiled or --check)");
+  const std::string variant = format == DType::f32 ? "" : "weights " + std::string(dtype_name(format));
   std::optional<GemmWarmup> warm;
   if (model_file) {
     // oneDNN makes its kernels (26-53 ms) while the entry is read and the
     // program loaded, not after them: a warm MiniLM-L6 run takes 67-103 ms.
     warm.emplace();
-    std::optional<ModelEntry> entry = load_model_entry(a.file);
+    std::optional<ModelEntry> entry = load_model_entry(a.file, variant);
     // --input and --set must name graph inputs (one naming an initializer,
     // or nothing in the graph, is for the import path to judge).
     std::vector<std::string> named = a.inputs;
@@ -316,16 +322,16 @@ void cmd_run(RunArgs a) {
   // Compiled first, on its own copy: the interpreter must still see the
   // caches as they were given, not as kv_write left them in place.
   std::vector<NDArray> compiled;
-  if (a.check) compiled = run_compiled(g, in);
+  if (a.check) compiled = run_compiled(g, in, format);
   auto t0 = Clock::now();
   std::vector<NDArray> outs;
   if (!a.compiled) outs = interpret(g, in, {dtype_arg(a.dtype)});
   double dt = seconds_since(t0);
   if (a.compiled) {
     std::string key;
-    outs = run_compiled(g, in, &key);
+    outs = run_compiled(g, in, format, &key);
     dt = seconds_since(t0);
-    if (model_file && !onnx->external_data) store_model_entry(a.file, g, onnx->output_names, key);
+    if (model_file && !onnx->external_data) store_model_entry(a.file, g, onnx->output_names, key, variant);
   }
   print_outputs(outs);
   if (a.compiled) std::fprintf(stderr, "compiled and ran %zu nodes in %.3f s\n", g.size(), dt);
@@ -370,6 +376,8 @@ void add_run_command(CLI::App& app) {
   c->add_option("--set", a->sets, "value of a scalar input (every element of a larger one), NAME=V (repeatable)");
   c->add_option("--input", a->inputs, "an input's values: NAME=FILE.npy or NAME=v1,v2,... (repeatable)");
   c->add_option("--weights", a->weights, "a safetensors file: its tensors named like inputs or params bind them (repeatable)");
+  c->add_option("--weight-format", a->weight_format, "compiled: the matrix products' weights stored as f32, bf16 or int8 (per output channel)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
   c->add_flag("--compiled", a->compiled, "run the generated code instead of the interpreter (the default for .onnx models)");
   c->add_flag("--interpret", a->interpret, "run the interpreter (the default for IR files)");
   c->add_flag("--check", a->check, "run the interpreter and the generated code on the same inputs and compare (exit 1 if they differ)");

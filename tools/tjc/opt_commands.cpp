@@ -8,6 +8,7 @@
 #include "ir/text.h"
 #include "passes/pipeline.h"
 #include "runtime/random_inputs.h"
+#include "tensorjit/compile.h"
 #include "tensorjit/error.h"
 #include "tjc/common.h"
 
@@ -27,7 +28,7 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 struct OptArgs {
-  std::string file, passes;
+  std::string file, passes, weights = "f32";
   bool freeze = false, log = false;
   uint64_t seed = 0;
 };
@@ -36,6 +37,7 @@ void cmd_opt(const OptArgs& a) {
   Graph g = load_graph(a.file);
   PipelineOptions o;
   o.log = a.log;
+  o.pass.weights = weights_format(a.weights);
   Bindings frozen;
   if (a.freeze) {
     // IR text carries no weights: freezing uses seeded random values.
@@ -100,6 +102,7 @@ void cmd_passes(const PassesArgs& a) {
     inputs = random_inputs(g, ro);
   }
   PipelineOptions o;
+  o.pass.weights = weights_format(a.trace.weights);
   o.differential = runnable;
   o.inputs = &inputs;
   if (a.freeze) {
@@ -162,6 +165,7 @@ void add_opt_commands(CLI::App& app) {
   opt->add_option("--passes", oa->passes, "comma-separated passes to run in order (default: the default pipeline)");
   opt->add_flag("--freeze", oa->freeze, "params become constants (seeded random values: IR text has no weights)");
   opt->add_option("--seed", oa->seed, "seed for frozen values")->check(seed_check());
+  add_weights_option(opt, oa->weights);
   opt->add_flag("--log", oa->log, "print the IR after each pass that changed it, and pass times (as TJ_LOG=passes)");
   opt->callback([oa] { cmd_opt(*oa); });
 
@@ -171,6 +175,7 @@ void add_opt_commands(CLI::App& app) {
   passes->add_flag("--json", pa->json, "JSON output");
   passes->add_flag("--freeze", pa->freeze, "freeze params (seeded random values) before the pipeline");
   passes->add_option("--seed", pa->seed, "seed for inputs and weights")->check(seed_check());
+  add_weights_option(passes, pa->trace.weights);
   passes->callback([pa] { cmd_passes(*pa); });
 }
 
