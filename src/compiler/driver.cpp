@@ -6,6 +6,7 @@
 #include "jit/specialize.h"
 #include "memory/lifetimes.h"
 #include "passes/pipeline.h"
+#include "runtime/autotune.h"
 #include "runtime/host_program.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
@@ -107,7 +108,7 @@ void generate(Compilation& c, const CompileOptions& o) {
   c.stage("fusion");
   if (o.reorder) c.schedule = reorder_at(g, c.schedule, c.hint);
   c.stage("reorder");
-  c.program = emit_cpp(g, c.schedule, c.hint);
+  c.program = emit_cpp(g, c.schedule, c.hint, autotune_requested(o));
   c.stage("emit");
   auto t0 = std::chrono::steady_clock::now();
   c.built = build_library(c.program.source, *c.cxx);

@@ -29,6 +29,10 @@ struct CompileOptions {
   // Outputs to write into inputs' arrays, which each call gives up (fusion.h:
   // Donation; Executable::output_aliases() says which were honored).
   std::vector<Donation> donate;
+  // Time the candidate schedules of matrix-vector products and attentions
+  // on this machine and keep the winners (runtime/autotune.h); also on
+  // with TJ_AUTOTUNE=1. A later compilation takes them from the cache.
+  bool autotune = false;
   // The threads the generated code runs on; null: ThreadPool::global().
   ThreadPool* pool = nullptr;
 };

@@ -51,6 +51,12 @@ struct CompileStats {
   // lookup), load, layout (weights and activations placed). TJ_LOG=compile
   // prints them.
   std::vector<std::pair<std::string, double>> stage_seconds;
+  // Autotuning (CompileOptions::autotune): kernels with candidate
+  // schedules, those whose choice came from the tuning cache and those
+  // measured now (in tuning_seconds); per tunable kernel "k8: rows 32, partials".
+  int tunable_kernels = 0, tuned_from_cache = 0, tuned_now = 0;
+  double tuning_seconds = 0;
+  std::vector<std::string> tuning_choices;
 };
 
 class Executable {
@@ -87,6 +93,8 @@ class Executable {
 
  private:
   static Executable finish(Compilation& c, const Bindings& params, const CompileOptions& o);
+  // Each tunable kernel's candidate: recorded, or measured now (autotune.h).
+  void tune(const SymEnv& hint);
   std::shared_ptr<State> s_;
 };
 

@@ -25,6 +25,7 @@
 #include "tensorjit/error.h"
 #include "tjc/busy.h"
 #include "tjc/common.h"
+#include "tjc/autotune_report.h"
 #include "tjc/weights_report.h"
 
 namespace tjc {
@@ -99,7 +100,7 @@ struct BenchArgs {
   double budget = 2.0;
   int busy = 0, repeat = 0;
   int steps = 32;  // --weights with --model llama: greedy tokens compared
-  bool child = false;
+  bool child = false, autotune = false;
 };
 
 // The format of the program that is benchmarked: --weights all compares
@@ -324,6 +325,12 @@ void cmd_bench(const BenchArgs& a) {
     formats = weight_formats(m.graph, m.params, m.inputs, fa);
     if (a.trace.model == "llama" && a.trace.ir.empty()) model = model_accuracy(a.trace, fa.formats, a.steps);
   }
+  nlohmann::json tuning;
+  if (a.autotune) {
+    CompileOptions co = compile_options(a.trace);
+    co.size_hint = m.sizes;
+    tuning = autotune_report(m.graph, m.params, m.inputs, co, a.budget * 2);
+  }
 
   if (a.json) {
     nlohmann::json j = {{"model", a.trace.model},
@@ -354,6 +361,7 @@ void cmd_bench(const BenchArgs& a) {
     j["weights"] = a.trace.weights;
     if (!formats.is_null()) j["weight_formats"] = formats;
     if (!model.is_null()) j["model_accuracy"] = model;
+    if (!tuning.is_null()) j["autotune"] = tuning;
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -379,6 +387,7 @@ void cmd_bench(const BenchArgs& a) {
   if (k > 0) print_fresh_processes(quiet_runs, busy_runs, a.busy);
   if (!formats.is_null()) print_weight_formats(formats);
   if (!model.is_null()) print_model_accuracy(model);
+  if (!tuning.is_null()) print_autotune_report(tuning);
   if (a.profile) {
     auto times = exe.profile(run_inputs, 50);
     const Graph& og = exe.optimized();
@@ -426,6 +435,7 @@ void add_bench_commands(CLI::App& app) {
   b->add_option("--repeat", ba->repeat, "time the compiled calls in K fresh processes (with --busy: K quiet, K busy), 0 to 100")
       ->check(CLI::Range(0, 100));
   add_weights_option(b, ba->trace.weights, {"all"});
+  b->add_flag("--autotune", ba->autotune, "also the program with its kernels' schedules tuned on this machine, against the rules' (side by side)");
   b->add_option("--steps", ba->steps, "--weights with --model llama: greedy tokens compared with f32's, 1 to 1024")->check(CLI::Range(1, 1024));
   b->add_flag("--child", ba->child, "(internal) the measurement of one fresh process, as JSON")->group("");
   b->add_option("--dump", ba->dump, "write inputs, weights and compiled outputs as .npy files to this folder");

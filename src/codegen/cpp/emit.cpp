@@ -417,10 +417,44 @@ std::string Emitter::name_of(int k) const {
 }
 
 void Emitter::emit_kernel(int k) {
+  knobs_ = {};
+  alternatives_.clear();
+  const std::string name = name_of(k);
+  const size_t temps = out_.temporaries.size();
+  team_work_total_ += emit_function(k, name);
+  out_.kernel_symbols.push_back(name);
+  // Not a kernel that writes in place: measuring runs it over and over.
+  bool in_place = false;
+  for (ValueId v : s_.kernels[static_cast<size_t>(k)].ops) in_place |= s_.writes_in_place(v) || g_.node(v).def().fuse == Fuse::store;
+  if (!tune_ || alternatives_.size() < 2 || in_place) return;
+  // Each further candidate: the same temporaries (else it is left out).
+  const std::vector<ValueId> own(out_.temporaries.begin() + static_cast<std::ptrdiff_t>(temps), out_.temporaries.end());
+  const std::vector<Knobs> all = alternatives_;
+  EmittedProgram::Tunable t{k, tuning_signature_, {all[0].label}, {name}};
+  for (size_t i = 1; i < all.size(); ++i) {
+    const size_t at = out_.source.size();
+    knobs_ = all[i];
+    const std::string variant = name + "__t" + std::to_string(i);
+    emit_function(k, variant);
+    const std::vector<ValueId> again(out_.temporaries.begin() + static_cast<std::ptrdiff_t>(own.size() + temps), out_.temporaries.end());
+    out_.temporaries.resize(temps + own.size());
+    out_.temporary_kernel.resize(temps + own.size());
+    out_.temporary_sizes.resize(temps + own.size());
+    if (again != own) {
+      out_.source.resize(at);
+      continue;
+    }
+    t.labels.push_back(all[i].label);
+    t.symbols.push_back(variant);
+  }
+  knobs_ = {};
+  if (t.symbols.size() > 1) out_.tunable.push_back(std::move(t));
+}
+
+int64_t Emitter::emit_function(int k, const std::string& name) {
   const Kernel& K = s_.kernels[static_cast<size_t>(k)];
   temp_.clear();
   plan_temporaries(K, k);
-  std::string name = name_of(k);
   std::string body;
   team_work_ = 0;
   used_.clear();
@@ -432,7 +466,7 @@ void Emitter::emit_kernel(int k) {
     case KernelKind::reduction: body = reduction_body(K); break;
   }
   out_.source += std::string(kUnitMark) + "// kernel " + std::to_string(k) + ": " + std::string(kernel_kind_name(K.kind)) + " over " +
-                 shape_str(K.space) + "\n";
+                 shape_str(K.space) + (knobs_.label.empty() ? "" : " (candidate: " + knobs_.label + ")") + "\n";
   // Share `id` of `nt`, split over the pool when the program has tj_team
   // and the runtime says so (t[n+3], measured per program); alone, all of it. One part per thread: these kernels take a few
   // microseconds, where each further part's claim costs more than it
@@ -446,9 +480,8 @@ void Emitter::emit_kernel(int k) {
   } else {
     out_.source += "void " + name + "(void** t) {\n" + pointers() + body + "}\n\n";
   }
-  out_.kernel_symbols.push_back(name);
-  team_work_total_ += team_work_;
   temp_.clear();  // temporaries are only visible to their kernel
+  return team_work_;
 }
 
 std::string Emitter::elementwise_or_gather(const Node& n, const Idx& idx) {
@@ -514,7 +547,7 @@ void Emitter::emit_index_checks() {
 
 namespace tj {
 
-EmittedProgram emit_cpp(const Graph& g, const Schedule& s, const SymEnv& hint) { return cpp::Emitter(g, s, hint).run(); }
+EmittedProgram emit_cpp(const Graph& g, const Schedule& s, const SymEnv& hint, bool tune) { return cpp::Emitter(g, s, hint, tune).run(); }
 
 // Each kernel's temporaries from offset 0 (kernels run one at a time), but
 // a value that is a temporary of several kernels (a view two products both

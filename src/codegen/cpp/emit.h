@@ -53,6 +53,17 @@ struct EmittedProgram {
   // pool when the int at t[n+3] is nonzero, else run on the calling thread
   // (the same bits either way; runtime/split_choice.h).
   bool splits_small_kernels = false;
+  // With emit_cpp's `tune`: kernels emitted once per candidate schedule
+  // (runtime/autotune.h measures them). Candidate 0 is the emitter's own
+  // choice, kernel_symbols[kernel]; each computes the same values, its sums
+  // in another order (within f32 rounding of each other, not bit for bit).
+  struct Tunable {
+    int kernel = 0;
+    std::string signature;             // what the kernel computes, at which sizes (no table slots)
+    std::vector<std::string> labels;   // per candidate: its knobs ("rows 16, partials")
+    std::vector<std::string> symbols;  // per candidate
+  };
+  std::vector<Tunable> tunable;
 };
 
 // The temporary region at some sizes: each kernel's temporaries stacked from
@@ -77,6 +88,8 @@ int64_t scratch_bytes_per_thread(const EmittedProgram& p, const SymEnv& sizes);
 // or not) are taken at `hint` (a symbol not given counts as 64).
 // Throws tj::Error for what it cannot generate (bf16/f16; symbolic head
 // counts or value width in flash_attn).
-EmittedProgram emit_cpp(const Graph& g, const Schedule& s, const SymEnv& hint = {});
+// `tune`: also the candidate schedules of matrix-vector products and
+// attentions (EmittedProgram::tunable).
+EmittedProgram emit_cpp(const Graph& g, const Schedule& s, const SymEnv& hint = {}, bool tune = false);
 
 }  // namespace tj

@@ -74,8 +74,8 @@ struct Strided {
 
 class Emitter {
  public:
-  Emitter(const Graph& g, const Schedule& s, const SymEnv& hint)
-      : g_(g), s_(s), in_mem_(g.size(), false), hint_(size_hint(g, hint)) {
+  Emitter(const Graph& g, const Schedule& s, const SymEnv& hint, bool tune = false)
+      : g_(g), s_(s), in_mem_(g.size(), false), hint_(size_hint(g, hint)), tune_(tune) {
     for (const Node& n : g.nodes()) (void)check_dtype(n.type.dtype);
     out_.symbols = size_symbols(g);
     for (size_t i = 0; i < g.size(); ++i) {
@@ -147,6 +147,9 @@ class Emitter {
   void plan_temporaries(const Kernel& K, int k);
   std::string name_of(int k) const;
   void emit_kernel(int k);
+  // The kernel's function under `name` with the current knobs_; returns its
+  // team work (units it splits over the team, 0: none).
+  int64_t emit_function(int k, const std::string& name);
   std::string elementwise_or_gather(const Node& n, const Idx& idx);
   std::string scratch(const Dim& bytes);
   void make_temp_copy(ValueId x, std::string* code);
@@ -228,6 +231,17 @@ class Emitter {
   Rows rows_of(ValueId x, std::string* code);
   std::string attention_grad_body(const Kernel& K);
 
+  // ---- autotuning: the knobs a kernel's schedule could be set by. The
+  // code that takes a decision by rule lists, when tuning, the candidates
+  // (the rule's own first) in alternatives_, and reads knobs_.
+  struct Knobs {
+    int gemv_rows = 0;              // weight rows per pass over the accumulator (0: the format's)
+    bool gemv_columns = false;      // a large GEMV split over columns, not over K into partial sums
+    int attention_query_block = 0;  // rows that share a block of keys (1: one query at a time; 0: the rule's)
+    int attention_key_block = 0;    // keys per block of the online softmax (0: 64)
+    std::string label;
+  };
+
   const Graph& g_;
   const Schedule& s_;
   std::vector<bool> in_mem_;
@@ -240,6 +254,10 @@ class Emitter {
   int64_t team_work_ = 0;         // elements of work the current kernel splits over the team (0: it does not)
   int64_t team_work_total_ = 0;
   EmittedProgram out_;
+  bool tune_ = false;
+  Knobs knobs_;
+  std::vector<Knobs> alternatives_;
+  std::string tuning_signature_;  // what alternatives_ are schedules of
 };
 
 }  // namespace tj::cpp

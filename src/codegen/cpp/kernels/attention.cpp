@@ -80,7 +80,18 @@ std::string Emitter::attention_body(const Kernel& K) {
   // takes each key's dot product along the head dimension instead.
   const int64_t group = H / Hkv;
   Dim rows = Tq * Dim(group);
-  const int64_t qb = hint(rows) > 1 && D.is_const() ? kAttentionQueryBlock : 1;
+  const int64_t rule_qb = hint(rows) > 1 && D.is_const() ? kAttentionQueryBlock : 1;
+  if (tune_ && knobs_.label.empty()) {  // tuning: rows per block of keys, and keys per block
+    for (int64_t q : {rule_qb, int64_t{1}}) {
+      if (q == 1 && rule_qb == 1 && !alternatives_.empty()) break;
+      for (int kb : {64, 128})
+        alternatives_.push_back({0, false, static_cast<int>(q), kb, "query block " + std::to_string(q) + ", key block " + std::to_string(kb)});
+    }
+    tuning_signature_ = "attention " + f.ty + "/" + st + " B=" + C(B) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) +
+                        " Tq=" + C(Tq) + " S=" + C(S) + " D=" + C(D) + " Dv=" + C(Dv) + (f.causal ? " causal" : "") + (f.bias ? " bias" : "") +
+                        " strides " + p[1] + "," + p[2] + "," + p[3] + "," + p[5] + "," + p[6] + "," + p[7] + "," + p[9] + "," + p[10] + "," + p[11];
+  }
+  const int64_t qb = knobs_.attention_query_block > 0 ? knobs_.attention_query_block : rule_qb;
   std::string QB = std::to_string(qb), G = std::to_string(group) + "LL";
   std::string nrb = qb == 1 ? C(Tq) : "((" + C(rows) + " + " + QB + " - 1) / " + QB + ")";
   std::string units = C(B * Dim(qb == 1 ? H : Hkv)) + "*" + nrb;
@@ -109,7 +120,7 @@ std::string Emitter::attention_body(const Kernel& K) {
   code += "    const " + st + "* k = " + p[4] + " + b*" + p[5] + " + g*" + p[6] + ";\n";
   code += "    const " + st + "* v = " + p[8] + " + b*" + p[9] + " + g*" + p[10] + ";\n";
   code += "    const int64_t kstride = " + p[7] + ", vstride = " + p[11] + ";\n";
-  code += "    constexpr int64_t kBlock = 64;\n";
+  code += "    constexpr int64_t kBlock = " + std::to_string(knobs_.attention_key_block > 0 ? knobs_.attention_key_block : 64) + ";\n";
   code += qb == 1 ? attention_one_query(f, C(S), C(D), Dv.value()) : attention_row_block(f, C(rows), C(S), H, group, D.value(), Dv.value(), qb);
   code += par ? close_parallel_loop() + "}\n" : "  }\n}\n";
   code += pointwise_body(K, 1);

@@ -58,7 +58,7 @@ std::string Emitter::matmul_body(const Kernel& K) {
   BlasOperand A0 = blas_operand(a, M, Kd, &code);
   auto narrow = narrow_weights(b);
   if (narrow && !(M == Dim(1) && !A0.trans && count(Sizes(so.begin(), so.end() - 2)) == Dim(1))) narrow.reset();
-  const WeightRead wr = narrow ? narrow->first : WeightRead{};
+  WeightRead wr = narrow ? narrow->first : WeightRead{};
   reads_narrow_weights_ |= narrow.has_value();
   BlasOperand B0 = narrow ? BlasOperand{ptr(narrow->second) + " + 0", false, N, {}} : blas_operand(b, Kd, N, &code);
   const std::string &pa = A0.p, &pb = B0.p;
@@ -83,14 +83,35 @@ std::string Emitter::matmul_body(const Kernel& K) {
   int64_t weights = hint(Kd * N);
   bool team = M == Dim(1) && !ta && count(batch) == Dim(1) && code.empty() && !stores && weights >= kTeamSplitElements &&
               weights < kGemvParallelElements;
+  const bool gemv_path = M == Dim(1) && !ta;
+  if (gemv_path && !tb) {
+    // Tuning: weight rows per pass, and a large GEMV's split (partial sums
+    // over K, or columns); the rule's first.
+    const bool par = !team && weights >= kGemvParallelElements;
+    if (tune_ && knobs_.label.empty()) {
+      std::vector<int> rows = {wr.rows, 2 * wr.rows};
+      if (wr.rows / 2 >= 4) rows.push_back(wr.rows / 2);
+      for (bool columns : {false, true}) {
+        if (columns && !par) break;
+        for (int r : rows)
+          alternatives_.push_back({r, columns, 0, 0, "rows " + std::to_string(r) + (par ? columns ? ", columns" : ", partials" : "")});
+      }
+      tuning_signature_ = "gemv " + ty + " weights " + (wr.type.empty() ? ty : wr.type) + " K=" + C(Kd) + " N=" + C(N) + " ldb=" + C(ldb) +
+                          (team ? " team" : par ? " parallel" : "");
+    }
+    if (knobs_.gemv_rows > 0) wr.rows = knobs_.gemv_rows;
+  }
+  const std::string xa = pa + " + (" + batch_offset(bsa, sab) + ")", xb = pb + " + (" + batch_offset(bsb, sbb) + ")";
   if (team) {
     team_work_ = weights;
     code += columns_of(N);
-    call = gemv_columns(g_.type(mm).dtype, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")",
-                        tb, ldb, c_ptr, Kd, N, wr);
-  } else if (M == Dim(1) && !ta) {
-    call = gemv(ty, pa + " + (" + batch_offset(bsa, sab) + ")", pb + " + (" + batch_offset(bsb, sbb) + ")", tb, ldb,
-                c_ptr, Kd, N, wr);
+    call = gemv_columns(g_.type(mm).dtype, xa, xb, tb, ldb, c_ptr, Kd, N, wr);
+  } else if (gemv_path && knobs_.gemv_columns) {
+    // Each thread its own columns, every column's sum over all of K.
+    call = "  {\n" + open_parallel("tj_threads(" + pool() + ")") + "    {\n      const int nt = (int)tj_parts, id = (int)tj_part;\n" +
+           columns_of(N) + gemv_columns(g_.type(mm).dtype, xa, xb, tb, ldb, c_ptr, Kd, N, wr) + "    }\n" + close_parallel() + "  }\n";
+  } else if (gemv_path) {
+    call = gemv(ty, xa, xb, tb, ldb, c_ptr, Kd, N, wr);
   } else {
     if (narrow) throw Error("code generation: narrow weights outside a one-row product");
     // The GEMM runs single-threaded; large products are split over output

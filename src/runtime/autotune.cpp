@@ -1,0 +1,137 @@
+#include "runtime/autotune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "compiler/options.h"
+#include "compiler/program_cache.h"
+#include "cost/calibrate.h"
+#include "support/files.h"
+#include "support/log.h"
+#include "support/paths.h"
+
+namespace tj {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kFormat = "tensorjit tuning 1";
+constexpr double kWinRatio = 0.97;   // a candidate's median time over the rule's, at most
+constexpr double kWinShare = 0.75;   // rounds it must be faster in, at least
+constexpr double kNoisy = 0.25;      // the rule's interquartile range over its median, at most
+constexpr int kMinRounds = 7, kMaxRounds = 21;
+constexpr double kSample = 2e-4;     // seconds of calls per sample, at least
+
+void note(const std::string& what) {
+  if (log_enabled("autotune")) std::fprintf(stderr, "[autotune] %s\n", what.c_str());
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+// The entry of a kernel signature on this machine, for this tensorjit.
+fs::path entry_path(const std::string& signature) {
+  static const std::string machine = machine_identity();
+  if (compiler_identity().empty()) return {};
+  const std::string keyed = std::string(kFormat) + "\n" + compiler_identity() + "\n" + machine + "\n" + signature;
+  return fs::path(cache_dir()) / "tuning" / (hash_hex(keyed.data(), keyed.size()) + ".json");
+}
+
+}  // namespace
+
+bool autotune_requested(const CompileOptions& o) {
+  if (o.autotune) return true;
+  const char* e = std::getenv("TJ_AUTOTUNE");
+  return e && *e && std::strcmp(e, "0") != 0;
+}
+
+TuningResult measure_candidates(size_t n, const std::function<double(size_t)>& run, double budget) {
+  TuningResult r;
+  const auto t0 = Clock::now();
+  // Calls per sample: enough for kSample seconds of the slowest candidate's
+  // second call (the first warms it up).
+  double slowest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    run(i);
+    slowest = std::max(slowest, run(i));
+  }
+  const int calls = static_cast<int>(std::clamp(kSample / std::max(slowest, 1e-9), 1.0, 1000.0));
+  std::vector<std::vector<double>> t(n);
+  for (int round = 0; round < kMaxRounds; ++round) {
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = (j + static_cast<size_t>(round)) % n;  // each candidate first in turn
+      double sum = 0;
+      for (int c = 0; c < calls; ++c) sum += run(i);
+      t[i].push_back(sum / calls);
+    }
+    r.rounds = round + 1;
+    if (r.rounds < kMinRounds) continue;
+    const double spread = (quantile(t[0], 0.75) - quantile(t[0], 0.25)) / quantile(t[0], 0.5);
+    if (spread <= kNoisy / 2 || seconds_since(t0) > budget) break;
+  }
+  r.noisy = (quantile(t[0], 0.75) - quantile(t[0], 0.25)) / quantile(t[0], 0.5) > kNoisy;
+  double best_ratio = 1;
+  for (size_t i = 0; i < n; ++i) {
+    r.median_s.push_back(quantile(t[i], 0.5));
+    std::vector<double> ratio;
+    int faster = 0;
+    for (size_t k = 0; k < t[i].size(); ++k) ratio.push_back(t[i][k] / t[0][k]), faster += t[i][k] < t[0][k];
+    r.win_share.push_back(static_cast<double>(faster) / static_cast<double>(t[i].size()));
+    const double m = quantile(ratio, 0.5);
+    if (i > 0 && m < kWinRatio && r.win_share.back() >= kWinShare && m < best_ratio) best_ratio = m, r.winner = static_cast<int>(i);
+  }
+  if (r.noisy) r.winner = 0;
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+std::optional<int> recorded_choice(const std::string& signature, const std::vector<std::string>& labels) {
+  const fs::path p = entry_path(signature);
+  if (p.empty()) return std::nullopt;
+  bool ok;
+  const std::string text = read_file(p, &ok);
+  if (!ok) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(text);
+    if (j.at("format") != kFormat || j.at("signature") != signature || j.at("labels").get<std::vector<std::string>>() != labels)
+      return std::nullopt;
+    const int w = j.at("winner").get<int>();
+    if (w < 0 || static_cast<size_t>(w) >= labels.size()) return std::nullopt;
+    touch_files({p});
+    return w;
+  } catch (const std::exception& e) {  // damaged: measured again, and rewritten
+    note(p.filename().string() + " cannot be read (" + std::string(e.what()).substr(0, 200) + "): measuring again");
+    return std::nullopt;
+  }
+}
+
+void record_choice(const std::string& signature, const std::vector<std::string>& labels, const TuningResult& r) {
+  const fs::path p = entry_path(signature);
+  if (p.empty() || r.noisy) return;
+  try {
+    std::error_code ec;
+    fs::create_directories(p.parent_path(), ec);
+    std::vector<double> us;
+    for (double s : r.median_s) us.push_back(s * 1e6);
+    nlohmann::json j = {{"format", kFormat}, {"signature", signature}, {"labels", labels}, {"winner", r.winner},
+                        {"median_us", us},   {"win_share", r.win_share}, {"rounds", r.rounds}};
+    write_atomic(p, j.dump(1));
+    evict_least_recent(p.parent_path(), cache_size_limit(note), {p}, note);
+  } catch (const std::exception& e) {
+    note(std::string("not recorded: ") + e.what());
+  }
+}
+
+}  // namespace tj
