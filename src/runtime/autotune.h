@@ -21,9 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpp/emit.h"
+
 namespace tj {
 
 struct CompileOptions;
+struct CompileStats;
 
 bool autotune_requested(const CompileOptions& o);
 
@@ -46,5 +49,21 @@ TuningResult measure_candidates(size_t n, const std::function<double(size_t)>& r
 // `labels` (the same list, in order), or nothing.
 std::optional<int> recorded_choice(const std::string& signature, const std::vector<std::string>& labels);
 void record_choice(const std::string& signature, const std::vector<std::string>& labels, const TuningResult& r);
+
+// What the tuner needs of a loaded program (Executable::tune).
+struct TuningTarget {
+  const std::vector<EmittedProgram::Tunable>* tunable = nullptr;
+  std::vector<void (*)(void**)>* kernels = nullptr;  // in schedule order; each tunable kernel's choice is set here
+  std::function<void (*(const std::string&))(void**)> resolve;  // a symbol of the library
+  // Runs the program once on seeded inputs and returns the table the
+  // kernels then read (their operands in place); throws if it cannot.
+  std::function<void**()> prepare;
+};
+
+// Each tunable kernel's candidate: recorded, or measured now. Then, when a
+// measured choice is not the rule's, the whole program with the new
+// choices against the same with the rules' (interleaved rounds): choices
+// that do not make it 2% faster go back to the rules' and are recorded so.
+void tune_program(TuningTarget& target, CompileStats& stats);
 
 }  // namespace tj

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "compiler/driver.h"
@@ -243,80 +244,48 @@ Executable Executable::finish(Compilation& c, const Bindings& params, const Comp
 
 void Executable::tune(const SymEnv& hint) {
   State& s = *s_;
-  const bool log = log_enabled("autotune");
-  auto resolve = [&](const std::string& name) { return reinterpret_cast<void (*)(void**)>(s.library->symbol(name.c_str())); };
-  std::vector<size_t> missing;
-  for (size_t i = 0; i < s.prog.tunable.size(); ++i) {
-    const auto& t = s.prog.tunable[i];
-    ++s.stats.tunable_kernels;
-    if (std::optional<int> w = recorded_choice(t.signature, t.labels)) {
-      s.kernels[static_cast<size_t>(t.kernel)] = resolve(t.symbols[static_cast<size_t>(*w)]);
-      ++s.stats.tuned_from_cache;
-      s.stats.tuning_choices.push_back("k" + std::to_string(t.kernel) + ": " + t.labels[static_cast<size_t>(*w)]);
-      if (log) std::fprintf(stderr, "[autotune] kernel %d (%s): %s, recorded\n", t.kernel, t.signature.c_str(), t.labels[static_cast<size_t>(*w)].c_str());
-    } else {
-      missing.push_back(i);
-    }
-  }
-  if (missing.empty()) return;
   // Seeded inputs at the sizes choices are made at; integer scalars (a
-  // position) 0, so that every index is in range.
-  const auto t0 = std::chrono::steady_clock::now();
-  RandomInputOptions ro;
-  ro.seed = 1;
-  ro.sizes = hint;
-  for (ValueId v : s.graph.inputs()) {
-    const Node& n = s.graph.node(v);
-    if (!is_float(n.type.dtype) && n.type.rank() == 0) ro.fixed[n.name] = 0;
-  }
-  // Alive while the kernels run: the table points into them (a donated
-  // cache is written in place).
+  // position) 0, so that every index is in range. Alive while the kernels
+  // run: the table points into them (a donated cache is written in place).
   Bindings in;
   std::vector<NDArray> out;
-  try {
-    for (auto& [name, a] : random_inputs(s.graph, ro))
-      if (s.graph.node(s.graph.find(name)).op == Op::input) in.emplace(name, std::move(a));  // params are held
-    run(in, out);  // binds the inputs, and every kernel's operands are in place
-  } catch (const std::exception& e) {
-    if (log) std::fprintf(stderr, "[autotune] not measured: a run on seeded inputs failed (%s); the rules' choices stand\n", e.what());
-    return;
-  }
-  s.split_small = s.split_choice.choice();  // as calls run now
-  for (size_t i : missing) {
-    const auto& t = s.prog.tunable[i];
-    std::vector<void (*)(void**)> fns;
-    for (const auto& name : t.symbols) fns.push_back(resolve(name));
-    // Each candidate timed where it runs, among the program's other kernels.
-    TuningResult r = measure_candidates(fns.size(), [&](size_t c) {
-      double seconds = 0;
-      for (size_t k = 0; k < s.kernels.size(); ++k) {
-        if (k != static_cast<size_t>(t.kernel)) {
-          s.kernels[k](s.table.data());
-          continue;
-        }
-        const auto c0 = std::chrono::steady_clock::now();
-        fns[c](s.table.data());
-        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+  TuningTarget target;
+  target.tunable = &s.prog.tunable;
+  target.kernels = &s.kernels;
+  target.resolve = [&](const std::string& name) { return reinterpret_cast<void (*)(void**)>(s.library->symbol(name.c_str())); };
+  // Integer scalars (a decode position) as large as the inputs allow, so
+  // that an attention sees as many keys as in a late decode step: each
+  // size of an input's dims less one, largest first, then 0; the first
+  // that runs (index checks, a cache write past the end, fail the others).
+  target.prepare = [&]() {
+    std::set<int64_t, std::greater<>> sizes = {1};
+    for (ValueId v : s.graph.inputs())
+      for (const Dim& d : s.graph.node(v).type.shape) sizes.insert(std::max<int64_t>(d.eval(hint), 1));
+    std::string failed;
+    for (int64_t size : sizes) {
+      const int64_t fill = size - 1;
+      RandomInputOptions ro;
+      ro.seed = 1;
+      ro.sizes = hint;
+      for (ValueId p : s.graph.params()) ro.given.insert(s.graph.node(p).name);  // held: none made for them
+      for (ValueId v : s.graph.inputs()) {
+        const Node& n = s.graph.node(v);
+        if (!is_float(n.type.dtype) && n.type.rank() == 0) ro.fixed[n.name] = static_cast<double>(fill);
       }
-      return seconds;
-    });
-    record_choice(t.signature, t.labels, r);
-    s.kernels[static_cast<size_t>(t.kernel)] = fns[static_cast<size_t>(r.winner)];
-    ++s.stats.tuned_now;
-    s.stats.tuning_choices.push_back("k" + std::to_string(t.kernel) + ": " + t.labels[static_cast<size_t>(r.winner)]);
-    if (log) {
-      std::string line;
-      for (size_t c = 0; c < fns.size(); ++c) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "%s%s %.1f us (faster in %.0f%% of rounds)", c ? "; " : "", t.labels[c].c_str(), r.median_s[c] * 1e6,
-                      r.win_share[c] * 100);
-        line += buf;
+      in.clear();
+      in = random_inputs(s.graph, ro);
+      try {
+        run(in, out);  // binds the inputs, and every kernel's operands are in place
+      } catch (const Error& e) {
+        failed = e.what();
+        continue;
       }
-      std::fprintf(stderr, "[autotune] kernel %d (%s): %s over %d rounds -> %s%s\n", t.kernel, t.signature.c_str(), line.c_str(), r.rounds,
-                   t.labels[static_cast<size_t>(r.winner)].c_str(), r.noisy ? " (noisy: the rule's choice, not recorded)" : "");
+      s.split_small = s.split_choice.choice();  // as calls run now
+      return s.table.data();
     }
-  }
-  s.stats.tuning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    throw Error(failed);
+  };
+  tune_program(target, s.stats);
 }
 
 // Memory is laid out for `capacity` (each symbol rounded up to a power of

@@ -53,7 +53,8 @@ struct CompileStats {
   std::vector<std::pair<std::string, double>> stage_seconds;
   // Autotuning (CompileOptions::autotune): kernels with candidate
   // schedules, those whose choice came from the tuning cache and those
-  // measured now (in tuning_seconds); per tunable kernel "k8: rows 32, partials".
+  // measured now (in tuning_seconds); per tunable kernel "k8: rows 32,
+  // partials (rule: rows 16, partials)", the rule's named where it lost.
   int tunable_kernels = 0, tuned_from_cache = 0, tuned_now = 0;
   double tuning_seconds = 0;
   std::vector<std::string> tuning_choices;

@@ -34,8 +34,9 @@ TEST(Autotune, ACandidateWinsOnlyWhenClearlyAndSteadilyFaster) {
   EXPECT_EQ(r.winner, 0);
 }
 
-// A decode layer of width 384 (GEMVs on one thread's team and split over
-// the pool, an attention), f32 and int8 weights.
+// A decode layer of width 384, f32 and int8 weights: its three GEMVs split
+// over the pool are tuned (the 384 x 384 one and the attention run as a
+// team, whose split is measured at run time, and are not).
 TEST(Autotune, EveryCandidateIsCorrectAndChoicesAreReused) {
   const std::string dir = std::string(::testing::TempDir()) + "tj_autotune_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
@@ -54,7 +55,7 @@ TEST(Autotune, EveryCandidateIsCorrectAndChoicesAreReused) {
     Executable first = Executable::compile(g, params, co);
     ASSERT_TRUE(first.stats().compiled);
     const CompileStats& s1 = first.stats();
-    EXPECT_GE(s1.tunable_kernels, 5);  // four GEMVs (two merged) and the attention
+    EXPECT_EQ(s1.tunable_kernels, 3);  // QKV (merged), gate and up (merged), down
     EXPECT_EQ(s1.tuned_now + s1.tuned_from_cache, s1.tunable_kernels);
     size_t recorded = 0;
     for (const auto& e : std::filesystem::directory_iterator(dir + "/tuning")) recorded += e.is_regular_file();

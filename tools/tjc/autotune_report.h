@@ -12,7 +12,7 @@
 namespace tjc {
 
 nlohmann::json autotune_report(const tj::Graph& graph, const tj::Bindings& params, const tj::Bindings& inputs, const tj::CompileOptions& o,
-                               double budget, int rounds = 5);
+                               double budget, int rounds = 10);
 void print_autotune_report(const nlohmann::json& report);
 
 }  // namespace tjc

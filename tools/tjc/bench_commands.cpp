@@ -329,7 +329,7 @@ void cmd_bench(const BenchArgs& a) {
   if (a.autotune) {
     CompileOptions co = compile_options(a.trace);
     co.size_hint = m.sizes;
-    tuning = autotune_report(m.graph, m.params, m.inputs, co, a.budget * 2);
+    tuning = autotune_report(m.graph, m.params, m.inputs, co, a.budget * 4);
   }
 
   if (a.json) {

@@ -421,12 +421,16 @@ void Emitter::emit_kernel(int k) {
   alternatives_.clear();
   const std::string name = name_of(k);
   const size_t temps = out_.temporaries.size();
-  team_work_total_ += emit_function(k, name);
+  const int64_t team = emit_function(k, name);
+  team_work_total_ += team;
   out_.kernel_symbols.push_back(name);
-  // Not a kernel that writes in place: measuring runs it over and over.
+  // Not a kernel that writes in place (measuring runs it over and over), nor
+  // one of a team: whether it splits is measured at run time
+  // (runtime/split_choice.h), and its candidates would be timed in one way
+  // and run in the other.
   bool in_place = false;
   for (ValueId v : s_.kernels[static_cast<size_t>(k)].ops) in_place |= s_.writes_in_place(v) || g_.node(v).def().fuse == Fuse::store;
-  if (!tune_ || alternatives_.size() < 2 || in_place) return;
+  if (!tune_ || alternatives_.size() < 2 || in_place || team > 0) return;
   // Each further candidate: the same temporaries (else it is left out).
   const std::vector<ValueId> own(out_.temporaries.begin() + static_cast<std::ptrdiff_t>(temps), out_.temporaries.end());
   const std::vector<Knobs> all = alternatives_;
