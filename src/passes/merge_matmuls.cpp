@@ -21,12 +21,6 @@ namespace tj {
 
 namespace {
 
-bool is_weight(const Graph& g, ValueId w) {
-  const Node& n = g.node(w);
-  return n.op == Op::constant && n.type.rank() == 2 && n.type.shape[0].is_const() && n.type.shape[1].is_const() &&
-         n.const_data()->size() > 1;  // a splat stays a splat
-}
-
 // [K, N1 + N2 + ...]: each row the rows of the parts, side by side.
 ConstData side_by_side(const Graph& g, const std::vector<ValueId>& parts) {
   const Type& t0 = g.type(parts[0]);
@@ -53,7 +47,7 @@ bool merge_matmuls(Graph& g, const PassOptions&) {
   std::map<std::tuple<ValueId, DType, int64_t>, std::vector<ValueId>> groups;
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
-    if (n.op != Op::matmul || !is_weight(g, n.inputs[1]) || n.inputs[0] == n.inputs[1]) continue;
+    if (n.op != Op::matmul || !is_weight_matrix(g, n.inputs[1]) || n.inputs[0] == n.inputs[1]) continue;
     const Type& w = g.type(n.inputs[1]);
     groups[{n.inputs[0], w.dtype, w.shape[0].value()}].push_back(static_cast<ValueId>(i));
   }

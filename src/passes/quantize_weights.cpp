@@ -28,11 +28,9 @@ constexpr int64_t kMinElements = 4096;
 
 // A weight worth a second format, all of whose values it can hold (a weight
 // with an infinity or a NaN stays f32: no scale keeps it).
-bool is_weight(const Graph& g, ValueId w) {
+bool worth_converting(const Graph& g, ValueId w) {
   const Node& n = g.node(w);
-  if (n.op != Op::constant || n.type.dtype != DType::f32 || n.type.rank() != 2 || n.const_data()->size() <= 1 ||
-      numel_const(n.type.shape).value_or(0) < kMinElements)
-    return false;
+  if (!is_weight_matrix(g, w) || n.type.dtype != DType::f32 || numel_const(n.type.shape).value_or(0) < kMinElements) return false;
   const float* x = static_cast<const float*>(n.const_data()->raw());
   return std::all_of(x, x + n.const_data()->size(), [](float v) { return std::isfinite(v); });
 }
@@ -75,7 +73,7 @@ bool quantize_weights(Graph& g, const PassOptions& o) {
   if (o.weights != DType::bf16 && o.weights != DType::i8)
     throw Error("quantize_weights: weights as " + std::string(dtype_name(o.weights)) + " (f32, bf16 or i8)");
   bool any = false;
-  for (const Node& n : g.nodes()) any |= n.op == Op::matmul && n.type.dtype == DType::f32 && is_weight(g, n.inputs[1]);
+  for (const Node& n : g.nodes()) any |= n.op == Op::matmul && n.type.dtype == DType::f32 && worth_converting(g, n.inputs[1]);
   if (!any) return false;
 
   Rewriter rw(g);
@@ -84,7 +82,7 @@ bool quantize_weights(Graph& g, const PassOptions& o) {
   std::vector<ValueId> scale(g.size(), -1);
   g = rw.run([&](ValueId v) -> ValueId {
     const Node& n = g.node(v);
-    if (n.op != Op::matmul || n.type.dtype != DType::f32 || !is_weight(g, n.inputs[1])) return Rewriter::kCopy;
+    if (n.op != Op::matmul || n.type.dtype != DType::f32 || !worth_converting(g, n.inputs[1])) return Rewriter::kCopy;
     const ValueId w = n.inputs[1];
     if (converted[static_cast<size_t>(w)] < 0) {
       Quantized q = quantize(g.node(w), o.weights);

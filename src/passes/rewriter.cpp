@@ -43,6 +43,12 @@ std::vector<std::vector<ValueId>> users_of(const Graph& g) {
 
 bool is_constant(const Graph& g, ValueId v) { return g.node(v).op == Op::constant; }
 
+bool is_weight_matrix(const Graph& g, ValueId v) {
+  const Node& n = g.node(v);
+  return n.op == Op::constant && n.type.rank() == 2 && n.type.shape[0].is_const() && n.type.shape[1].is_const() &&
+         n.const_data()->size() > 1;  // a splat stays a splat
+}
+
 bool is_splat(const Graph& g, ValueId v, double x) {
   const Node& n = g.node(v);
   if (n.op != Op::constant) return false;

@@ -46,5 +46,8 @@ std::vector<std::vector<ValueId>> users_of(const Graph& g);
 // zeros, so -0.0 and +0.0 differ).
 bool is_splat(const Graph& g, ValueId v, double x);
 bool is_constant(const Graph& g, ValueId v);
+// A frozen weight matrix: a constant of rank 2 with concrete dims that is
+// not a splat (merge_matmuls, quantize_weights).
+bool is_weight_matrix(const Graph& g, ValueId v);
 
 }  // namespace tj
