@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "codegen/cpp/emit.h"
@@ -64,6 +65,14 @@ TEST(Autotune, EveryCandidateIsCorrectAndChoicesAreReused) {
     Executable again = Executable::compile(g, params, co);
     EXPECT_EQ(again.stats().tuned_now + again.stats().tuned_from_cache, s1.tunable_kernels);
     if (w == DType::f32) {
+      // A damaged entry is measured again and rewritten, not an error.
+      for (const auto& e : std::filesystem::directory_iterator(dir + "/tuning")) std::ofstream(e.path()) << "{\"format\": ";
+      Executable damaged = Executable::compile(g, params, co);
+      EXPECT_EQ(damaged.stats().tuned_from_cache, 0);
+      EXPECT_EQ(damaged.stats().tuned_now, s1.tunable_kernels);
+      recorded = 0;
+      for (const auto& e : std::filesystem::directory_iterator(dir + "/tuning")) recorded += e.is_regular_file() && e.file_size() > 20;
+      again = Executable::compile(g, params, co);
       EXPECT_EQ(static_cast<size_t>(again.stats().tuned_from_cache), recorded);
       if (again.stats().tuned_now == 0) {
         EXPECT_EQ(again.stats().tuning_seconds, 0);
