@@ -3,6 +3,7 @@
 // compiles pass down.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,9 @@ struct CompileOptions {
   std::vector<Donation> donate;
   // Time the candidate schedules of matrix-vector products and attentions
   // on this machine and keep the winners (runtime/autotune.h); also on
-  // with TJ_AUTOTUNE=1. A later compilation takes them from the cache.
-  bool autotune = false;
+  // with TJ_AUTOTUNE=1 when not set here (false here: off whatever the
+  // environment says). A later compilation takes them from the cache.
+  std::optional<bool> autotune;
   // The threads the generated code runs on; null: ThreadPool::global().
   ThreadPool* pool = nullptr;
 };

@@ -51,8 +51,13 @@ Quantized quantize(const Node& w, DType to) {
     r.scale.assign(static_cast<size_t>(N), 0.0);
     for (int64_t k = 0; k < K; ++k)
       for (int64_t n = 0; n < N; ++n) r.scale[static_cast<size_t>(n)] = std::max(r.scale[static_cast<size_t>(n)], std::fabs(static_cast<double>(src[k * N + n])));
-    // The scale as the f32 it is stored in; a column of zeros gets 1.
-    for (double& s : r.scale) s = s > 0 ? static_cast<double>(static_cast<float>(s / 127.0)) : 1.0;
+    // The scale as the f32 it is stored in; a column of zeros, or of values
+    // so small that their scale is no normal f32 (the quotients would be
+    // 0/0), gets 1: its values round to 0, off by less than 2^-126 * 127.
+    for (double& s : r.scale) {
+      const float f = static_cast<float>(s / 127.0);
+      s = std::isnormal(f) ? static_cast<double>(f) : 1.0;
+    }
     auto* q = static_cast<int8_t*>(out.raw());
     for (int64_t k = 0; k < K; ++k)
       for (int64_t n = 0; n < N; ++n) {

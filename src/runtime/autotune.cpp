@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "compiler/options.h"
@@ -55,20 +56,26 @@ fs::path entry_path(const std::string& signature) {
 }  // namespace
 
 bool autotune_requested(const CompileOptions& o) {
-  if (o.autotune) return true;
+  if (o.autotune) return *o.autotune;
   const char* e = std::getenv("TJ_AUTOTUNE");
   return e && *e && std::strcmp(e, "0") != 0;
 }
 
 TuningResult measure_candidates(size_t n, const std::function<double(size_t)>& run, double budget) {
   TuningResult r;
+  if (n == 0) return r;
   const auto t0 = Clock::now();
+  // A time as measured: never 0, so that ratios are finite.
+  auto timed = [&](size_t i) { return std::max(run(i), 1e-12); };
   // Calls per sample: enough for kSample seconds of the slowest candidate's
-  // second call (the first warms it up).
+  // second call (the first warms it up), by the wall time a call takes (a
+  // kernel timed among the others costs a whole program run).
   double slowest = 0;
   for (size_t i = 0; i < n; ++i) {
     run(i);
-    slowest = std::max(slowest, run(i));
+    const auto c0 = Clock::now();
+    const double own = run(i);
+    slowest = std::max({slowest, seconds_since(c0), own});
   }
   const int calls = static_cast<int>(std::clamp(kSample / std::max(slowest, 1e-9), 1.0, 1000.0));
   std::vector<std::vector<double>> t(n);
@@ -76,7 +83,7 @@ TuningResult measure_candidates(size_t n, const std::function<double(size_t)>& r
     for (size_t j = 0; j < n; ++j) {
       const size_t i = (j + static_cast<size_t>(round)) % n;  // each candidate first in turn
       double sum = 0;
-      for (int c = 0; c < calls; ++c) sum += run(i);
+      for (int c = 0; c < calls; ++c) sum += timed(i);
       t[i].push_back(sum / calls);
     }
     r.rounds = round + 1;
@@ -193,9 +200,18 @@ void tune_program(TuningTarget& g, CompileStats& stats) {
   const bool in_flow = program_s < 0.02;
   note("the program takes " + std::to_string(static_cast<int>(program_s * 1e6)) + " us: kernels timed " + (in_flow ? "among the others" : "alone"));
   std::vector<TuningResult> results(tunable.size());
+  std::map<std::pair<std::string, std::vector<std::string>>, size_t> measured;  // the same kernel in another layer: measured once
   for (size_t i : missing) {
     const auto& t = tunable[i];
     const size_t at = static_cast<size_t>(t.kernel);
+    if (auto same = measured.find({t.signature, t.labels}); same != measured.end()) {
+      results[i] = results[same->second];
+      choice[i] = choice[same->second];
+      set(i, choice[i]);
+      ++stats.tuned_now;
+      continue;
+    }
+    measured[{t.signature, t.labels}] = i;
     std::vector<void (*)(void**)> fns;
     for (const auto& name : t.symbols) fns.push_back(g.resolve(name));
     TuningResult r = measure_candidates(fns.size(), [&](size_t c) {

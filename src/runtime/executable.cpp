@@ -490,9 +490,12 @@ Bindings Executable::held_params() const {
   for (ValueId p : g.params()) {
     const Node& n = g.node(p);
     const void* data = static_cast<size_t>(p) < s_->table.size() ? s_->table[static_cast<size_t>(p)] : nullptr;
-    if (!data) continue;  // unread
     std::vector<int64_t> shape;
     for (const Dim& d : n.type.shape) shape.push_back(d.value());
+    if (!data) {  // unread (a param that freezing left without users): zeros, so that the interpreter has every param
+      r.emplace(n.name, NDArray(n.type.dtype, std::move(shape)));
+      continue;
+    }
     int64_t count = 1;
     for (int64_t x : shape) count *= x;
     r.emplace(n.name, NDArray::copy_of(n.type.dtype, std::move(shape), data, static_cast<size_t>(count) * dtype_size(n.type.dtype)));

@@ -70,6 +70,7 @@ TEST(QuantizeWeights, Int8HasAScalePerOutputColumn) {
   for (int64_t k = 0; k < K; ++k) w[k * N + 5] = 0;                                        // a column of zeros
   for (int64_t k = 0; k < K; ++k) w[k * N + 6] = static_cast<float>(k % 2 ? k : -k) * 2;  // max |w| = 126
   w[0 * N + 7] = 127, w[1 * N + 7] = 0.5f, w[2 * N + 7] = 1.5f, w[3 * N + 7] = -2.5f;    // scale 1: ties to even
+  for (int64_t k = 0; k < K; ++k) w[k * N + 8] = k % 3 ? 1e-44f : -1e-44f;  // subnormal: max/127 is no normal f32, so scale 1
   Graph g = product_of(w);
   PassOptions o;
   o.weights = DType::i8;
@@ -85,7 +86,8 @@ TEST(QuantizeWeights, Int8HasAScalePerOutputColumn) {
   for (int64_t n = 0; n < N; ++n) {
     float top = 0;
     for (int64_t k = 0; k < K; ++k) top = std::max(top, std::fabs(w[k * N + n]));
-    const float s = top > 0 ? static_cast<float>(static_cast<double>(top) / 127.0) : 1.0f;
+    const float f = static_cast<float>(static_cast<double>(top) / 127.0);
+    const float s = std::isnormal(f) ? f : 1.0f;
     ASSERT_EQ(std::bit_cast<uint32_t>(sv[n]), std::bit_cast<uint32_t>(s)) << "scale of column " << n;
     for (int64_t k = 0; k < K; ++k) {
       const double want = std::clamp(std::nearbyint(static_cast<double>(w[k * N + n]) / s), -127.0, 127.0);
@@ -93,6 +95,8 @@ TEST(QuantizeWeights, Int8HasAScalePerOutputColumn) {
     }
   }
   EXPECT_EQ(sv[5], 1.0f);
+  EXPECT_EQ(sv[8], 1.0f);
+  EXPECT_EQ(qv[0 * N + 8], 0);
   EXPECT_EQ(qv[0 * N + 5], 0);
   EXPECT_EQ(qv[0 * N + 7], 127);
   EXPECT_EQ(qv[1 * N + 7], 0);   // 0.5: to even

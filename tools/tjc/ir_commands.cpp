@@ -272,7 +272,8 @@ void cmd_run(RunArgs a) {
   // (compiler/model_cache.h).
   const bool model_file = ends_with(a.file, ".onnx") && a.compiled && a.weights.empty();
   const DType format = weights_format(a.weight_format);
-  if (format != DType::f32 && !a.compiled && !a.check) throw Error("run: --weight-format applies to compiled runs (--compiled or --check)");
+  if (format != DType::f32 && !a.compiled) throw Error("run: --weight-format applies to compiled runs (--compiled): --check compares with the "
+                                                      "f32 interpreter; tjc bench --weights reports a format's error");
   const std::string variant = format == DType::f32 ? "" : "weights " + std::string(dtype_name(format));
   std::optional<GemmWarmup> warm;
   if (model_file) {

@@ -162,9 +162,9 @@ nlohmann::json weight_formats(const Graph& graph, const Bindings& params, const 
     row["median_us"] = t.median * 1e6;
     row["p90_us"] = t.p90 * 1e6;
     row["calls"] = t.calls;
-    row["speedup_vs_f32"] = f32_median / t.median;
+    row["speedup_vs_f32"] = t.median > 0 ? f32_median / t.median : 0.0;
     row["limit_us"] = limit * 1e6;
-    row["time_over_limit"] = t.median / limit;
+    row["time_over_limit"] = limit > 0 ? t.median / limit : 0.0;
   }
   return {{"rounds", rounds},
           {"stream_gbps_median", bw / 1e9},

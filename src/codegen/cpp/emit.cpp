@@ -440,7 +440,8 @@ void Emitter::emit_kernel(int k) {
     knobs_ = all[i];
     const std::string variant = name + "__t" + std::to_string(i);
     emit_function(k, variant);
-    const std::vector<ValueId> again(out_.temporaries.begin() + static_cast<std::ptrdiff_t>(own.size() + temps), out_.temporaries.end());
+    const size_t from = std::min(out_.temporaries.size(), own.size() + temps);
+    const std::vector<ValueId> again(out_.temporaries.begin() + static_cast<std::ptrdiff_t>(from), out_.temporaries.end());
     out_.temporaries.resize(temps + own.size());
     out_.temporary_kernel.resize(temps + own.size());
     out_.temporary_sizes.resize(temps + own.size());

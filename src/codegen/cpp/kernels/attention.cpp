@@ -89,7 +89,8 @@ std::string Emitter::attention_body(const Kernel& K) {
     }
     tuning_signature_ = "attention " + f.ty + "/" + st + " B=" + C(B) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) +
                         " Tq=" + C(Tq) + " S=" + C(S) + " D=" + C(D) + " Dv=" + C(Dv) + (f.causal ? " causal" : "") + (f.bias ? " bias" : "") +
-                        " strides " + p[1] + "," + p[2] + "," + p[3] + "," + p[5] + "," + p[6] + "," + p[7] + "," + p[9] + "," + p[10] + "," + p[11];
+                        " strides " + p[1] + "," + p[2] + "," + p[3] + "," + p[5] + "," + p[6] + "," + p[7] + "," + p[9] + "," + p[10] + "," + p[11] +
+                        " at B " + std::to_string(hint(B)) + ", Tq " + std::to_string(hint(Tq)) + ", S " + std::to_string(hint(S));
   }
   const int64_t qb = knobs_.attention_query_block > 0 ? knobs_.attention_query_block : rule_qb;
   std::string QB = std::to_string(qb), G = std::to_string(group) + "LL";

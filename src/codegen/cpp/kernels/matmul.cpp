@@ -96,8 +96,10 @@ std::string Emitter::matmul_body(const Kernel& K) {
         for (int r : rows)
           alternatives_.push_back({r, columns, 0, 0, "rows " + std::to_string(r) + (par ? columns ? ", columns" : ", partials" : "")});
       }
+      // The sizes as the code reads them and as measured (at the hint), and the batch.
       tuning_signature_ = "gemv " + ty + " weights " + (wr.type.empty() ? ty : wr.type) + " K=" + C(Kd) + " N=" + C(N) + " ldb=" + C(ldb) +
-                          (team ? " team" : par ? " parallel" : "");
+                          (team ? " team" : par ? " parallel" : "") + " at K " + std::to_string(hint(Kd)) + ", N " +
+                          std::to_string(hint(N)) + ", batch " + std::to_string(hint(count(Sizes(so.begin(), so.end() - 2))));
     }
     if (knobs_.gemv_rows > 0) wr.rows = knobs_.gemv_rows;
   }
