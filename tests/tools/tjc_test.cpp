@@ -572,6 +572,15 @@ TEST(Tjc, WeightFormats) {
   EXPECT_TRUE(std::isfinite(m[1]["log_likelihood"].get<double>()));
 }
 
+// What the machine can run code on; none of OpenCL or CUDA is an answer, not an error.
+TEST(Tjc, DevicesSaysWhatIsThere) {
+  Result r = tjc("devices");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("cpu: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\nopencl"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ncuda"), std::string::npos) << r.out;
+}
+
 TEST(Tjc, AnalysisNeedsConcreteSizes) {
   for (const char* cmd : {"kernels", "analyze", "memplan"}) {
     Result r = tjc(std::string(cmd) + " --model mlp --tokens T");

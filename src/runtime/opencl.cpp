@@ -1,0 +1,257 @@
+#include "runtime/opencl.h"
+
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "tensorjit/error.h"
+
+namespace tj::opencl {
+
+namespace {
+
+// The entry points this file calls, from the loader.
+struct Api {
+  void* lib = nullptr;
+  std::string why;  // when lib is null
+#define TJ_CL_FN(name) decltype(&::name) name = nullptr;
+  TJ_CL_FN(clGetPlatformIDs)
+  TJ_CL_FN(clGetPlatformInfo)
+  TJ_CL_FN(clGetDeviceIDs)
+  TJ_CL_FN(clGetDeviceInfo)
+  TJ_CL_FN(clCreateContext)
+  TJ_CL_FN(clReleaseContext)
+  TJ_CL_FN(clCreateCommandQueueWithProperties)
+  TJ_CL_FN(clReleaseCommandQueue)
+  TJ_CL_FN(clCreateProgramWithSource)
+  TJ_CL_FN(clBuildProgram)
+  TJ_CL_FN(clGetProgramBuildInfo)
+  TJ_CL_FN(clReleaseProgram)
+  TJ_CL_FN(clCreateKernel)
+  TJ_CL_FN(clReleaseKernel)
+  TJ_CL_FN(clSetKernelArg)
+  TJ_CL_FN(clCreateBuffer)
+  TJ_CL_FN(clReleaseMemObject)
+  TJ_CL_FN(clEnqueueWriteBuffer)
+  TJ_CL_FN(clEnqueueReadBuffer)
+  TJ_CL_FN(clEnqueueNDRangeKernel)
+  TJ_CL_FN(clFinish)
+#undef TJ_CL_FN
+};
+
+const Api& api() {
+  static Api a;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      a.why = "no OpenCL loader (libOpenCL.so.1; Debian: ocl-icd-libopencl1, with pocl-opencl-icd for this CPU)";
+      return;
+    }
+    bool all = true;
+#define TJ_CL_FN(name) all = (a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name))) != nullptr && all;
+    TJ_CL_FN(clGetPlatformIDs)
+    TJ_CL_FN(clGetPlatformInfo)
+    TJ_CL_FN(clGetDeviceIDs)
+    TJ_CL_FN(clGetDeviceInfo)
+    TJ_CL_FN(clCreateContext)
+    TJ_CL_FN(clReleaseContext)
+    TJ_CL_FN(clCreateCommandQueueWithProperties)
+    TJ_CL_FN(clReleaseCommandQueue)
+    TJ_CL_FN(clCreateProgramWithSource)
+    TJ_CL_FN(clBuildProgram)
+    TJ_CL_FN(clGetProgramBuildInfo)
+    TJ_CL_FN(clReleaseProgram)
+    TJ_CL_FN(clCreateKernel)
+    TJ_CL_FN(clReleaseKernel)
+    TJ_CL_FN(clSetKernelArg)
+    TJ_CL_FN(clCreateBuffer)
+    TJ_CL_FN(clReleaseMemObject)
+    TJ_CL_FN(clEnqueueWriteBuffer)
+    TJ_CL_FN(clEnqueueReadBuffer)
+    TJ_CL_FN(clEnqueueNDRangeKernel)
+    TJ_CL_FN(clFinish)
+#undef TJ_CL_FN
+    if (!all) {
+      a.why = "the OpenCL loader lacks an OpenCL 2.0 entry point";
+      dlclose(lib);
+      return;
+    }
+    a.lib = lib;
+  });
+  return a;
+}
+
+void check(cl_int status, const char* call) {
+  if (status != CL_SUCCESS) throw Error(std::string("OpenCL: ") + call + " failed with error " + std::to_string(status));
+}
+
+std::string info_string(const Api& a, cl_platform_id p, cl_platform_info what) {
+  size_t n = 0;
+  if (a.clGetPlatformInfo(p, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
+  std::string s(n, '\0');
+  a.clGetPlatformInfo(p, what, n, s.data(), nullptr);
+  return s.substr(0, s.find('\0'));
+}
+
+std::string info_string(const Api& a, cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  if (a.clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
+  std::string s(n, '\0');
+  a.clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  return s.substr(0, s.find('\0'));
+}
+
+// Every device, with its handle.
+std::vector<std::pair<Device, cl_device_id>> list(const Api& a, std::string* why) {
+  std::vector<std::pair<Device, cl_device_id>> r;
+  if (!a.lib) {
+    if (why) *why = a.why;
+    return r;
+  }
+  cl_uint np = 0;
+  if (a.clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) {
+    if (why) *why = "no OpenCL platform (no ICD registered under /etc/OpenCL/vendors)";
+    return r;
+  }
+  std::vector<cl_platform_id> ps(np);
+  a.clGetPlatformIDs(np, ps.data(), nullptr);
+  for (cl_platform_id p : ps) {
+    cl_uint nd = 0;
+    if (a.clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
+    std::vector<cl_device_id> ds(nd);
+    a.clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, ds.data(), nullptr);
+    for (cl_device_id d : ds) {
+      Device dev;
+      dev.platform = info_string(a, p, CL_PLATFORM_NAME);
+      dev.name = info_string(a, d, CL_DEVICE_NAME);
+      dev.version = info_string(a, d, CL_DEVICE_VERSION);
+      cl_device_type type = 0;
+      cl_uint units = 0;
+      cl_ulong memory = 0;
+      a.clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, nullptr);
+      a.clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, nullptr);
+      a.clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof memory, &memory, nullptr);
+      dev.gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
+      dev.compute_units = static_cast<int>(units);
+      dev.memory_bytes = memory;
+      r.emplace_back(std::move(dev), d);
+    }
+  }
+  if (r.empty() && why) *why = "no OpenCL device on any platform";
+  return r;
+}
+
+}  // namespace
+
+std::vector<Device> devices(std::string* why) {
+  std::vector<Device> r;
+  for (auto& [d, id] : list(api(), why)) r.push_back(std::move(d));
+  return r;
+}
+
+struct Context::State {
+  const Api& a = api();
+  Device device;
+  cl_device_id id = nullptr;
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+  std::vector<cl_program> programs;
+  std::vector<cl_kernel> kernels;
+  std::vector<cl_mem> buffers;
+
+  ~State() {
+    for (cl_kernel k : kernels) a.clReleaseKernel(k);
+    for (cl_program p : programs) a.clReleaseProgram(p);
+    for (cl_mem m : buffers) a.clReleaseMemObject(m);
+    if (queue) a.clReleaseCommandQueue(queue);
+    if (context) a.clReleaseContext(context);
+  }
+  cl_kernel kernel(int k) const {
+    if (k < 0 || static_cast<size_t>(k) >= kernels.size()) throw Error("OpenCL: no kernel " + std::to_string(k));
+    return kernels[static_cast<size_t>(k)];
+  }
+  cl_mem buffer(int b) const {
+    if (b < 0 || static_cast<size_t>(b) >= buffers.size()) throw Error("OpenCL: no buffer " + std::to_string(b));
+    return buffers[static_cast<size_t>(b)];
+  }
+};
+
+Context::Context(size_t index) : s_(std::make_unique<State>()) {
+  std::string why;
+  auto all = list(s_->a, &why);
+  if (index >= all.size())
+    throw Error(all.empty() ? "OpenCL: no device: " + why
+                            : "OpenCL: no device " + std::to_string(index) + " (there are " + std::to_string(all.size()) + ")");
+  s_->device = all[index].first;
+  s_->id = all[index].second;
+  cl_int status = CL_SUCCESS;
+  s_->context = s_->a.clCreateContext(nullptr, 1, &s_->id, nullptr, nullptr, &status);
+  check(status, "clCreateContext");
+  s_->queue = s_->a.clCreateCommandQueueWithProperties(s_->context, s_->id, nullptr, &status);
+  check(status, "clCreateCommandQueueWithProperties");
+}
+
+Context::~Context() = default;
+
+const Device& Context::device() const { return s_->device; }
+
+int Context::build(const std::string& source, const std::string& name, const std::string& options) {
+  const Api& a = s_->a;
+  const char* text = source.c_str();
+  const size_t length = source.size();
+  cl_int status = CL_SUCCESS;
+  cl_program p = a.clCreateProgramWithSource(s_->context, 1, &text, &length, &status);
+  check(status, "clCreateProgramWithSource");
+  s_->programs.push_back(p);
+  if (a.clBuildProgram(p, 1, &s_->id, options.c_str(), nullptr, nullptr) != CL_SUCCESS) {
+    size_t n = 0;
+    a.clGetProgramBuildInfo(p, s_->id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    if (n) a.clGetProgramBuildInfo(p, s_->id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    throw Error("OpenCL: building kernel '" + name + "' failed:\n" + log.substr(0, log.find('\0')));
+  }
+  cl_kernel k = a.clCreateKernel(p, name.c_str(), &status);
+  check(status, ("clCreateKernel '" + name + "'").c_str());
+  s_->kernels.push_back(k);
+  return static_cast<int>(s_->kernels.size() - 1);
+}
+
+int Context::buffer(size_t bytes) {
+  cl_int status = CL_SUCCESS;
+  cl_mem m = s_->a.clCreateBuffer(s_->context, CL_MEM_READ_WRITE, bytes ? bytes : 1, nullptr, &status);
+  check(status, "clCreateBuffer");
+  s_->buffers.push_back(m);
+  return static_cast<int>(s_->buffers.size() - 1);
+}
+
+void Context::write(int b, const void* data, size_t bytes) {
+  check(s_->a.clEnqueueWriteBuffer(s_->queue, s_->buffer(b), CL_TRUE, 0, bytes, data, 0, nullptr, nullptr), "clEnqueueWriteBuffer");
+}
+
+void Context::read(int b, void* data, size_t bytes) {
+  check(s_->a.clEnqueueReadBuffer(s_->queue, s_->buffer(b), CL_TRUE, 0, bytes, data, 0, nullptr, nullptr), "clEnqueueReadBuffer");
+}
+
+void Context::arg(int k, unsigned index, int b) {
+  cl_mem m = s_->buffer(b);
+  check(s_->a.clSetKernelArg(s_->kernel(k), index, sizeof m, &m), "clSetKernelArg");
+}
+
+void Context::arg(int k, unsigned index, size_t bytes, const void* value) {
+  check(s_->a.clSetKernelArg(s_->kernel(k), index, bytes, value), "clSetKernelArg");
+}
+
+void Context::launch(int k, const std::vector<size_t>& global, const std::vector<size_t>& local) {
+  if (global.empty() || global.size() > 3 || (!local.empty() && local.size() != global.size()))
+    throw Error("OpenCL: a launch takes 1 to 3 global sizes, and as many local ones or none");
+  check(s_->a.clEnqueueNDRangeKernel(s_->queue, s_->kernel(k), static_cast<cl_uint>(global.size()), nullptr, global.data(),
+                                     local.empty() ? nullptr : local.data(), 0, nullptr, nullptr),
+        "clEnqueueNDRangeKernel");
+}
+
+void Context::finish() { check(s_->a.clFinish(s_->queue), "clFinish"); }
+
+}  // namespace tj::opencl
