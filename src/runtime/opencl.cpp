@@ -13,31 +13,18 @@ namespace tj::opencl {
 namespace {
 
 // The entry points this file calls, from the loader.
+#define TJ_CL_FUNCTIONS(X) \
+  X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo) X(clCreateContext) \
+  X(clReleaseContext) X(clCreateCommandQueueWithProperties) X(clReleaseCommandQueue) \
+  X(clCreateProgramWithSource) X(clBuildProgram) X(clGetProgramBuildInfo) X(clReleaseProgram) \
+  X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg) X(clCreateBuffer) X(clReleaseMemObject) \
+  X(clEnqueueWriteBuffer) X(clEnqueueReadBuffer) X(clEnqueueNDRangeKernel) X(clFinish)
+
 struct Api {
   void* lib = nullptr;
   std::string why;  // when lib is null
 #define TJ_CL_FN(name) decltype(&::name) name = nullptr;
-  TJ_CL_FN(clGetPlatformIDs)
-  TJ_CL_FN(clGetPlatformInfo)
-  TJ_CL_FN(clGetDeviceIDs)
-  TJ_CL_FN(clGetDeviceInfo)
-  TJ_CL_FN(clCreateContext)
-  TJ_CL_FN(clReleaseContext)
-  TJ_CL_FN(clCreateCommandQueueWithProperties)
-  TJ_CL_FN(clReleaseCommandQueue)
-  TJ_CL_FN(clCreateProgramWithSource)
-  TJ_CL_FN(clBuildProgram)
-  TJ_CL_FN(clGetProgramBuildInfo)
-  TJ_CL_FN(clReleaseProgram)
-  TJ_CL_FN(clCreateKernel)
-  TJ_CL_FN(clReleaseKernel)
-  TJ_CL_FN(clSetKernelArg)
-  TJ_CL_FN(clCreateBuffer)
-  TJ_CL_FN(clReleaseMemObject)
-  TJ_CL_FN(clEnqueueWriteBuffer)
-  TJ_CL_FN(clEnqueueReadBuffer)
-  TJ_CL_FN(clEnqueueNDRangeKernel)
-  TJ_CL_FN(clFinish)
+  TJ_CL_FUNCTIONS(TJ_CL_FN)
 #undef TJ_CL_FN
 };
 
@@ -52,27 +39,7 @@ const Api& api() {
     }
     bool all = true;
 #define TJ_CL_FN(name) all = (a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name))) != nullptr && all;
-    TJ_CL_FN(clGetPlatformIDs)
-    TJ_CL_FN(clGetPlatformInfo)
-    TJ_CL_FN(clGetDeviceIDs)
-    TJ_CL_FN(clGetDeviceInfo)
-    TJ_CL_FN(clCreateContext)
-    TJ_CL_FN(clReleaseContext)
-    TJ_CL_FN(clCreateCommandQueueWithProperties)
-    TJ_CL_FN(clReleaseCommandQueue)
-    TJ_CL_FN(clCreateProgramWithSource)
-    TJ_CL_FN(clBuildProgram)
-    TJ_CL_FN(clGetProgramBuildInfo)
-    TJ_CL_FN(clReleaseProgram)
-    TJ_CL_FN(clCreateKernel)
-    TJ_CL_FN(clReleaseKernel)
-    TJ_CL_FN(clSetKernelArg)
-    TJ_CL_FN(clCreateBuffer)
-    TJ_CL_FN(clReleaseMemObject)
-    TJ_CL_FN(clEnqueueWriteBuffer)
-    TJ_CL_FN(clEnqueueReadBuffer)
-    TJ_CL_FN(clEnqueueNDRangeKernel)
-    TJ_CL_FN(clFinish)
+    TJ_CL_FUNCTIONS(TJ_CL_FN)
 #undef TJ_CL_FN
     if (!all) {
       a.why = "the OpenCL loader lacks an OpenCL 2.0 entry point";
