@@ -496,9 +496,8 @@ Bindings Executable::held_params() const {
       r.emplace(n.name, NDArray(n.type.dtype, std::move(shape)));
       continue;
     }
-    int64_t count = 1;
-    for (int64_t x : shape) count *= x;
-    r.emplace(n.name, NDArray::copy_of(n.type.dtype, std::move(shape), data, static_cast<size_t>(count) * dtype_size(n.type.dtype)));
+    const auto bytes = static_cast<size_t>(numel(n.type.shape).value()) * dtype_size(n.type.dtype);
+    r.emplace(n.name, NDArray::copy_of(n.type.dtype, std::move(shape), data, bytes));
   }
   return r;
 }

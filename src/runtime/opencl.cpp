@@ -55,19 +55,14 @@ void check(cl_int status, const char* call) {
   if (status != CL_SUCCESS) throw Error(std::string("OpenCL: ") + call + " failed with error " + std::to_string(status));
 }
 
-std::string info_string(const Api& a, cl_platform_id p, cl_platform_info what) {
+// A string property of a platform or device, through its getter
+// (clGetPlatformInfo, clGetDeviceInfo): "" when there is none.
+template <class Get, class Handle, class What>
+std::string info_string(Get get, Handle h, What what) {
   size_t n = 0;
-  if (a.clGetPlatformInfo(p, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
+  if (get(h, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
   std::string s(n, '\0');
-  a.clGetPlatformInfo(p, what, n, s.data(), nullptr);
-  return s.substr(0, s.find('\0'));
-}
-
-std::string info_string(const Api& a, cl_device_id d, cl_device_info what) {
-  size_t n = 0;
-  if (a.clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
-  std::string s(n, '\0');
-  a.clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  get(h, what, n, s.data(), nullptr);
   return s.substr(0, s.find('\0'));
 }
 
@@ -92,9 +87,9 @@ std::vector<std::pair<Device, cl_device_id>> list(const Api& a, std::string* why
     a.clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, ds.data(), nullptr);
     for (cl_device_id d : ds) {
       Device dev;
-      dev.platform = info_string(a, p, CL_PLATFORM_NAME);
-      dev.name = info_string(a, d, CL_DEVICE_NAME);
-      dev.version = info_string(a, d, CL_DEVICE_VERSION);
+      dev.platform = info_string(a.clGetPlatformInfo, p, CL_PLATFORM_NAME);
+      dev.name = info_string(a.clGetDeviceInfo, d, CL_DEVICE_NAME);
+      dev.version = info_string(a.clGetDeviceInfo, d, CL_DEVICE_VERSION);
       cl_device_type type = 0;
       cl_uint units = 0;
       cl_ulong memory = 0;
