@@ -169,6 +169,11 @@ struct OpDef {
   // Its derivative rule; null: not differentiable (an error when a
   // gradient must flow through it; integer and bool results never carry one).
   GradFn grad = nullptr;
+  // Pointwise ops, for the GPU backend (codegen/gpu): the expression in GPU
+  // C, the C that OpenCL C and CUDA C share (no templates or namespaces;
+  // helpers named by type, as tj_max_$T, from codegen/gpu/prelude.cpp; an
+  // integer error sets *tj_status). Null: c_expr is already such C.
+  CExprFn gpu_expr = nullptr;
 };
 
 const OpDef& op_def(Op op);

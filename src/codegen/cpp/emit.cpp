@@ -298,7 +298,8 @@ std::string Emitter::minifloat_text() {
 // expression over its operands' values (src/ir/ops/).
 std::string Emitter::elementwise(const Node& n, const Idx& idx) {
   const OpDef& def = n.def();
-  if (!def.c_expr) throw Error(std::string("code generation: ") + def.name + " is not pointwise");
+  const CExprFn form = expression(def);
+  if (!form) throw Error(std::string("code generation: ") + def.name + " is not pointwise");
   CExpr e;
   for (ValueId in : n.inputs) e.a.push_back(load(in, broadcast(in, n.type.shape, idx)));
   e.T = compute_ctype(n.type.dtype);
@@ -317,7 +318,7 @@ std::string Emitter::elementwise(const Node& n, const Idx& idx) {
       return "tj_f2sub<" + ctype(to) + ">(" + e.a[0] + ", " + std::to_string(static_cast<int>(int_min(to))) + ", " +
              std::to_string(static_cast<int>(int_max(to))) + ")";
   }
-  return rounded(def.c_expr(e), n.type.dtype);
+  return rounded(form(e), n.type.dtype);
 }
 
 // ---- loops ---------------------------------------------------------------

@@ -88,9 +88,16 @@ class Emitter {
         if (s.writes_in_place(v)) in_mem_[static_cast<size_t>(v)] = true;  // it is its cache
     }
   }
+  virtual ~Emitter() = default;
   EmittedProgram run();
 
- private:
+ protected:
+  // ---- what another target's emitter spells differently (codegen/gpu)
+  // An element of a narrow float (f16, bf16) read from memory, as a float.
+  virtual std::string read_narrow(DType, const std::string& e) const { return "((float)" + e + ")"; }
+  // A pointwise op's expression (its row's C++, or GPU C).
+  virtual CExprFn expression(const OpDef& d) const { return d.c_expr; }
+
   Sizes shape(ValueId v) const { return g_.type(v).shape; }
   // A size's value for decisions (parallel or not, team or not): at the hint.
   int64_t hint(const Dim& d) const { return d.eval(hint_); }
@@ -121,6 +128,13 @@ class Emitter {
 
   // ---- stores.cpp: concat, kv_write, scatter_add
   std::string store(ValueId v);
+  // Each input of concat v, its index (loop variables c0..) and the
+  // result's index it is stored at.
+  struct ConcatPart {
+    ValueId input;
+    Idx at, into;
+  };
+  std::vector<ConcatPart> concat_parts(ValueId v) const;
   std::string scatter_add(ValueId v);
 
   // ---- views.cpp: reading values through views, generators and gathers

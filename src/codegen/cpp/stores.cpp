@@ -10,17 +10,8 @@ std::string Emitter::store(ValueId v) {
   const Node& n = g_.node(v);
   std::string code;
   if (n.op == Op::concat) {
-    auto so = shape(v);
-    size_t axis = static_cast<size_t>(n.attr_int("axis"));
-    Dim at = 0;
-    for (ValueId in : n.inputs) {
-      auto si = shape(in);
-      Idx iv = loop_vars(si.size(), "c");
-      Idx oi = iv;
-      oi[axis] = "(" + iv[axis] + "+" + C(at) + ")";
-      code += loops(si, iv, "  " + ptr(v) + "[" + flat(oi, so) + "] = " + load(in, iv) + ";\n");
-      at = at + si[axis];
-    }
+    for (const ConcatPart& c : concat_parts(v))
+      code += loops(shape(c.input), c.at, "  " + ptr(v) + "[" + flat(c.into, shape(v)) + "] = " + load(c.input, c.at) + ";\n");
     return code;
   }
   if (n.op == Op::scatter_add) return scatter_add(v);
@@ -40,6 +31,22 @@ std::string Emitter::store(ValueId v) {
   code += "  if (pos < 0 || pos + " + C(sr[axis]) + " > " + C(sc[axis]) + ") { tj_status = 3; return; }\n";
   code += loops(sr, iv, "  " + ptr(v) + "[" + flat(ci, sc) + "] = " + load(rows, iv) + ";\n");
   return code + "}\n";
+}
+
+std::vector<Emitter::ConcatPart> Emitter::concat_parts(ValueId v) const {
+  const Node& n = g_.node(v);
+  const size_t axis = static_cast<size_t>(n.attr_int("axis"));
+  std::vector<ConcatPart> r;
+  Dim at = 0;
+  for (ValueId in : n.inputs) {
+    auto si = shape(in);
+    ConcatPart c{in, loop_vars(si.size(), "c"), {}};
+    c.into = c.at;
+    c.into[axis] = "(" + c.at[axis] + "+" + C(at) + ")";
+    r.push_back(std::move(c));
+    at = at + si[axis];
+  }
+  return r;
 }
 
 // scatter_add: the base copied, then each update slice added at its index,

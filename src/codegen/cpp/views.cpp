@@ -32,7 +32,7 @@ std::string Emitter::load(ValueId o, const Idx& idx) {
   const Node& n = g_.node(o);
   // f16/bf16 elements are read as floats.
   const bool half = is_narrow_float(n.type.dtype);
-  auto read = [&](const std::string& e) { return half ? "((float)" + e + ")" : e; };
+  auto read = [&](const std::string& e) { return half ? read_narrow(n.type.dtype, e) : e; };
   if (in_mem_[static_cast<size_t>(o)] || is_temp(o)) return read(ptr(o) + "[" + flat(idx, shape(o)) + "]");
   // A view with a strided layout over its buffer: one multiply-add per dim.
   if (g_.node(o).def().category == OpCategory::view) {

@@ -89,6 +89,14 @@ std::string gelu_c(const CExpr& e) {
   return "([](double x){ return 0.5*x*(1.0+std::erf(x*" + d.lit(kSqrtHalf) + ")); }((double)(" + e.a[0] + ")))";
 }
 
+// In GPU C: helpers of the GPU prelude (codegen/gpu/prelude.cpp), given the constant.
+std::string gelu_gpu(const CExpr& e) {
+  CExpr d;
+  d.T = "double";
+  if (e.k[0] != 0) return "tj_gelu_tanh((double)(" + e.a[0] + "), " + d.lit(sqrt_2_over_pi()) + ")";
+  return "tj_gelu_erf((double)(" + e.a[0] + "), " + d.lit(kSqrtHalf) + ")";
+}
+
 ValueId decompose_gelu(Decomposer& d) {
   ValueId x = d.in[0];
   ValueId inner;
@@ -180,11 +188,12 @@ std::vector<OpDef> composite() {
        decompose_rms_norm}, d_rms_norm),
       with_grad({Op::layer_norm, "layer_norm", Cat::composite, 3, 3, {eps}, infer_norm, false, Fuse::rowwise, 8, nullptr, {}, nullptr, nullptr,
        decompose_layer_norm}, d_layer_norm),
-      with_grad({Op::silu, "silu", Cat::composite, 1, 1, {}, infer::float_unary, false, Fuse::pointwise, 4, nullptr,
+      with_gpu(with_grad({Op::silu, "silu", Cat::composite, 1, 1, {}, infer::float_unary, false, Fuse::pointwise, 4, nullptr,
        floats<1>([](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }),
        [](const CExpr& e) { return e.fmt("(($0)/(($T)1+tj_exp(($T)(-($0)))))"); }, nullptr, decompose_silu}, d_silu),
-      with_grad({Op::gelu, "gelu", Cat::composite, 1, 1, {{"approximate", AK::Bool, AttrValue(true)}}, infer::float_unary, false, Fuse::pointwise, 8,
-       nullptr, floats<1>([](auto x, K k) { return gelu(x, k); }), gelu_c, nullptr, decompose_gelu}, d_gelu),
+       [](const CExpr& e) { return e.fmt("(($0)/(($T)1+exp(($T)(-($0)))))"); }),
+      with_gpu(with_grad({Op::gelu, "gelu", Cat::composite, 1, 1, {{"approximate", AK::Bool, AttrValue(true)}}, infer::float_unary, false, Fuse::pointwise, 8,
+       nullptr, floats<1>([](auto x, K k) { return gelu(x, k); }), gelu_c, nullptr, decompose_gelu}, d_gelu), gelu_gpu),
   };
 }
 

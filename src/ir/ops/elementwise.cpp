@@ -44,6 +44,14 @@ constexpr const char* kCastHelpers =
     "  else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) return tj_f2i<To, From>(x);\n"
     "  else return (To)x;  // int to int wraps (C++20), to float rounds\n}\n";
 
+// The same in GPU C: to bool (uint8_t there too) is x != 0; float to
+// integer saturates (tj_f2i_<to>_<from>); the rest converts as C does.
+std::string gpu_cast(const CExpr& e) {
+  if (e.T == "uint8_t") return e.fmt("(uint8_t)(($0) != 0)");
+  if (e.integer && (e.S == "float" || e.S == "double")) return e.fmt("tj_f2i_$T_$S($0)");
+  return e.fmt("(($T)($0))");
+}
+
 constexpr const char* kModHelpers =
     "template <class T> static inline T tj_imod(T a, T b, bool fmod) {\n"
     "  if (b == 0) { __atomic_store_n(&tj_status, 2, __ATOMIC_RELAXED); return 0; }\n"
@@ -169,82 +177,86 @@ std::vector<OpDef> elementwise() {
     return d;
   };
   std::vector<OpDef> v = {
-      with_grad(unary(Op::neg, "neg", infer::numeric_unary, both<1>([](auto x) { return -x; }, [](I x) { return wrap_neg(x); }),
-            C_INT_OR("tj_ineg<$T>($0)", "(-($0))")), d_neg),
-      with_grad(unary(Op::exp, "exp", infer::float_unary, floats<1>([](auto x) { return std::exp(x); }), C_FORM("tj_exp(($T)($0))")), d_exp),
-      with_grad(unary(Op::log, "log", infer::float_unary, floats<1>([](auto x) { return std::log(x); }), C_FORM("std::log($0)")), d_log),
-      with_grad(unary(Op::tanh, "tanh", infer::float_unary, floats<1>([](auto x) { return std::tanh(x); }), C_FORM("std::tanh($0)")), d_tanh),
-      with_grad(unary(Op::sqrt, "sqrt", infer::float_unary, floats<1>([](auto x) { return std::sqrt(x); }), C_FORM("std::sqrt($0)")), d_sqrt),
-      with_grad(unary(Op::rsqrt, "rsqrt", infer::float_unary, floats<1>([](auto x) { return decltype(x)(1) / std::sqrt(x); }),
-            C_FORM("(($T)1/std::sqrt($0))")), d_rsqrt),
-      with_grad(unary(Op::sin, "sin", infer::float_unary, floats<1>([](auto x) { return std::sin(x); }), C_FORM("std::sin($0)")), d_sin),
-      with_grad(unary(Op::cos, "cos", infer::float_unary, floats<1>([](auto x) { return std::cos(x); }), C_FORM("std::cos($0)")), d_cos),
+      with_gpu(with_grad(unary(Op::neg, "neg", infer::numeric_unary, both<1>([](auto x) { return -x; }, [](I x) { return wrap_neg(x); }),
+            C_INT_OR("tj_ineg<$T>($0)", "(-($0))")), d_neg), C_INT_OR("tj_ineg_$T($0)", "(-($0))")),
+      with_gpu(with_grad(unary(Op::exp, "exp", infer::float_unary, floats<1>([](auto x) { return std::exp(x); }), C_FORM("tj_exp(($T)($0))")), d_exp), C_FORM("exp(($T)($0))")),
+      with_gpu(with_grad(unary(Op::log, "log", infer::float_unary, floats<1>([](auto x) { return std::log(x); }), C_FORM("std::log($0)")), d_log), C_FORM("log($0)")),
+      with_gpu(with_grad(unary(Op::tanh, "tanh", infer::float_unary, floats<1>([](auto x) { return std::tanh(x); }), C_FORM("std::tanh($0)")), d_tanh), C_FORM("tanh($0)")),
+      with_gpu(with_grad(unary(Op::sqrt, "sqrt", infer::float_unary, floats<1>([](auto x) { return std::sqrt(x); }), C_FORM("std::sqrt($0)")), d_sqrt), C_FORM("sqrt($0)")),
+      with_gpu(with_grad(unary(Op::rsqrt, "rsqrt", infer::float_unary, floats<1>([](auto x) { return decltype(x)(1) / std::sqrt(x); }),
+            C_FORM("(($T)1/std::sqrt($0))")), d_rsqrt), C_FORM("(($T)1/sqrt($0))")),
+      with_gpu(with_grad(unary(Op::sin, "sin", infer::float_unary, floats<1>([](auto x) { return std::sin(x); }), C_FORM("std::sin($0)")), d_sin), C_FORM("sin($0)")),
+      with_gpu(with_grad(unary(Op::cos, "cos", infer::float_unary, floats<1>([](auto x) { return std::cos(x); }), C_FORM("std::cos($0)")), d_cos), C_FORM("cos($0)")),
       // abs(INT_MIN) wraps to INT_MIN.
-      with_grad(unary(Op::abs, "abs", infer::numeric_unary,
+      with_gpu(with_grad(unary(Op::abs, "abs", infer::numeric_unary,
             both<1>([](auto x) { return std::abs(x); }, [](I x) { return x < 0 ? wrap_neg(x) : x; }),
-            C_INT_OR("tj_iabs<$T>($0)", "std::abs($0)")), d_abs),
-      with_grad(unary(Op::sigmoid, "sigmoid", infer::float_unary,
+            C_INT_OR("tj_iabs<$T>($0)", "std::abs($0)")), d_abs), C_INT_OR("tj_iabs_$T($0)", "fabs($0)")),
+      with_gpu(with_grad(unary(Op::sigmoid, "sigmoid", infer::float_unary,
             floats<1>([](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); }),
-            C_FORM("(($T)1/(($T)1+tj_exp(($T)(-($0)))))")), d_sigmoid),
+            C_FORM("(($T)1/(($T)1+tj_exp(($T)(-($0)))))")), d_sigmoid), C_FORM("(($T)1/(($T)1+exp(($T)(-($0)))))")),
       with_grad(unary(Op::recip, "recip", infer::float_unary, floats<1>([](auto x) { return decltype(x)(1) / x; }), C_FORM("(($T)1/($0))")), d_recip),
       // saturate: a float8 result beyond the format's range is its largest
       // value (true, ONNX's default) or infinity/NaN (false).
-      with_grad({Op::cast, "cast", Cat::elementwise, 1, 1, {{"to", AK::DTypeK, std::nullopt}, {"saturate", AK::Bool, AttrValue(true)}}, infer_cast,
-       false, Fuse::pointwise, 0, nullptr, {}, C_FORM("tj_cast<$T, $S>($0)"), kCastHelpers}, d_cast),
-      with_grad(unary(Op::erf, "erf", infer::float_unary, floats<1>([](auto x) { return std::erf(x); }), C_FORM("std::erf($0)")), d_erf),
-      with_grad(unary(Op::floor, "floor", infer::float_unary, floats<1>([](auto x) { return std::floor(x); }), C_FORM("std::floor($0)")), d_zero),
-      with_grad(unary(Op::ceil, "ceil", infer::float_unary, floats<1>([](auto x) { return std::ceil(x); }), C_FORM("std::ceil($0)")), d_zero),
+      with_gpu(with_grad({Op::cast, "cast", Cat::elementwise, 1, 1, {{"to", AK::DTypeK, std::nullopt}, {"saturate", AK::Bool, AttrValue(true)}}, infer_cast,
+       false, Fuse::pointwise, 0, nullptr, {}, C_FORM("tj_cast<$T, $S>($0)"), kCastHelpers}, d_cast), gpu_cast),
+      with_gpu(with_grad(unary(Op::erf, "erf", infer::float_unary, floats<1>([](auto x) { return std::erf(x); }), C_FORM("std::erf($0)")), d_erf), C_FORM("erf($0)")),
+      with_gpu(with_grad(unary(Op::floor, "floor", infer::float_unary, floats<1>([](auto x) { return std::floor(x); }), C_FORM("std::floor($0)")), d_zero), C_FORM("floor($0)")),
+      with_gpu(with_grad(unary(Op::ceil, "ceil", infer::float_unary, floats<1>([](auto x) { return std::ceil(x); }), C_FORM("std::ceil($0)")), d_zero), C_FORM("ceil($0)")),
       // Halves to even (numpy, torch, ONNX): the default rounding mode.
-      with_grad(unary(Op::round, "round", infer::float_unary, floats<1>([](auto x) { return std::nearbyint(x); }),
-            C_FORM("std::nearbyint($0)")), d_zero),
+      with_gpu(with_grad(unary(Op::round, "round", infer::float_unary, floats<1>([](auto x) { return std::nearbyint(x); }),
+            C_FORM("std::nearbyint($0)")), d_zero), C_FORM("rint($0)")),
       // -1, 0 or 1; a float zero keeps its sign and NaN stays NaN.
       with_grad(unary(Op::sign, "sign", infer::numeric_unary,
             both<1>([](auto x) { return x > 0 ? decltype(x)(1) : x < 0 ? decltype(x)(-1) : x; }, [](I x) { return I(x > 0) - I(x < 0); }),
             C_INT_OR("(($T)(($0) > 0) - ($T)(($0) < 0))", "(($0) > 0 ? ($T)1 : ($0) < 0 ? ($T)-1 : ($0))")), d_zero),
-      with_grad(unary(Op::log1p, "log1p", infer::float_unary, floats<1>([](auto x) { return std::log1p(x); }), C_FORM("std::log1p($0)")), d_log1p),
-      with_grad(unary(Op::expm1, "expm1", infer::float_unary, floats<1>([](auto x) { return std::expm1(x); }), C_FORM("std::expm1($0)")), d_expm1),
+      with_gpu(with_grad(unary(Op::log1p, "log1p", infer::float_unary, floats<1>([](auto x) { return std::log1p(x); }), C_FORM("std::log1p($0)")), d_log1p), C_FORM("log1p($0)")),
+      with_gpu(with_grad(unary(Op::expm1, "expm1", infer::float_unary, floats<1>([](auto x) { return std::expm1(x); }), C_FORM("std::expm1($0)")), d_expm1), C_FORM("expm1($0)")),
       // max(x, 0): NaN stays NaN, -0 becomes +0.
-      with_grad(unary(Op::relu, "relu", infer::numeric_unary,
+      with_gpu(with_grad(unary(Op::relu, "relu", infer::numeric_unary,
             both<1>([](auto x) { return ieee_max(x, decltype(x)(0)); }, [](I x) { return std::max<I>(x, 0); }),
-            C_INT_OR("std::max<$T>($0, 0)", "tj_max<$T>($0, ($T)0)")), d_relu),
+            C_INT_OR("std::max<$T>($0, 0)", "tj_max<$T>($0, ($T)0)")), d_relu), C_INT_OR("tj_smax_$T($0, ($T)0)", "tj_max_$T($0, ($T)0)")),
       // log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)).
-      with_grad(unary(Op::softplus, "softplus", infer::float_unary,
+      with_gpu(with_grad(unary(Op::softplus, "softplus", infer::float_unary,
             floats<1>([](auto x) { return ieee_max(x, decltype(x)(0)) + std::log1p(std::exp(-std::abs(x))); }),
-            C_FORM("(tj_max<$T>($0, ($T)0) + std::log1p(tj_exp(($T)(-std::abs($0)))))"), 4), d_softplus),
+            C_FORM("(tj_max<$T>($0, ($T)0) + std::log1p(tj_exp(($T)(-std::abs($0)))))"), 4), d_softplus), C_FORM("(tj_max_$T($0, ($T)0) + log1p(exp(($T)(-fabs($0)))))")),
       with_grad({Op::leaky_relu, "leaky_relu", Cat::elementwise, 1, 1, {{"alpha", AK::Float, AttrValue(0.01)}}, infer::float_unary, false,
        Fuse::pointwise, 2, nullptr, floats<1>([](auto x, K k) { return x < 0 ? decltype(x)(k[0]) * x : x; }),
        [](const CExpr& e) { return e.fmt("(($0) < 0 ? " + e.lit(e.k[0]) + "*($0) : ($0))"); }}, d_leaky_relu),
       // x * relu6(x + 3) / 6, as torch computes it.
-      with_grad(unary(Op::hardswish, "hardswish", infer::float_unary, floats<1>([](auto x) {
+      with_gpu(with_grad(unary(Op::hardswish, "hardswish", infer::float_unary, floats<1>([](auto x) {
               using E = decltype(x);
               return x * std::min(std::max(x + E(3), E(0)), E(6)) / E(6);
             }),
-            C_FORM("(($0) * std::min<$T>(std::max<$T>(($0) + ($T)3, ($T)0), ($T)6) / ($T)6)"), 4), d_hardswish),
+            C_FORM("(($0) * std::min<$T>(std::max<$T>(($0) + ($T)3, ($T)0), ($T)6) / ($T)6)"), 4), d_hardswish), C_FORM("(($0) * tj_smin_$T(tj_smax_$T(($0) + ($T)3, ($T)0), ($T)6) / ($T)6)")),
 
-      with_grad(binary(Op::add, "add", infer::binary, true, both<2>([](auto a, auto b) { return a + b; }, [](I a, I b) { return wrap_add(a, b); }),
-             C_INT_OR("tj_iadd<$T>($0, $1)", "($0+$1)")), d_add),
-      with_grad(binary(Op::sub, "sub", infer::binary, false, both<2>([](auto a, auto b) { return a - b; }, [](I a, I b) { return wrap_sub(a, b); }),
-             C_INT_OR("tj_isub<$T>($0, $1)", "($0-$1)")), d_sub),
-      with_grad(binary(Op::mul, "mul", infer::binary, true, both<2>([](auto a, auto b) { return a * b; }, [](I a, I b) { return wrap_mul(a, b); }),
-             C_INT_OR("tj_imul<$T>($0, $1)", "($0*$1)")), d_mul),
-      with_grad(dividing(binary(Op::div, "div", infer::binary, false,
+      with_gpu(with_grad(binary(Op::add, "add", infer::binary, true, both<2>([](auto a, auto b) { return a + b; }, [](I a, I b) { return wrap_add(a, b); }),
+             C_INT_OR("tj_iadd<$T>($0, $1)", "($0+$1)")), d_add), C_INT_OR("tj_iadd_$T($0, $1)", "($0+$1)")),
+      with_gpu(with_grad(binary(Op::sub, "sub", infer::binary, false, both<2>([](auto a, auto b) { return a - b; }, [](I a, I b) { return wrap_sub(a, b); }),
+             C_INT_OR("tj_isub<$T>($0, $1)", "($0-$1)")), d_sub), C_INT_OR("tj_isub_$T($0, $1)", "($0-$1)")),
+      with_gpu(with_grad(binary(Op::mul, "mul", infer::binary, true, both<2>([](auto a, auto b) { return a * b; }, [](I a, I b) { return wrap_mul(a, b); }),
+             C_INT_OR("tj_imul<$T>($0, $1)", "($0*$1)")), d_mul), C_INT_OR("tj_imul_$T($0, $1)", "($0*$1)")),
+      with_gpu(with_grad(dividing(binary(Op::div, "div", infer::binary, false,
                       both<2>([](auto a, auto b) { return a / b; }, [](I a, I b) { return int_div(a, b); }),
-                      C_INT_OR("tj_idiv<$T>($0, $1)", "($0/$1)"))), d_div),
-      with_grad(binary(Op::max, "max", infer::binary, true,
+                      C_INT_OR("tj_idiv<$T>($0, $1)", "($0/$1)"))), d_div), C_INT_OR("tj_idiv_$T($0, $1, tj_status)", "($0/$1)")),
+      with_gpu(with_grad(binary(Op::max, "max", infer::binary, true,
              both<2>([](auto a, auto b) { return ieee_max(a, b); }, [](I a, I b) { return std::max(a, b); }),
-             C_INT_OR("std::max<$T>($0, $1)", "tj_max<$T>($0, $1)")), d_max),
-      with_grad(binary(Op::min, "min", infer::binary, true,
+             C_INT_OR("std::max<$T>($0, $1)", "tj_max<$T>($0, $1)")), d_max), C_INT_OR("tj_smax_$T($0, $1)", "tj_max_$T($0, $1)")),
+      with_gpu(with_grad(binary(Op::min, "min", infer::binary, true,
              both<2>([](auto a, auto b) { return ieee_min(a, b); }, [](I a, I b) { return std::min(a, b); }),
-             C_INT_OR("std::min<$T>($0, $1)", "tj_min<$T>($0, $1)")), d_min),
-      with_grad(binary(Op::pow, "pow", infer::float_binary, false, floats<2>([](auto a, auto b) { return std::pow(a, b); }),
-             C_FORM("std::pow($0, $1)")), d_pow),
-      with_grad(dividing({Op::mod, "mod", Cat::elementwise, 2, 2, {{"fmod", AK::Bool, AttrValue(false)}}, infer::binary, false, Fuse::pointwise, 2,
+             C_INT_OR("std::min<$T>($0, $1)", "tj_min<$T>($0, $1)")), d_min), C_INT_OR("tj_smin_$T($0, $1)", "tj_min_$T($0, $1)")),
+      with_gpu(with_grad(binary(Op::pow, "pow", infer::float_binary, false, floats<2>([](auto a, auto b) { return std::pow(a, b); }),
+             C_FORM("std::pow($0, $1)")), d_pow), C_FORM("pow($0, $1)")),
+      with_gpu(with_grad(dividing({Op::mod, "mod", Cat::elementwise, 2, 2, {{"fmod", AK::Bool, AttrValue(false)}}, infer::binary, false, Fuse::pointwise, 2,
                 nullptr,
                 both<2>([](auto a, auto b, K k) { return float_mod(a, b, k[0] != 0); }, [](I a, I b, K k) { return int_mod(a, b, k[0] != 0); }),
                 [](const CExpr& e) {
                   return e.fmt(std::string(e.integer ? "tj_imod" : "tj_fmod") + "<$T>($0, $1, " + (e.k[0] != 0 ? "true" : "false") + ")");
                 },
                 kModHelpers}), d_mod),
+                [](const CExpr& e) {
+                  return e.fmt(std::string(e.integer ? "tj_imod_$T($0, $1, " : "tj_fmod_$T($0, $1, ") + (e.k[0] != 0 ? "1" : "0") +
+                               (e.integer ? ", tj_status)" : ")"));
+                }),
 
       binary(Op::eq, "eq", infer::compare, true, any<2>([](auto a, auto b) { return a == b; }), C_FORM("(uint8_t)($0==$1)")),
       binary(Op::ne, "ne", infer::compare, true, any<2>([](auto a, auto b) { return a != b; }), C_FORM("(uint8_t)($0!=$1)")),
@@ -259,12 +271,12 @@ std::vector<OpDef> elementwise() {
       unary(Op::logical_not, "not", infer::logical, ints<1>([](I x) { return x == 0; }), C_FORM("(uint8_t)(($0) == 0)")),
       // Both branches are evaluated, as in generated code (an index out of
       // range in either is an error), which selects with a blend.
-      with_grad({Op::where, "where", Cat::elementwise, 3, 3, none, infer_where, false, Fuse::pointwise, 1, nullptr,
-       any<3>([](auto c, auto a, auto b) { return c != 0 ? a : b; }), C_FORM("tj_select<$T>($0, $1, $2)")}, d_where),
+      with_gpu(with_grad({Op::where, "where", Cat::elementwise, 3, 3, none, infer_where, false, Fuse::pointwise, 1, nullptr,
+       any<3>([](auto c, auto a, auto b) { return c != 0 ? a : b; }), C_FORM("tj_select<$T>($0, $1, $2)")}, d_where), C_FORM("(($0) ? ($1) : ($2))")),
       // min(max(x, lo), hi): NaN propagates; lo > hi gives hi (torch.clamp, ONNX Clip).
-      with_grad({Op::clip, "clip", Cat::elementwise, 3, 3, none, infer::binary, false, Fuse::pointwise, 2, nullptr,
+      with_gpu(with_grad({Op::clip, "clip", Cat::elementwise, 3, 3, none, infer::binary, false, Fuse::pointwise, 2, nullptr,
        both<3>([](auto x, auto lo, auto hi) { return ieee_min(ieee_max(x, lo), hi); }, [](I x, I lo, I hi) { return std::min(std::max(x, lo), hi); }),
-       C_INT_OR("std::min<$T>(std::max<$T>($0, $1), $2)", "tj_min<$T>(tj_max<$T>($0, $1), $2)")}, d_clip),
+       C_INT_OR("std::min<$T>(std::max<$T>($0, $1), $2)", "tj_min<$T>(tj_max<$T>($0, $1), $2)")}, d_clip), C_INT_OR("tj_smin_$T(tj_smax_$T($0, $1), $2)", "tj_min_$T(tj_max_$T($0, $1), $2)")),
   };
   return v;
 }

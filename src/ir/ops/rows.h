@@ -26,6 +26,13 @@ inline OpDef with_grad(OpDef d, GradFn g) {
   return d;
 }
 
+// A pointwise row with its GPU C expression (OpDef::gpu_expr), where its C
+// expression is C++ (templates, std::).
+inline OpDef with_gpu(OpDef d, CExprFn g) {
+  d.gpu_expr = g;
+  return d;
+}
+
 // Scalar functions from one generic, captureless lambda taking one to three
 // operands (and optionally the attributes last): f(x), f(x, k), f(a, b),
 // f(a, b, k), f(a, b, c), f(a, b, c, k). `floats` instantiates it for float

@@ -22,6 +22,7 @@ const std::vector<OpDef>& table() {
         if (i >= v.size() || v[i].name) throw std::logic_error("op table: " + std::string(d.name) + " defined twice or out of range");
         if ((d.fuse == Fuse::pointwise) != (d.c_expr != nullptr))
           throw std::logic_error("op table: " + std::string(d.name) + ": pointwise ops, and only they, have a C expression");
+        if (d.gpu_expr && d.fuse != Fuse::pointwise) throw std::logic_error("op table: " + std::string(d.name) + ": a GPU expression but not pointwise");
         if (d.fuse == Fuse::lower && !d.decompose) throw std::logic_error("op table: " + std::string(d.name) + " must be lowered but has no decomposition");
         v[i] = std::move(d);
       }
