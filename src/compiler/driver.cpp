@@ -1,6 +1,7 @@
 #include "compiler/driver.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "compiler/program_cache.h"
 #include "jit/specialize.h"
@@ -12,6 +13,32 @@
 #include "tensorjit/error.h"
 
 namespace tj {
+
+std::string_view device_name(Device d) {
+  switch (d) {
+    case Device::cpu: return "cpu";
+    case Device::opencl: return "opencl";
+    case Device::cuda: return "cuda";
+  }
+  return "?";
+}
+
+Device parse_device(std::string_view name) {
+  for (Device d : {Device::cpu, Device::opencl, Device::cuda})
+    if (name == device_name(d)) return d;
+  throw Error("unknown device '" + std::string(name) + "' (cpu, opencl or cuda)");
+}
+
+Device requested_device(const CompileOptions& o) {
+  if (o.device) return *o.device;
+  const char* e = std::getenv("TJ_DEVICE");
+  if (!e || !*e) return Device::cpu;
+  try {
+    return parse_device(e);
+  } catch (const Error& err) {
+    throw Error(std::string("TJ_DEVICE: ") + err.what());
+  }
+}
 
 void Compilation::stage(std::string name) {
   auto now = std::chrono::steady_clock::now();
@@ -100,14 +127,19 @@ Schedule schedule_kernels(const Graph& g, const FusionOptions& fusion, bool reor
   return reorder ? reorder_at(g, s, hint) : s;
 }
 
-void generate(Compilation& c, const CompileOptions& o) {
-  if (!c.cxx) throw Error("compile: no C++ compiler to generate code for");
+void schedule_program(Compilation& c, const CompileOptions& o) {
   const Graph& g = c.graph;
   c.hint = size_hint(g, o.size_hint);  // a size never seen: decide as for a small one
   c.schedule = fuse_at(g, o.fusion, c.hint, o.donate);
   c.stage("fusion");
   if (o.reorder) c.schedule = reorder_at(g, c.schedule, c.hint);
   c.stage("reorder");
+}
+
+void generate(Compilation& c, const CompileOptions& o) {
+  if (!c.cxx) throw Error("compile: no C++ compiler to generate code for");
+  const Graph& g = c.graph;
+  schedule_program(c, o);
   c.program = emit_cpp(g, c.schedule, c.hint, autotune_requested(o));
   c.stage("emit");
   auto t0 = std::chrono::steady_clock::now();

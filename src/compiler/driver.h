@@ -61,6 +61,11 @@ void optimize(Compilation& c, const Graph& traced, const Bindings& params, const
 bool load_prepared(Compilation& c, const std::string& key);
 // Fusion and (with `reorder`) reordering, counted and decided at `hint`.
 Schedule schedule_kernels(const Graph& g, const FusionOptions& fusion, bool reorder, const SymEnv& hint);
+// o.device, else $TJ_DEVICE (checked), else the CPU.
+Device requested_device(const CompileOptions& o);
+// Fusion (with o's donations) and reordering of c.graph, decided at its
+// size hint: c.hint and c.schedule.
+void schedule_program(Compilation& c, const CompileOptions& o);
 // Fusion, reordering, emission, build and load of c.graph, which must have
 // no control flow; c.cxx must be set.
 void generate(Compilation& c, const CompileOptions& o);

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/interpreter.h"
@@ -13,6 +14,13 @@
 namespace tj {
 
 class ThreadPool;
+
+// Where the kernels run: this CPU (generated C++), an OpenCL device (PoCL
+// runs OpenCL on a CPU), or an NVIDIA GPU through CUDA (codegen/gpu).
+enum class Device : uint8_t { cpu, opencl, cuda };
+std::string_view device_name(Device d);
+// "cpu", "opencl" or "cuda"; anything else is a tj::Error listing them.
+Device parse_device(std::string_view name);
 
 struct CompileOptions {
   FusionOptions fusion;
@@ -35,6 +43,9 @@ struct CompileOptions {
   // with TJ_AUTOTUNE=1 when not set here (false here: off whatever the
   // environment says). A later compilation takes them from the cache.
   std::optional<bool> autotune;
+  // Where the kernels run; not set: $TJ_DEVICE, else the CPU. A device that
+  // is not present is an error when compiling, never a silent fallback.
+  std::optional<Device> device;
   // The threads the generated code runs on; null: ThreadPool::global().
   ThreadPool* pool = nullptr;
 };

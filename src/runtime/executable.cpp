@@ -11,11 +11,13 @@
 #include <set>
 #include <unordered_map>
 
+#include "codegen/gpu/emit.h"
 #include "compiler/driver.h"
 #include "memory/lifetimes.h"
 #include "passes/rewriter.h"
 #include "jit/specialize.h"
 #include "runtime/autotune.h"
+#include "runtime/device_program.h"
 #include "runtime/gemm.h"
 #include "runtime/host_program.h"
 #include "runtime/random_inputs.h"
@@ -60,6 +62,7 @@ struct Executable::State {
   std::vector<void (*)(void**)> kernels;
   void (*check_indices)(void**) = nullptr;  // the free gathers' indices, before the kernels
   std::shared_ptr<HostProgram> host;   // a graph with control flow
+  std::shared_ptr<DeviceProgram> device;  // kernels on a GPU or OpenCL device
   std::vector<void (*)(void**, void*)> output_fns;
   int* status = nullptr;
   std::vector<void*> table;
@@ -81,6 +84,8 @@ struct Executable::State {
   int split_small = 1;      // t[n+3]: this call's small kernels split over the pool (see RunOptions)
   SplitChoice split_choice;
   void bind(const SymEnv& env);
+  int64_t hold_weights(const Bindings& params, const std::unordered_map<std::string, const void*>& prepared_constants);
+  void find_aliases();
   std::vector<std::pair<ValueId, ValueId>> aliases;  // kv_write result -> its cache buffer
   std::vector<int> output_alias;                     // per output: that input's index in graph.inputs(), or -1
   Bindings fallback_params;
@@ -145,6 +150,7 @@ Executable Executable::finish(Compilation& c, const Bindings& params, const Comp
     e.s_ = s;
     return e;
   }
+  if (const Device dev = requested_device(o); dev != Device::cpu) return finish_on_device(c, params, o, dev);
   if (!c.cxx) {
     warn_once_no_compiler();
     s->graph = std::move(c.graph);
@@ -181,38 +187,8 @@ Executable Executable::finish(Compilation& c, const Bindings& params, const Comp
   const ThreadPool& pool = o.pool ? *o.pool : ThreadPool::global();  // the threads generated code splits its work over
   s->threads = pool.threads();
   s->table[g.size() + 1] = const_cast<tj_runtime_api*>(pool.api());
-  int64_t const_bytes = 0;
-  auto users = users_of(g);  // params that freezing left without users are not copied
-  for (size_t i = 0; i < g.size(); ++i) {
-    const Node& n = g.nodes()[i];
-    if (users[i].empty()) continue;
-    if (n.op == Op::param) {
-      if (auto it = prepared_constants.find(n.name); it != prepared_constants.end()) {  // read in place
-        s->table[i] = const_cast<void*>(it->second);
-        const_bytes += numel(n.type.shape).value() * static_cast<int64_t>(dtype_size(n.type.dtype));
-        continue;
-      }
-    }
-    if (n.op == Op::constant && n.const_data()->size() > 1) {  // read in place: the graph holds it, in its dtype
-      s->table[i] = const_cast<void*>(n.const_data()->raw());
-      const_bytes += static_cast<int64_t>(n.const_data()->nbytes());
-      continue;
-    }
-    if (n.op != Op::param) continue;
-    const NDArray& data = params.at(n.name);
-    Block b = allocate(static_cast<int64_t>(data.nbytes()));
-    if (data.nbytes()) std::memcpy(b.get(), data.raw(), data.nbytes());
-    s->table[i] = b.get();
-    const_bytes += static_cast<int64_t>(data.nbytes());
-    s->owned.push_back(std::move(b));
-  }
-  for (size_t v = 0; v < g.size(); ++v)
-    if (ValueId cache = s->schedule.in_place[v]; cache >= 0) s->aliases.emplace_back(static_cast<ValueId>(v), cache);
-  for (size_t k = 0; k < g.outputs().size(); ++k) {
-    ValueId cache = s->schedule.in_place[static_cast<size_t>(g.outputs()[k])];
-    auto at = std::find(s->inputs.begin(), s->inputs.end(), cache);
-    s->output_alias[k] = cache >= 0 && at != s->inputs.end() ? static_cast<int>(at - s->inputs.begin()) : -1;
-  }
+  const int64_t const_bytes = s->hold_weights(params, prepared_constants);
+  s->find_aliases();
   s->stats.compiled = true;
   s->stats.cache_hit = built.cache_hit;
   s->stats.compile_seconds = built.compile_seconds;
@@ -239,6 +215,85 @@ Executable Executable::finish(Compilation& c, const Bindings& params, const Comp
     }
     std::fprintf(stderr, "[compile] %zu kernels in %.3f s: %s\n", s->schedule.kernels.size(), total, line.substr(2).c_str());
   }
+  return e;
+}
+
+// Table entries for the params and constants the program reads: the program
+// cache's constants and the graph's own read in place, params copied.
+// Returns their bytes.
+int64_t Executable::State::hold_weights(const Bindings& params, const std::unordered_map<std::string, const void*>& prepared_constants) {
+  const Graph& g = graph;
+  int64_t const_bytes = 0;
+  auto users = users_of(g);  // params that freezing left without users are not copied
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (users[i].empty()) continue;
+    if (n.op == Op::param) {
+      if (auto it = prepared_constants.find(n.name); it != prepared_constants.end()) {  // read in place
+        table[i] = const_cast<void*>(it->second);
+        const_bytes += numel(n.type.shape).value() * static_cast<int64_t>(dtype_size(n.type.dtype));
+        continue;
+      }
+    }
+    if (n.op == Op::constant && n.const_data()->size() > 1) {  // read in place: the graph holds it, in its dtype
+      table[i] = const_cast<void*>(n.const_data()->raw());
+      const_bytes += static_cast<int64_t>(n.const_data()->nbytes());
+      continue;
+    }
+    if (n.op != Op::param) continue;
+    const NDArray& data = params.at(n.name);
+    Block b = allocate(static_cast<int64_t>(data.nbytes()));
+    if (data.nbytes()) std::memcpy(b.get(), data.raw(), data.nbytes());
+    table[i] = b.get();
+    const_bytes += static_cast<int64_t>(data.nbytes());
+    owned.push_back(std::move(b));
+  }
+  return const_bytes;
+}
+
+// kv_write results in their caches' arrays, and the outputs those are.
+void Executable::State::find_aliases() {
+  const Graph& g = graph;
+  for (size_t v = 0; v < g.size(); ++v)
+    if (ValueId cache = schedule.in_place[v]; cache >= 0) aliases.emplace_back(static_cast<ValueId>(v), cache);
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    ValueId cache = schedule.in_place[static_cast<size_t>(g.outputs()[k])];
+    auto at = std::find(inputs.begin(), inputs.end(), cache);
+    output_alias[k] = cache >= 0 && at != inputs.end() ? static_cast<int>(at - inputs.begin()) : -1;
+  }
+}
+
+// The optimized graph's kernels for a GPU (codegen/gpu), run by a
+// DeviceProgram: weights uploaded once, a launch list replayed per call.
+Executable Executable::finish_on_device(Compilation& c, const Bindings& params, const CompileOptions& o, Device dev) {
+  if (has_control_flow(c.graph)) throw Unsupported("a graph with control flow runs on the CPU only (device " + std::string(device_name(dev)) + ")");
+  auto s = std::make_shared<State>();
+  s->stats.program_cache_hit = c.program_cache_hit;
+  s->stats.program_key = c.key;
+  s->inputs = c.graph.inputs();
+  s->symbolic = !size_symbols(c.graph).empty();
+  s->output_alias.assign(c.graph.outputs().size(), -1);
+  schedule_program(c, o);
+  gpu::Program p = gpu::emit(c.graph, c.schedule, dev == Device::opencl ? gpu::Target::opencl : gpu::Target::cuda, c.hint);
+  c.stage("emit");
+  s->graph = std::move(c.graph);
+  s->schedule = std::move(c.schedule);
+  s->prepared = std::move(c.prepared);
+  s->source = p.source;
+  s->table.assign(s->graph.size() + 4, nullptr);
+  s->stats.constant_bytes = s->hold_weights(params, c.prepared_constants);
+  const std::vector<const void*> held(s->table.begin(), s->table.begin() + static_cast<std::ptrdiff_t>(s->graph.size()));
+  s->device = std::make_shared<DeviceProgram>(s->graph, s->schedule, std::move(p), held);
+  c.stage("build");
+  s->find_aliases();
+  s->stats.compiled = true;
+  s->stats.kernels = s->schedule.kernels.size();
+  s->stats.stage_seconds = c.stages;
+  if (log_enabled("compile"))
+    std::fprintf(stderr, "[compile] %zu kernels as %zu launches on %s\n", s->schedule.kernels.size(), s->device->launches(),
+                 s->device->device().c_str());
+  Executable e;
+  e.s_ = s;
   return e;
 }
 
@@ -373,6 +428,10 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   const Graph& g = s.graph;
   if (s.host) {
     outputs = s.host->run(inputs);
+    return;
+  }
+  if (s.device) {
+    s.device->run(inputs, outputs, o);
     return;
   }
   if (!s.stats.compiled) {

@@ -127,7 +127,8 @@ struct Context::State {
   ~State() {
     for (cl_kernel k : kernels) a.clReleaseKernel(k);
     for (cl_program p : programs) a.clReleaseProgram(p);
-    for (cl_mem m : buffers) a.clReleaseMemObject(m);
+    for (cl_mem m : buffers)
+      if (m) a.clReleaseMemObject(m);
     if (queue) a.clReleaseCommandQueue(queue);
     if (context) a.clReleaseContext(context);
   }
@@ -136,7 +137,7 @@ struct Context::State {
     return kernels[static_cast<size_t>(k)];
   }
   cl_mem buffer(int b) const {
-    if (b < 0 || static_cast<size_t>(b) >= buffers.size()) throw Error("OpenCL: no buffer " + std::to_string(b));
+    if (b < 0 || static_cast<size_t>(b) >= buffers.size() || !buffers[static_cast<size_t>(b)]) throw Error("OpenCL: no buffer " + std::to_string(b));
     return buffers[static_cast<size_t>(b)];
   }
 };
@@ -160,7 +161,7 @@ Context::~Context() = default;
 
 const Device& Context::device() const { return s_->device; }
 
-int Context::build(const std::string& source, const std::string& name, const std::string& options) {
+int Context::program(const std::string& source, const std::string& options) {
   const Api& a = s_->a;
   const char* text = source.c_str();
   const size_t length = source.size();
@@ -173,12 +174,22 @@ int Context::build(const std::string& source, const std::string& name, const std
     a.clGetProgramBuildInfo(p, s_->id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
     std::string log(n, '\0');
     if (n) a.clGetProgramBuildInfo(p, s_->id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
-    throw Error("OpenCL: building kernel '" + name + "' failed:\n" + log.substr(0, log.find('\0')));
+    throw Error("OpenCL: building a program failed:\n" + log.substr(0, log.find('\0')));
   }
-  cl_kernel k = a.clCreateKernel(p, name.c_str(), &status);
+  return static_cast<int>(s_->programs.size() - 1);
+}
+
+int Context::kernel(int program, const std::string& name) {
+  if (program < 0 || static_cast<size_t>(program) >= s_->programs.size()) throw Error("OpenCL: no program " + std::to_string(program));
+  cl_int status = CL_SUCCESS;
+  cl_kernel k = s_->a.clCreateKernel(s_->programs[static_cast<size_t>(program)], name.c_str(), &status);
   check(status, ("clCreateKernel '" + name + "'").c_str());
   s_->kernels.push_back(k);
   return static_cast<int>(s_->kernels.size() - 1);
+}
+
+int Context::build(const std::string& source, const std::string& name, const std::string& options) {
+  return kernel(program(source, options), name);
 }
 
 int Context::buffer(size_t bytes) {
@@ -189,12 +200,19 @@ int Context::buffer(size_t bytes) {
   return static_cast<int>(s_->buffers.size() - 1);
 }
 
-void Context::write(int b, const void* data, size_t bytes) {
-  check(s_->a.clEnqueueWriteBuffer(s_->queue, s_->buffer(b), CL_TRUE, 0, bytes, data, 0, nullptr, nullptr), "clEnqueueWriteBuffer");
+void Context::release(int b) {
+  check(s_->a.clReleaseMemObject(s_->buffer(b)), "clReleaseMemObject");
+  s_->buffers[static_cast<size_t>(b)] = nullptr;
 }
 
-void Context::read(int b, void* data, size_t bytes) {
-  check(s_->a.clEnqueueReadBuffer(s_->queue, s_->buffer(b), CL_TRUE, 0, bytes, data, 0, nullptr, nullptr), "clEnqueueReadBuffer");
+void Context::write(int b, const void* data, size_t bytes, size_t offset) {
+  if (bytes == 0) return;
+  check(s_->a.clEnqueueWriteBuffer(s_->queue, s_->buffer(b), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr), "clEnqueueWriteBuffer");
+}
+
+void Context::read(int b, void* data, size_t bytes, size_t offset) {
+  if (bytes == 0) return;
+  check(s_->a.clEnqueueReadBuffer(s_->queue, s_->buffer(b), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr), "clEnqueueReadBuffer");
 }
 
 void Context::arg(int k, unsigned index, int b) {

@@ -41,11 +41,16 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   const Device& device() const;
-  // Kernel `name` of OpenCL C `source`, built for this device: its handle.
-  int build(const std::string& source, const std::string& name, const std::string& options = "");
+  // OpenCL C `source` built for this device (a build failure is an Error
+  // with the compiler's log): its handle; then its kernel `name`'s.
+  int program(const std::string& source, const std::string& options = "");
+  int kernel(int program, const std::string& name);
+  int build(const std::string& source, const std::string& name, const std::string& options = "");  // both
   int buffer(size_t bytes);  // device memory: its handle
-  void write(int buffer, const void* data, size_t bytes);
-  void read(int buffer, void* data, size_t bytes);  // waits for the launches before it
+  void release(int buffer);  // the handle is not valid after
+  // `bytes` at byte `offset` of the buffer; both wait for the launches before them.
+  void write(int buffer, const void* data, size_t bytes, size_t offset = 0);
+  void read(int buffer, void* data, size_t bytes, size_t offset = 0);
   void arg(int kernel, unsigned index, int buffer);
   void arg(int kernel, unsigned index, size_t bytes, const void* value);
   // `global` work items (1 to 3 dims), work groups of `local` (empty: the

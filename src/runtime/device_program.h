@@ -1,0 +1,44 @@
+// A compiled graph on a GPU (or on any OpenCL device): the GPU emitter's
+// program (codegen/gpu/emit.h) built once, the weights uploaded once, and a
+// launch list whose arguments are all set when the sizes are bound, replayed
+// per call: inputs written, launches enqueued in order, outputs read back.
+// Activations live in one device arena laid out by the memory plan, as on
+// the CPU; temporaries and scratch in one buffer each.
+//
+// Caches that kv_write updates in place (donated) live in their input's
+// device buffer and are read back into the caller's array after each call,
+// so that a call means what it means on the CPU.
+//
+// OpenCL runs through runtime/opencl.h (PoCL on this machine's CPU). CUDA
+// is not run yet: its sources are rendered and compiled (tjc codegen
+// --device cuda), and a CudaDevice of the driver API is the next step.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/gpu/emit.h"
+#include "runtime/executable.h"
+
+namespace tj {
+
+class DeviceProgram {
+ public:
+  // `held[v]`: the data of each param or constant value the program reads
+  // (null for the others), uploaded now. Throws tj::Error when there is no
+  // such device or the program does not build.
+  DeviceProgram(const Graph& g, const Schedule& s, gpu::Program p, const std::vector<const void*>& held);
+  ~DeviceProgram();
+  void run(Bindings& inputs, std::vector<NDArray>& outputs, const RunOptions& o);
+  std::string device() const;  // "OpenCL: <name> (<platform>)"
+  size_t launches() const;
+  int64_t device_bytes() const;  // weights, arena, temporaries, scratch, inputs and outputs
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace tj
