@@ -515,6 +515,7 @@ std::vector<NDArray> Executable::run(Bindings& inputs) {
 
 std::vector<double> Executable::profile(Bindings& inputs, int reps) {
   State& s = *s_;
+  if (s.device) throw Unsupported("profile: per-kernel times are not measured on " + s.device->device() + " yet");
   std::vector<NDArray> out;
   run(inputs, out);  // binds the inputs
   s.split_small = s.split_choice.choice();  // as calls run now

@@ -13,6 +13,8 @@
 
 #include <sys/resource.h>
 
+#include "codegen/gpu/emit.h"
+#include "compiler/driver.h"
 #include "cost/calibrate.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
@@ -110,6 +112,7 @@ DType main_format(const TraceArgs& a) { return a.weights == "all" ? DType::f32 :
 CompileOptions compile_options(const TraceArgs& a) {
   CompileOptions co;
   co.weights = main_format(a);
+  co.device = parse_device(a.device);
   return co;
 }
 
@@ -407,9 +410,27 @@ struct CodegenArgs {
   std::string out;
 };
 
+// A GPU program's source, for a device that need not be here: the
+// optimized graph, its schedule and the GPU emitter's program.
+void codegen_gpu(const CodegenArgs& a, const Model& m) {
+  const CompileOptions co = compile_options(a.trace);
+  Compilation c;
+  optimize(c, m.graph, m.params, co);
+  schedule_program(c, co);
+  const gpu::Target target = *co.device == Device::opencl ? gpu::Target::opencl : gpu::Target::cuda;
+  const gpu::Program p = gpu::emit(c.graph, c.schedule, target, c.hint);
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(a.out) / (target == gpu::Target::opencl ? "kernels.cl" : "kernels.cu")).string();
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !(f << p.source) || (f.close(), !f)) throw Error("cannot write '" + path + "'");
+  std::printf("wrote %s (%zu kernels as %zu launches, %s)\n", path.c_str(), c.schedule.kernels.size(), p.launches.size(),
+              std::string(gpu::target_name(target)).c_str());
+}
+
 void cmd_codegen(const CodegenArgs& a) {
   make_folder(a.out);
   Model m = make_model(a.trace);
+  if (a.trace.device != "cpu") return codegen_gpu(a, m);
   Executable exe = Executable::compile(m.graph, m.params, compile_options(a.trace));
   if (!exe.stats().compiled) throw Error("codegen: no C++ compiler found");
   namespace fs = std::filesystem;
@@ -435,6 +456,7 @@ void add_bench_commands(CLI::App& app) {
   b->add_option("--repeat", ba->repeat, "time the compiled calls in K fresh processes (with --busy: K quiet, K busy), 0 to 100")
       ->check(CLI::Range(0, 100));
   add_weights_option(b, ba->trace.weights, {"all"});
+  add_device_option(b, ba->trace.device);
   b->add_flag("--autotune", ba->autotune, "also the program with its kernels' schedules tuned on this machine, against the rules' (side by side)");
   b->add_option("--steps", ba->steps, "--weights with --model llama: greedy tokens compared with f32's, 1 to 1024")->check(CLI::Range(1, 1024));
   b->add_flag("--child", ba->child, "(internal) the measurement of one fresh process, as JSON")->group("");
@@ -442,11 +464,12 @@ void add_bench_commands(CLI::App& app) {
   b->callback([ba] { cmd_bench(*ba); });
 
   auto ca = std::make_shared<CodegenArgs>();
-  auto* c = app.add_subcommand("codegen", "write the generated C++ for a model");
+  auto* c = app.add_subcommand("codegen", "write the generated C++ (or OpenCL C, or CUDA C) for a model");
   add_trace_options(c, ca->trace);
   add_size_options(c, ca->trace);
   c->add_option("-o,--out", ca->out, "output folder")->required();
   add_weights_option(c, ca->trace.weights);
+  add_device_option(c, ca->trace.device);
   c->callback([ca] { cmd_codegen(*ca); });
 }
 

@@ -110,6 +110,7 @@ std::vector<std::string> trace_argv(const TraceArgs& a) {
   if (a.layers > 0) r.insert(r.end(), {"--layers", std::to_string(a.layers)});
   if (a.flash) r.push_back("--flash");
   if (a.weights != "f32") r.insert(r.end(), {"--weights", a.weights});
+  if (a.device != "cpu") r.insert(r.end(), {"--device", a.device});
   if (!a.ir.empty()) r.insert(r.end(), {"--ir", a.ir});
   for (const auto& x : a.syms) r.insert(r.end(), {"--sym", x});
   for (const auto& x : a.sets) r.insert(r.end(), {"--set", x});
@@ -121,6 +122,11 @@ void add_weights_option(CLI::App* c, std::string& format, std::vector<std::strin
   std::string help = "the matrix products' frozen weights stored as f32, bf16 or int8 (a scale per output channel)";
   for (const auto& e : extra) names.push_back(e), help += ", or " + e;
   c->add_option("--weights,--weight-format", format, help)->check(CLI::IsMember(names));
+}
+
+void add_device_option(CLI::App* c, std::string& device) {
+  c->add_option("--device", device, "where the compiled code runs: cpu (generated C++), opencl (an OpenCL device; PoCL runs one on a CPU) or cuda")
+      ->check(CLI::IsMember({"cpu", "opencl", "cuda"}));
 }
 
 void add_size_options(CLI::App* c, TraceArgs& a) {

@@ -29,7 +29,7 @@ using namespace tj;
 namespace {
 
 struct RunArgs {
-  std::string file, dtype = "f32", output, weight_format = "f32";
+  std::string file, dtype = "f32", output, weight_format = "f32", device = "cpu";
   uint64_t seed = 0;
   std::vector<std::string> syms, sets, inputs, weights;
   bool compiled = false, check = false, interpret = false;
@@ -192,7 +192,7 @@ Bindings make_inputs(const Graph& g, const RunArgs& a, const std::set<std::strin
 }
 
 // `program_key`, if given, gets the compilation's program cache key.
-std::vector<NDArray> run_compiled(const Graph& g, Bindings in, DType weights, std::string* program_key = nullptr) {
+std::vector<NDArray> run_compiled(const Graph& g, Bindings in, DType weights, Device device, std::string* program_key = nullptr) {
   Bindings params;
   for (ValueId p : g.params()) {
     auto it = in.find(g.node(p).name);
@@ -201,6 +201,7 @@ std::vector<NDArray> run_compiled(const Graph& g, Bindings in, DType weights, st
   }
   CompileOptions co;
   co.weights = weights;
+  co.device = device;
   Executable exe = Executable::compile(g, params, co);
   if (!exe.stats().compiled) throw Error("run --compiled: no C++ compiler found");
   if (program_key) *program_key = exe.stats().program_key;
@@ -323,14 +324,14 @@ void cmd_run(RunArgs a) {
   // Compiled first, on its own copy: the interpreter must still see the
   // caches as they were given, not as kv_write left them in place.
   std::vector<NDArray> compiled;
-  if (a.check) compiled = run_compiled(g, in, format);
+  if (a.check) compiled = run_compiled(g, in, format, parse_device(a.device));
   auto t0 = Clock::now();
   std::vector<NDArray> outs;
   if (!a.compiled) outs = interpret(g, in, {dtype_arg(a.dtype)});
   double dt = seconds_since(t0);
   if (a.compiled) {
     std::string key;
-    outs = run_compiled(g, in, format, &key);
+    outs = run_compiled(g, in, format, parse_device(a.device), &key);
     dt = seconds_since(t0);
     if (model_file && !onnx->external_data) store_model_entry(a.file, g, onnx->output_names, key, variant);
   }
@@ -380,6 +381,7 @@ void add_run_command(CLI::App& app) {
   c->add_option("--weight-format", a->weight_format, "compiled: the matrix products' weights stored as f32, bf16 or int8 (per output channel)")
       ->check(CLI::IsMember({"f32", "bf16", "int8"}));
   c->add_flag("--compiled", a->compiled, "run the generated code instead of the interpreter (the default for .onnx models)");
+  add_device_option(c, a->device);
   c->add_flag("--interpret", a->interpret, "run the interpreter (the default for IR files)");
   c->add_flag("--check", a->check, "run the interpreter and the generated code on the same inputs and compare (exit 1 if they differ)");
   c->add_option("--tol", a->tol, "--check: relative tolerance of float outputs (default: 1e-4 f32, 1e-9 f64, 1e-2 f16/bf16)")

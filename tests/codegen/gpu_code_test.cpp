@@ -1,0 +1,139 @@
+// The GPU emitter's sources: one kernel form rendered for OpenCL C and CUDA
+// C, the same body in both; CUDA sources compiled with nvcc for sm_80 and
+// sm_90 (where the CUDA toolkit is installed: no GPU needed); devices that
+// are not here are clear errors. Running the kernels is the compiled suites'
+// job (OpenCL.Compiled, OpenCL.EdgeSemantics).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "codegen/gpu/emit.h"
+#include "compiler/driver.h"
+#include "ir/text.h"
+#include "models/llama.h"
+#include "runtime/executable.h"
+#include "runtime/random_inputs.h"
+#include "support/random_graph.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+namespace {
+
+// The program of `g` for `target`, optimized and scheduled as a compilation would.
+gpu::Program program(const Graph& g, gpu::Target target, DType weights = DType::f32) {
+  RandomInputOptions ro;
+  for (const auto& x : size_symbols(g)) ro.sizes[x] = 5;  // (params have no symbolic sizes)
+  Bindings params;
+  for (auto& [k, v] : random_inputs(g, ro))
+    if (g.node(g.find(k)).op == Op::param) params[k] = v;
+  CompileOptions co;
+  co.weights = weights;
+  Compilation c;
+  optimize(c, g, params, co);
+  schedule_program(c, co);
+  return gpu::emit(c.graph, c.schedule, target, c.hint);
+}
+
+// What follows the renderer's prologue in each kernel: the body.
+std::vector<std::string> bodies(const std::string& source) {
+  std::vector<std::string> r;
+  const std::string mark = "(void)tj_gid; (void)tj_lid; (void)tj_grp;\n";
+  for (size_t at = source.find(mark); at != std::string::npos; at = source.find(mark, at + 1)) {
+    size_t from = at + mark.size();
+    // OpenCL declares its buffers after the mark (from a memory object and an offset): skip those lines.
+    while (source.compare(from, 11, "  __global ") == 0) from = source.find('\n', from) + 1;
+    r.push_back(source.substr(from, source.find("\n}\n", from) - from));
+  }
+  return r;
+}
+
+TEST(GpuCode, OneFormTwoTargets) {
+  Graph g = models::trace_llama_layer(models::llama_config("tiny"), {1, 8, 8, DType::f32});
+  gpu::Program cl = program(g, gpu::Target::opencl), cu = program(g, gpu::Target::cuda);
+  ASSERT_EQ(cl.launches.size(), cu.launches.size());
+  EXPECT_GE(cl.launches.size(), 8u);
+  EXPECT_EQ(bodies(cl.source), bodies(cu.source)) << "the targets differ only in the renderer's hooks";
+  EXPECT_NE(cl.source.find("__kernel void"), std::string::npos);
+  EXPECT_NE(cl.source.find("get_global_id(0)"), std::string::npos);
+  EXPECT_NE(cl.source.find("__local float tj_a[256]"), std::string::npos);  // a matmul tile in work-group memory
+  EXPECT_NE(cu.source.find("extern \"C\" __global__ void"), std::string::npos);
+  EXPECT_NE(cu.source.find("blockIdx.x"), std::string::npos);
+  EXPECT_NE(cu.source.find("__shared__ float tj_a[256]"), std::string::npos);
+  EXPECT_EQ(cu.source.find("__kernel"), std::string::npos);
+  EXPECT_EQ(cl.source.find("__global__"), std::string::npos);
+}
+
+// nvcc from $TJ_NVCC, the PATH, or /usr/local/cuda; "" when there is none.
+std::string nvcc() {
+  if (const char* e = std::getenv("TJ_NVCC"); e && *e) return e;
+  if (std::system("command -v nvcc > /dev/null 2>&1") == 0) return "nvcc";
+  return std::filesystem::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : "";
+}
+
+TEST(GpuCode, CudaSourcesCompileWithNvcc) {
+  const std::string cc = nvcc();
+  if (cc.empty()) GTEST_SKIP() << "no nvcc ($TJ_NVCC, the PATH, /usr/local/cuda/bin): the CUDA toolkit is not installed";
+  const auto& tiny = models::llama_config("tiny");
+  std::vector<std::pair<std::string, gpu::Program>> programs;
+  programs.emplace_back("prefill", program(models::trace_llama_layer(tiny, {1, Dim::symbol("T"), 16, DType::f32}), gpu::Target::cuda));
+  programs.emplace_back("decode int8", program(models::trace_llama_layer(tiny, {1, 1, 64, DType::f32}), gpu::Target::cuda, DType::i8));
+  programs.emplace_back("bf16", program(models::trace_llama_layer(tiny, {2, 5, 12, DType::bf16}), gpu::Target::cuda));
+  programs.emplace_back("f64 model", program(models::trace_llama(tiny, {1, 6, 9, DType::f64}, 2), gpu::Target::cuda));
+  programs.emplace_back("attention backward",
+                        program(parse_graph("graph g\ninput %q : f32[2,4,7,16]\ninput %k : f32[2,2,9,16]\ninput %v : f32[2,2,9,8]\n"
+                                            "input %dout : f32[2,4,7,8]\ninput %delta : f32[2,4,7]\ninput %pos : i64[]\ninput %bias : f32[2,1,7,9]\n"
+                                            "%0 = attn_lse(%q, %k, %pos, %bias) {scale=0.25, causal=true, bias=true} : f32[2,4,7]\n"
+                                            "%1 = attn_dq(%q, %k, %v, %dout, %0, %delta, %pos, %bias) {scale=0.25, causal=true, bias=true} : f32[2,4,7,16]\n"
+                                            "%2 = attn_dkv(%q, %k, %v, %dout, %0, %delta, %pos, %bias) {scale=0.25, causal=true, bias=true} : f32[2,2,9,24]\n"
+                                            "return %0, %1, %2\n"),
+                                gpu::Target::cuda));
+  for (uint64_t seed = 0; seed < 4; ++seed)
+    programs.emplace_back("random " + std::to_string(seed), program(testing::random_graph(seed, DType::f64, 16), gpu::Target::cuda));
+  const std::string dir = std::string(::testing::TempDir()) + "tj_nvcc_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  for (const auto& [name, p] : programs) {
+    const std::string cu = dir + "/kernels.cu";
+    std::ofstream(cu) << p.source;
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      // -diag-suppress 177: generated code declares index variables and
+      // has helpers that a program may not use.
+      const std::string cmd = cc + " -arch=" + arch + " -cubin -diag-suppress 177 -o " + dir + "/kernels.cubin " + cu + " > " + dir + "/log 2>&1";
+      const int rc = std::system(cmd.c_str());
+      std::ifstream log(dir + "/log");
+      const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(rc, 0) << name << " for " << arch << ":\n" << text;
+      EXPECT_EQ(text.find("warning"), std::string::npos) << name << " for " << arch << ":\n" << text;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GpuCode, DevicesThatAreNotHereAreClearErrors) {
+  Graph g = parse_graph("graph g\ninput %x : f32[4]\n%0 = exp(%x) : f32[4]\nreturn %0\n");
+  CompileOptions co;
+  co.device = Device::cuda;
+  try {
+    (void)Executable::compile(g, {}, co);
+    FAIL() << "compiled for CUDA, which cannot run here";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+  }
+  setenv("TJ_DEVICE", "tpu", 1);
+  EXPECT_THROW((void)Executable::compile(g, {}), Error);
+  unsetenv("TJ_DEVICE");
+  EXPECT_THROW((void)parse_device("gpu"), Error);
+  // Float8 is not generated for GPUs: an error that names it, not a wrong result.
+  Graph f8 = parse_graph("graph g\ninput %x : f32[4]\n%0 = cast(%x) {to=f8e4m3fn} : f8e4m3fn[4]\n%1 = cast(%0) {to=f32} : f32[4]\nreturn %1\n");
+  try {
+    (void)program(f8, gpu::Target::opencl);
+    FAIL() << "float8 on a GPU";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("f8e4m3fn"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tj
