@@ -36,6 +36,10 @@ struct AotOptions {
   // nearest even), or i8 with a symmetric scale per output channel. The
   // products read them converted, accumulating in f32 (docs/codegen.md).
   DType weights = DType::f32;
+  // Where the kernels run: "cpu" (generated C++), "opencl" or "cuda"
+  // (docs/codegen.md, GPU code); empty: $TJ_DEVICE, else the CPU. A device
+  // that is not present is an error.
+  std::string device;
 };
 
 // A weight format by name: "f32", "bf16", "int8" (or "i8"); anything else

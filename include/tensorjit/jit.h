@@ -70,6 +70,8 @@ struct JitOptions {
   // The matrix products' weights (params) stored as f32, bf16 or i8 with a
   // scale per output channel, read converted (AotOptions::weights).
   DType weights = DType::f32;
+  // Where compiled graphs run (AotOptions::device); empty: $TJ_DEVICE, else the CPU.
+  std::string device;
   // Non-empty: differentiate. The function returns one scalar; a call
   // returns it, then its gradient with respect to each of these tensor
   // arguments (reverse mode, compiled with the forward). A function that

@@ -373,7 +373,8 @@ void bind_calls(nb::module_& m) {
   nb::class_<Jit>(m, "_JitFunction")
       .def("__init__",
            [](Jit* self, std::string name, const std::string& policy, std::vector<std::vector<int64_t>> dims,
-              int64_t bucket_multiple, size_t cache_limit, bool compile, std::vector<size_t> grad_wrt, const std::string& weights) {
+              int64_t bucket_multiple, size_t cache_limit, bool compile, std::vector<size_t> grad_wrt, const std::string& weights,
+              const std::string& device) {
              JitOptions o;
              o.policy = policy_of(policy);
              // dims: [tensor, axis, policy (0 static, 1 bucketed, 2 symbolic)]
@@ -388,10 +389,11 @@ void bind_calls(nb::module_& m) {
              o.compile = compile;
              o.grad_wrt = std::move(grad_wrt);
              o.weights = weights_format(weights);
+             o.device = device;
              new (self) Jit{JitFunction(std::move(name), traced(), o), {}};
            },
            nb::arg("name"), nb::arg("policy"), nb::arg("dims"), nb::arg("bucket_multiple"), nb::arg("cache_limit"), nb::arg("compile"),
-           nb::arg("grad_wrt") = std::vector<size_t>{}, nb::arg("weights") = "f32")
+           nb::arg("grad_wrt") = std::vector<size_t>{}, nb::arg("weights") = "f32", nb::arg("device") = "")
       // The slow path: arguments flattened by Python. Tensors are given up
       // (donated caches come back as their arrays, not copies). Returns the
       // results and the entry that ran (-1: a fresh trace ran).

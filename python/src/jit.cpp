@@ -45,9 +45,10 @@ void bind_jit(nb::module_& m) {
       });
 
   nb::class_<Program>(m, "Program", "A compiled graph: generated C++ kernels run from a static plan.")
-      .def_static("compile", [](const TracedGraph& g, const nb::dict& params, const std::string& weights) {
+      .def_static("compile", [](const TracedGraph& g, const nb::dict& params, const std::string& weights, const std::string& device) {
         AotOptions o;
         o.weights = weights_format(weights);
+        o.device = device;
         Bindings b;
         for (auto [k, v] : params) {
           NDArray a = as_array(v, "param '" + nb::cast<std::string>(k) + "'");
@@ -55,7 +56,7 @@ void bind_jit(nb::module_& m) {
         }
         nb::gil_scoped_release released;
         return Program::compile(g, b, o);
-      }, nb::arg("graph"), nb::arg("params") = nb::dict(), nb::arg("weights") = "f32")
+      }, nb::arg("graph"), nb::arg("params") = nb::dict(), nb::arg("weights") = "f32", nb::arg("device") = "")
       .def("run", [](Program& p, const nb::dict& inputs) {
         Bindings b;
         for (auto [k, v] : inputs) b.emplace(nb::cast<std::string>(k), as_array(v, "input '" + nb::cast<std::string>(k) + "'"));
@@ -75,16 +76,17 @@ void bind_jit(nb::module_& m) {
       .def_prop_ro("kernels", &Program::kernels)
       .def_prop_ro("source", &Program::source);
 
-  m.def("_compile_onnx", [](const std::string& path, const std::string& weights) {
+  m.def("_compile_onnx", [](const std::string& path, const std::string& weights, const std::string& device) {
     OnnxProgram r;
     AotOptions o;
     o.weights = weights_format(weights);
+    o.device = device;
     {
       nb::gil_scoped_release released;
       r = compile_onnx(path, {}, o);
     }
     return nb::make_tuple(nb::cast(std::move(r.program)), r.output_names, r.imported);
-  }, nb::arg("path"), nb::arg("weights") = "f32");
+  }, nb::arg("path"), nb::arg("weights") = "f32", nb::arg("device") = "");
 }
 
 }  // namespace tj::py

@@ -257,7 +257,7 @@ class JitFunction(_core._FastCalls):
     structure seen before (positional and keyword) are checked, converted and
     run there, with no Python in between; anything else comes here, to _call."""
 
-    def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=(), grad=None, weights="f32"):
+    def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=(), grad=None, weights="f32", device=""):
         super().__init__(_unflatten)
         # grad: (argnums, with_value): the function returns one scalar, a call
         # returns its gradients with respect to those positional arguments
@@ -274,6 +274,9 @@ class JitFunction(_core._FastCalls):
         if weights not in ("f32", "bf16", "int8", "i8"):
             raise ValueError(f"tensorjit.jit: weights='{weights}' is not a weight format (f32, bf16 or int8)")
         self._weights = weights
+        if device not in ("", "cpu", "opencl", "cuda"):
+            raise ValueError(f"tensorjit.jit: device='{device}' is not a device (cpu, opencl or cuda)")
+        self._device = device
         self._by_structure = {}  # structure -> (C++ JIT, output structures by values)
         self._breaks = {}  # (file, line) -> count
         # freeze: arguments (by name or position) whose arrays are weights,
@@ -325,7 +328,7 @@ class JitFunction(_core._FastCalls):
             return outs
 
         traced.values, traced.frozen, traced.spec, traced.count = [], [], None, 0
-        jit = _core._JitFunction(self._name, self._policy, dims, self._buckets, self._cache_limit, self._compile, grad_wrt, self._weights)
+        jit = _core._JitFunction(self._name, self._policy, dims, self._buckets, self._cache_limit, self._compile, grad_wrt, self._weights, self._device)
         traced.grad_spec = grad_spec
         entry = (jit, {}, traced)  # the C++ JIT, the output structure of each of its entries, the traced function
         self._by_structure[spec] = entry
@@ -468,7 +471,7 @@ def _note_break():
         sink[key] = sink.get(key, 0) + 1
 
 
-def jit(fn=None, *, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=(), weights="f32"):
+def jit(fn=None, *, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=(), weights="f32", device=""):
     """Compile a Python function of arrays with tensorjit.
 
     dynamic: None (a dim is static until it shows a second size, then
@@ -480,10 +483,12 @@ def jit(fn=None, *, dynamic=None, buckets=0, cache_limit=8, compile=True, name=N
     them; passing other arrays there compiles again (changing a frozen
     array in place is not seen). weights: how frozen matrix weights are
     stored, "f32", "bf16" or "int8" (a scale per output channel); the
-    products read them converted and accumulate in f32."""
+    products read them converted and accumulate in f32. device: where the
+    compiled code runs, "cpu", "opencl" or "cuda" ("": $TJ_DEVICE, else the
+    CPU); a device that is not present is an error at the first call."""
     if fn is None:
-        return lambda f: JitFunction(f, dynamic, buckets, cache_limit, compile, name, freeze, weights=weights)
-    return JitFunction(fn, dynamic, buckets, cache_limit, compile, name, freeze, weights=weights)
+        return lambda f: JitFunction(f, dynamic, buckets, cache_limit, compile, name, freeze, weights=weights, device=device)
+    return JitFunction(fn, dynamic, buckets, cache_limit, compile, name, freeze, weights=weights, device=device)
 
 
 def _grad(fn, argnums, with_value, options):

@@ -9,8 +9,8 @@ class OnnxModel:
     """A compiled ONNX model: call it with its inputs by name (or in order);
     it returns the outputs in order (output_names names them)."""
 
-    def __init__(self, path, weights="f32"):
-        self.program, self.output_names, self.imported = _core._compile_onnx(str(path), weights)
+    def __init__(self, path, weights="f32", device=""):
+        self.program, self.output_names, self.imported = _core._compile_onnx(str(path), weights, device)
         self.input_names = list(self.program.inputs)
 
     def __call__(self, *args, **kwargs):
@@ -30,8 +30,9 @@ class OnnxModel:
         return f"tensorjit.onnx.OnnxModel(inputs={self.input_names}, outputs={self.output_names})"
 
 
-def load(path, weights="f32"):
+def load(path, weights="f32", device=""):
     """The ONNX model at `path`, compiled (docs/onnx.md). weights: how the
     matrix products' weights are stored, "f32", "bf16" or "int8" (a scale per
-    output channel); they are read converted, accumulating in f32."""
-    return OnnxModel(path, weights)
+    output channel); they are read converted, accumulating in f32. device:
+    where it runs, "cpu", "opencl" or "cuda" ("": $TJ_DEVICE, else the CPU)."""
+    return OnnxModel(path, weights, device)

@@ -1,6 +1,7 @@
 // The public ahead-of-time API (tensorjit/compile.h) over the Executable.
 #include "tensorjit/compile.h"
 
+#include "compiler/driver.h"
 #include "runtime/executable.h"
 #include "tensorjit/error.h"
 #include "tensorjit/safetensors.h"
@@ -36,6 +37,7 @@ Program Program::compile(const TracedGraph& graph, const Bindings& params, const
   co.passes = o.passes;
   co.program_cache = o.program_cache;
   co.weights = o.weights;
+  if (!o.device.empty()) co.device = parse_device(o.device);
   if (!o.fuse) co.fusion = FusionOptions::none();
   Program p;
   p.e_ = std::make_shared<Executable>(Executable::compile(graph.graph(), params, co));

@@ -7,6 +7,7 @@
 
 #include "autodiff/vjp.h"
 #include "ir/text.h"
+#include "compiler/driver.h"
 #include "jit/jit_impl.h"
 #include "jit/padding.h"
 #include "jit/specialize.h"
@@ -27,13 +28,15 @@ int64_t Buckets::of(int64_t size) const {
 
 namespace jitimpl {
 
-Program::Program(Graph g, Bindings p, bool compile, const SymEnv& size_hint, DType weights) : graph(std::move(g)), params(std::move(p)) {
+Program::Program(Graph g, Bindings p, bool compile, const SymEnv& size_hint, DType weights, const std::string& device)
+    : graph(std::move(g)), params(std::move(p)) {
   bool f64 = true;
   for (const Node& n : graph.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
   compute = f64 ? DType::f64 : DType::f32;
   CompileOptions co;
   co.size_hint = size_hint;
   co.weights = weights;
+  if (!device.empty()) co.device = parse_device(device);
   if (compile) exe = Executable::compile(graph, params, co);
 }
 
@@ -91,7 +94,7 @@ std::shared_ptr<Program> JitFunction::Impl::program_for(Graph g, const Bindings&
     return std::make_shared<Program>(std::move(g), std::move(used), false);
   }
   auto t0 = Clock::now();
-  auto p = std::make_shared<Program>(std::move(g), std::move(used), compile, SymEnv{}, o.weights);
+  auto p = std::make_shared<Program>(std::move(g), std::move(used), compile, SymEnv{}, o.weights, o.device);
   stats.compile_seconds += seconds_since(t0);
   ++stats.compilations;
   graphs.emplace(std::move(key), p);
@@ -162,7 +165,7 @@ Entry JitFunction::Impl::make_entry(JitArgs::State& st, Graph g, bool* compiled)
     auto t = st.tensor_inputs.find(concrete.node(v).name);
     e.input_tensor.push_back(t == st.tensor_inputs.end() ? -1 : static_cast<int>(t->second));
   }
-  e.program = std::make_shared<Program>(std::move(concrete), std::move(used), o.compile && *compiled, hint, o.weights);
+  e.program = std::make_shared<Program>(std::move(concrete), std::move(used), o.compile && *compiled, hint, o.weights, o.device);
   return e;
 }
 

@@ -34,7 +34,7 @@ struct Program {
   std::optional<Executable> exe;
   DType compute = DType::f32;
 
-  Program(Graph g, Bindings p, bool compile, const SymEnv& size_hint = {}, DType weights = DType::f32);
+  Program(Graph g, Bindings p, bool compile, const SymEnv& size_hint = {}, DType weights = DType::f32, const std::string& device = "");
   std::vector<NDArray> run(Bindings& inputs, const RunOptions& o = {});
 };
 

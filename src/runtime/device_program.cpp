@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "jit/specialize.h"
 #include "memory/lifetimes.h"
+#include "runtime/cuda.h"
 #include "runtime/opencl.h"
-#include "support/log.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -19,25 +20,149 @@ struct Loc {
   int64_t offset = 0;
 };
 
+// What the device program needs of a runtime. Kernels are numbered in the
+// order load() was given their names.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual void load(const std::string& source, const std::vector<std::string>& kernels) = 0;
+  virtual int buffer(size_t bytes) = 0;
+  virtual void release(int buffer) = 0;
+  virtual void write(const Loc& at, const void* data, size_t bytes) = 0;
+  virtual void read(const Loc& at, void* data, size_t bytes) = 0;  // waits for what is enqueued
+  // Kernel k's arguments: its buffers, the sizes, the status word.
+  virtual void arguments(int k, const std::vector<Loc>& buffers, const std::vector<int64_t>& sizes, const Loc& status) = 0;
+  virtual void launch(int k, size_t groups, size_t group) = 0;
+  // The launches `enqueue` makes, recorded once to be replayed (a CUDA
+  // Graph); -1 where the runtime has no such thing (then they ran now).
+  virtual int record(const std::function<void()>& enqueue) {
+    enqueue();
+    return -1;
+  }
+  virtual void replay(int) {}
+  virtual void drop(int) {}
+};
+
+class OpenClBackend final : public Backend {
+ public:
+  std::string name() const override { return "OpenCL: " + cl_.device().name + " (" + cl_.device().platform + ")"; }
+  void load(const std::string& source, const std::vector<std::string>& kernels) override {
+    // -w: generated code compares a value with itself (lt(m, m)) and declares
+    // index variables it may not read; the OpenCL compiler would print that.
+    const int program = cl_.program(source, "-w");
+    for (const auto& k : kernels) cl_.kernel(program, k);
+  }
+  int buffer(size_t bytes) override { return cl_.buffer(bytes); }
+  void release(int b) override { cl_.release(b); }
+  void write(const Loc& at, const void* data, size_t bytes) override { cl_.write(at.buffer, data, bytes, static_cast<size_t>(at.offset)); }
+  void read(const Loc& at, void* data, size_t bytes) override { cl_.read(at.buffer, data, bytes, static_cast<size_t>(at.offset)); }
+  void arguments(int k, const std::vector<Loc>& buffers, const std::vector<int64_t>& sizes, const Loc& status) override {
+    unsigned a = 0;
+    for (const Loc& at : buffers) {  // a memory object and the byte offset in it
+      cl_.arg(k, a++, at.buffer);
+      cl_.arg(k, a++, sizeof(int64_t), &at.offset);
+    }
+    for (const int64_t& v : sizes) cl_.arg(k, a++, sizeof v, &v);
+    cl_.arg(k, a++, status.buffer);
+  }
+  void launch(int k, size_t groups, size_t group) override { cl_.launch(k, {groups * group}, {group}); }
+
+ private:
+  opencl::Context cl_;
+};
+
+// CUDA: buffers are device addresses; each kernel's parameters are kept
+// (cuLaunchKernel takes their addresses), and a launch list is captured
+// into a CUDA Graph.
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return "CUDA: " + cu_.device().name + " (" + cu_.arch() + ")"; }
+  void load(const std::string& source, const std::vector<std::string>& kernels) override {
+    const int m = cu_.module(source);
+    for (const auto& k : kernels) cu_.kernel(m, k);
+    params_.resize(kernels.size());
+    pointers_.resize(kernels.size());
+  }
+  int buffer(size_t bytes) override {
+    addresses_.push_back(cu_.alloc(bytes));
+    return static_cast<int>(addresses_.size() - 1);
+  }
+  void release(int b) override {
+    cu_.free(addresses_.at(static_cast<size_t>(b)));
+    addresses_[static_cast<size_t>(b)] = 0;
+  }
+  void write(const Loc& at, const void* data, size_t bytes) override { cu_.write(address(at), data, bytes); }
+  void read(const Loc& at, void* data, size_t bytes) override { cu_.read(address(at), data, bytes); }
+  void arguments(int k, const std::vector<Loc>& buffers, const std::vector<int64_t>& sizes, const Loc& status) override {
+    auto& p = params_[static_cast<size_t>(k)];
+    p.clear();
+    for (const Loc& at : buffers) p.push_back(address(at));
+    for (int64_t v : sizes) p.push_back(static_cast<uint64_t>(v));
+    p.push_back(address(status));
+    auto& q = pointers_[static_cast<size_t>(k)];
+    q.clear();
+    for (uint64_t& v : p) q.push_back(&v);
+  }
+  void launch(int k, size_t groups, size_t group) override { cu_.launch(k, groups, group, pointers_[static_cast<size_t>(k)].data()); }
+  int record(const std::function<void()>& enqueue) override {
+    cu_.begin_capture();
+    try {
+      enqueue();
+    } catch (...) {
+      (void)cu_.end_capture();
+      throw;
+    }
+    return cu_.end_capture();
+  }
+  void replay(int graph) override { cu_.replay(graph); }
+  void drop(int graph) override { cu_.drop(graph); }
+
+ private:
+  uint64_t address(const Loc& at) const { return addresses_.at(static_cast<size_t>(at.buffer)) + static_cast<uint64_t>(at.offset); }
+  cuda::Context cu_;
+  std::vector<uint64_t> addresses_;
+  std::vector<std::vector<uint64_t>> params_;  // per kernel: its parameters' values (all 8 bytes wide)
+  std::vector<std::vector<void*>> pointers_;   // and their addresses
+};
+
+// Memory for one set of sizes (a shape bucket): the arena, temporaries,
+// scratch, inputs and outputs' copies; where each buffer parameter points;
+// and, on CUDA, the launch list captured at these sizes.
+struct Layout {
+  std::vector<int> owned;
+  std::vector<Loc> loc;  // per buffer id: values, then the scratch, then outputs' copies
+  std::vector<std::vector<int64_t>> input_shapes, output_shapes;
+  int graph = -1;
+  int64_t bytes = 0;
+  uint64_t used = 0;
+};
+
+constexpr size_t kMaxLayouts = 8;  // sizes held at once (a bucketed policy's buckets), least recently used dropped
+
 }  // namespace
 
 struct DeviceProgram::State {
   Graph graph;
   Schedule schedule;
   gpu::Program prog;
-  opencl::Context cl;
-  std::vector<int> checks, launches, outputs;  // kernel handles
-  std::vector<Loc> loc;                        // per buffer id: values, then the scratch, then outputs' copies
-  int status = -1;
-  std::vector<int> owned;                      // buffers of the current layout (released when sizes change)
-  int64_t weight_bytes = 0, layout_bytes = 0;
-  bool bound = false;
-  SymEnv sizes;
-  std::vector<std::vector<int64_t>> input_shapes, output_shapes;
+  std::unique_ptr<Backend> device;
+  std::vector<Loc> weights;  // per value: its uploaded data
+  Loc status;
+  int64_t weight_bytes = 0;
+  std::map<SymEnv, Layout> layouts;
+  Layout* current = nullptr;
+  uint64_t calls = 0;
 
-  void bind(const SymEnv& env);
-  void set_args(const gpu::Launch& l, int kernel);
-  void enqueue(const std::vector<gpu::Launch>& ls, const std::vector<int>& ks);
+  std::vector<const gpu::Launch*> all() const {  // checks, launches, outputs: the kernels' numbering
+    std::vector<const gpu::Launch*> r;
+    for (const auto* list : {&prog.checks, &prog.launches, &prog.outputs})
+      for (const auto& l : *list) r.push_back(&l);
+    return r;
+  }
+  Layout& bind(const SymEnv& env);
+  void set_arguments(const Layout& l, const SymEnv& env);
+  void enqueue(size_t from, size_t to, const SymEnv& env);
   size_t bytes(ValueId v, const SymEnv& env) const {
     return static_cast<size_t>(numel(graph.type(v).shape).eval(env)) * dtype_size(graph.type(v).dtype);
   }
@@ -46,23 +171,21 @@ struct DeviceProgram::State {
 DeviceProgram::DeviceProgram(const Graph& g, const Schedule& s, gpu::Program p, const std::vector<const void*>& held)
     : s_(std::make_unique<State>()) {
   State& st = *s_;
-  if (p.target != gpu::Target::opencl) throw Unsupported("running on CUDA is not built yet (its sources compile: tjc codegen --device cuda)");
+  if (p.target == gpu::Target::opencl) st.device = std::make_unique<OpenClBackend>();
+  else st.device = std::make_unique<CudaBackend>();
   st.graph = g;
   st.schedule = s;
   st.prog = std::move(p);
-  // -w: generated code compares a value with itself (lt(m, m)) and declares
-  // index variables it may not read; the OpenCL compiler would print that.
-  const int program = st.cl.program(st.prog.source, "-w");
-  for (const auto& l : st.prog.checks) st.checks.push_back(st.cl.kernel(program, l.name));
-  for (const auto& l : st.prog.launches) st.launches.push_back(st.cl.kernel(program, l.name));
-  for (const auto& l : st.prog.outputs) st.outputs.push_back(st.cl.kernel(program, l.name));
-  st.loc.assign(g.size() + 1 + g.outputs().size(), Loc{});
-  st.status = st.cl.buffer(sizeof(int));
+  std::vector<std::string> names;
+  for (const gpu::Launch* l : st.all()) names.push_back(l->name);
+  st.device->load(st.prog.source, names);
+  st.status = {st.device->buffer(sizeof(int)), 0};
+  st.weights.assign(g.size(), Loc{});
   for (size_t v = 0; v < g.size() && v < held.size(); ++v) {  // weights, once
     if (!held[v]) continue;
     const size_t n = st.bytes(static_cast<ValueId>(v), {});
-    st.loc[v] = {st.cl.buffer(n), 0};
-    st.cl.write(st.loc[v].buffer, held[v], n);
+    st.weights[v] = {st.device->buffer(n), 0};
+    st.device->write(st.weights[v], held[v], n);
     st.weight_bytes += static_cast<int64_t>(n);
   }
   if (size_symbols(g).empty()) st.bind({});
@@ -70,76 +193,84 @@ DeviceProgram::DeviceProgram(const Graph& g, const Schedule& s, gpu::Program p, 
 
 DeviceProgram::~DeviceProgram() = default;
 
-// Memory for the sizes `env`: the activations' arena as the memory plan lays
-// it out, temporaries, scratch, each input and each output's copy; then
-// every launch's arguments, which stay set until the sizes change.
-void DeviceProgram::State::bind(const SymEnv& env) {
-  if (bound && env == sizes) return;
-  for (int b : owned) cl.release(b);
-  owned.clear();
-  auto own = [&](int64_t n) {
-    owned.push_back(cl.buffer(static_cast<size_t>(std::max<int64_t>(n, 1))));
-    return owned.back();
-  };
-  const Graph& g = graph;
-  const Graph concrete = size_symbols(g).empty() ? Graph() : specialize(g, env);
-  const ActivationPlan plan = plan_activations(size_symbols(g).empty() ? g : concrete, schedule);
-  const int arena = own(plan.plan.peak_bytes);
-  for (const auto& b : plan.buffers) loc[static_cast<size_t>(b.value)] = {arena, plan.plan.offsets[static_cast<size_t>(b.slot)]};
-  const TemporaryLayout tl = lay_out_temporaries(prog.layout, env);
-  const int temps = own(tl.bytes);
-  for (size_t i = 0; i < prog.layout.temporaries.size(); ++i) loc[static_cast<size_t>(prog.layout.temporaries[i])] = {temps, tl.offsets[i]};
-  int64_t scratch = 0;
-  for (const Dim& d : prog.layout.scratch_sizes) scratch = std::max(scratch, d.eval(env));
-  loc[g.size()] = {own(scratch), 0};
-  layout_bytes = plan.plan.peak_bytes + tl.bytes + scratch;
-  input_shapes.clear();
-  output_shapes.clear();
-  for (ValueId v : g.inputs()) {
-    input_shapes.push_back(eval_shape(g.type(v).shape, env));
-    loc[static_cast<size_t>(v)] = {own(static_cast<int64_t>(bytes(v, env))), 0};
-    layout_bytes += static_cast<int64_t>(bytes(v, env));
+// The layout for the sizes `env`, made the first time: the activations'
+// arena as the memory plan lays it out, temporaries, scratch, each input
+// and each output's copy. Arguments are set for it when it becomes current.
+Layout& DeviceProgram::State::bind(const SymEnv& env) {
+  auto it = layouts.find(env);
+  if (it == layouts.end()) {
+    if (layouts.size() >= kMaxLayouts) {  // the least recently used sizes give their memory back
+      auto lru = std::min_element(layouts.begin(), layouts.end(), [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+      if (&lru->second == current) current = nullptr;
+      if (lru->second.graph >= 0) device->drop(lru->second.graph);
+      for (int b : lru->second.owned) device->release(b);
+      layouts.erase(lru);
+    }
+    Layout l;
+    auto own = [&](int64_t n) {
+      l.owned.push_back(device->buffer(static_cast<size_t>(std::max<int64_t>(n, 1))));
+      l.bytes += n;
+      return l.owned.back();
+    };
+    const Graph& g = graph;
+    const Graph concrete = size_symbols(g).empty() ? Graph() : specialize(g, env);
+    const ActivationPlan plan = plan_activations(size_symbols(g).empty() ? g : concrete, schedule);
+    l.loc = weights;
+    l.loc.resize(g.size() + 1 + g.outputs().size());
+    const int arena = own(plan.plan.peak_bytes);
+    for (const auto& b : plan.buffers) l.loc[static_cast<size_t>(b.value)] = {arena, plan.plan.offsets[static_cast<size_t>(b.slot)]};
+    const TemporaryLayout tl = lay_out_temporaries(prog.layout, env);
+    const int temps = own(tl.bytes);
+    for (size_t i = 0; i < prog.layout.temporaries.size(); ++i) l.loc[static_cast<size_t>(prog.layout.temporaries[i])] = {temps, tl.offsets[i]};
+    int64_t scratch = 0;
+    for (const Dim& d : prog.layout.scratch_sizes) scratch = std::max(scratch, d.eval(env));
+    l.loc[g.size()] = {own(scratch), 0};
+    for (ValueId v : g.inputs()) {
+      l.input_shapes.push_back(eval_shape(g.type(v).shape, env));
+      l.loc[static_cast<size_t>(v)] = {own(static_cast<int64_t>(bytes(v, env))), 0};
+    }
+    for (size_t i = 0; i < g.outputs().size(); ++i) {
+      l.output_shapes.push_back(eval_shape(g.type(g.outputs()[i]).shape, env));
+      l.loc[g.size() + 1 + i] = {own(static_cast<int64_t>(bytes(g.outputs()[i], env))), 0};
+    }
+    for (size_t v = 0; v < g.size(); ++v)  // written in place of a donated input
+      if (ValueId into = schedule.in_place[v]; into >= 0) l.loc[v] = l.loc[static_cast<size_t>(into)];
+    it = layouts.emplace(env, std::move(l)).first;
   }
-  for (size_t i = 0; i < g.outputs().size(); ++i) {
-    output_shapes.push_back(eval_shape(g.type(g.outputs()[i]).shape, env));
-    loc[g.size() + 1 + i] = {own(static_cast<int64_t>(bytes(g.outputs()[i], env))), 0};
-    layout_bytes += static_cast<int64_t>(bytes(g.outputs()[i], env));
+  Layout& l = it->second;
+  l.used = ++calls;
+  if (current != &l) {
+    set_arguments(l, env);
+    current = &l;
   }
-  for (size_t v = 0; v < g.size(); ++v)  // written in place of a donated input
-    if (ValueId into = schedule.in_place[v]; into >= 0) loc[v] = loc[static_cast<size_t>(into)];
-  sizes = env;
-  bound = true;
-  auto set_all = [&](const std::vector<gpu::Launch>& ls, const std::vector<int>& ks) {
-    for (size_t i = 0; i < ls.size(); ++i) set_args(ls[i], ks[i]);
-  };
-  set_all(prog.checks, checks);
-  set_all(prog.launches, launches);
-  set_all(prog.outputs, outputs);
+  return l;
 }
 
-void DeviceProgram::State::set_args(const gpu::Launch& l, int k) {
-  unsigned a = 0;
-  for (ValueId v : l.buffers) {
-    const Loc& at = loc[static_cast<size_t>(v)];
-    if (at.buffer < 0) throw Error("device program: " + l.name + " reads %" + std::to_string(v) + ", which has no memory");
-    cl.arg(k, a++, at.buffer);
-    cl.arg(k, a++, sizeof(int64_t), &at.offset);
+void DeviceProgram::State::set_arguments(const Layout& l, const SymEnv& env) {
+  std::vector<int64_t> sizes;
+  for (const auto& x : prog.layout.symbols) sizes.push_back(env.at(x));
+  const auto launches = all();
+  for (size_t k = 0; k < launches.size(); ++k) {
+    std::vector<Loc> buffers;
+    for (ValueId v : launches[k]->buffers) {
+      const Loc& at = l.loc[static_cast<size_t>(v)];
+      if (at.buffer < 0) throw Error("device program: " + launches[k]->name + " reads %" + std::to_string(v) + ", which has no memory");
+      buffers.push_back(at);
+    }
+    device->arguments(static_cast<int>(k), buffers, sizes, status);
   }
-  for (const auto& x : prog.layout.symbols) {
-    const int64_t value = sizes.at(x);
-    cl.arg(k, a++, sizeof value, &value);
-  }
-  cl.arg(k, a++, status);
 }
 
-void DeviceProgram::State::enqueue(const std::vector<gpu::Launch>& ls, const std::vector<int>& ks) {
-  for (size_t i = 0; i < ls.size(); ++i) {
-    const gpu::Launch& l = ls[i];
-    int64_t items = l.items.eval(sizes);
-    for (const auto& [d, t] : l.tiles) items *= (d.eval(sizes) + t - 1) / t;
+// Launches [from, to) of all(), at the sizes `env`.
+void DeviceProgram::State::enqueue(size_t from, size_t to, const SymEnv& env) {
+  const auto launches = all();
+  for (size_t k = from; k < to; ++k) {
+    const gpu::Launch& l = *launches[k];
+    int64_t items = l.items.eval(env);
+    for (const auto& [d, t] : l.tiles) items *= (d.eval(env) + t - 1) / t;
     if (items <= 0) continue;
     const auto group = static_cast<size_t>(l.group);
-    cl.launch(ks[i], {(static_cast<size_t>(items) + group - 1) / group * group}, {group});
+    device->launch(static_cast<int>(k), (static_cast<size_t>(items) + group - 1) / group, group);
   }
 }
 
@@ -148,55 +279,56 @@ void DeviceProgram::run(Bindings& inputs, std::vector<NDArray>& outputs, const R
   const Graph& g = s.graph;
   for (const auto& [name, a] : inputs)
     if (g.find(name) < 0 || g.node(g.find(name)).op != Op::input) throw Error("run: unknown input '" + name + "'");
-  if (!size_symbols(g).empty()) {  // sizes from the inputs' dims that are one symbol
-    SymEnv env;
-    for (ValueId v : g.inputs()) {
-      auto it = inputs.find(g.node(v).name);
-      const auto& shape = g.type(v).shape;
-      if (it == inputs.end() || it->second.shape().size() != shape.size()) continue;
-      for (size_t d = 0; d < shape.size(); ++d) {
-        auto syms = shape[d].symbols();
-        if (syms.size() == 1 && shape[d] == Dim::symbol(syms[0])) env.emplace(syms[0], it->second.shape()[d]);
-      }
+  SymEnv env;  // sizes from the inputs' dims that are one symbol
+  for (ValueId v : g.inputs()) {
+    auto it = inputs.find(g.node(v).name);
+    const auto& shape = g.type(v).shape;
+    if (it == inputs.end() || it->second.shape().size() != shape.size()) continue;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      auto syms = shape[d].symbols();
+      if (syms.size() == 1 && shape[d] == Dim::symbol(syms[0])) env.emplace(syms[0], it->second.shape()[d]);
     }
-    for (const auto& x : size_symbols(g))
-      if (!env.count(x)) throw Error("run: no input gives the size " + x);
-    s.bind(env);
   }
+  for (const auto& x : size_symbols(g))
+    if (!env.count(x)) throw Error("run: no input gives the size " + x);
+  Layout& l = s.bind(env);
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     ValueId v = g.inputs()[i];
     const Node& n = g.node(v);
     auto it = inputs.find(n.name);
     if (it == inputs.end()) throw Error("run: missing input '" + n.name + "' of type " + n.type.str());
     const NDArray& a = it->second;
-    if (a.dtype() != n.type.dtype || a.shape() != s.input_shapes[i])
+    if (a.dtype() != n.type.dtype || a.shape() != l.input_shapes[i])
       throw Error("run: input '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
     if (!a.raw()) throw Error("run: input '" + n.name + "' holds no data (a default-constructed array)");
-    s.cl.write(s.loc[static_cast<size_t>(v)].buffer, a.raw(), a.nbytes());
+    s.device->write(l.loc[static_cast<size_t>(v)], a.raw(), a.nbytes());
   }
   int status = 0;
-  s.cl.write(s.status, &status, sizeof status);
+  s.device->write(s.status, &status, sizeof status);
   auto check_status = [&] {
-    s.cl.read(s.status, &status, sizeof status);
+    s.device->read(s.status, &status, sizeof status);
     if (status != 0)
       throw Error(status == 3   ? "run: kv_write position outside the cache"
                   : status == 2 ? "run: integer division by zero"
                                 : "run: gather or scatter_add index out of range");
   };
-  if (!s.prog.checks.empty()) {  // before any kernel runs: a bad index leaves donated inputs as they were
-    s.enqueue(s.prog.checks, s.checks);
+  const size_t checks = s.prog.checks.size(), total = checks + s.prog.launches.size() + s.prog.outputs.size();
+  if (checks > 0) {  // before any kernel runs: a bad index leaves donated inputs as they were
+    s.enqueue(0, checks, env);
     check_status();
   }
-  s.enqueue(s.prog.launches, s.launches);
-  s.enqueue(s.prog.outputs, s.outputs);
+  // The kernels and the outputs' copies: replayed from the graph recorded
+  // at these sizes (CUDA), or launched.
+  if (l.graph < 0) l.graph = s.device->record([&] { s.enqueue(checks, total, env); });
+  if (l.graph >= 0) s.device->replay(l.graph);
   check_status();
   outputs.resize(g.outputs().size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const ValueId into = s.schedule.in_place[static_cast<size_t>(g.outputs()[i])];
     if (!o.copy_donated_outputs && into >= 0) continue;
     DType t = g.type(g.outputs()[i]).dtype;
-    if (outputs[i].dtype() != t || outputs[i].shape() != s.output_shapes[i] || !outputs[i].raw()) outputs[i] = NDArray(t, s.output_shapes[i]);
-    s.cl.read(s.loc[g.size() + 1 + i].buffer, outputs[i].raw(), outputs[i].nbytes());
+    if (outputs[i].dtype() != t || outputs[i].shape() != l.output_shapes[i] || !outputs[i].raw()) outputs[i] = NDArray(t, l.output_shapes[i]);
+    s.device->read(l.loc[g.size() + 1 + i], outputs[i].raw(), outputs[i].nbytes());
   }
   // Donated inputs written in place: the caller's arrays get their new contents.
   std::vector<bool> back(g.size(), false);
@@ -205,17 +337,18 @@ void DeviceProgram::run(Bindings& inputs, std::vector<NDArray>& outputs, const R
   for (ValueId v : g.inputs())
     if (back[static_cast<size_t>(v)]) {
       NDArray& a = inputs.at(g.node(v).name);
-      s.cl.read(s.loc[static_cast<size_t>(v)].buffer, a.raw(), a.nbytes());
+      s.device->read(l.loc[static_cast<size_t>(v)], a.raw(), a.nbytes());
     }
 }
 
-std::string DeviceProgram::device() const {
-  const auto& d = s_->cl.device();
-  return "OpenCL: " + d.name + " (" + d.platform + ")";
-}
+std::string DeviceProgram::device() const { return s_->device->name(); }
 
 size_t DeviceProgram::launches() const { return s_->prog.launches.size(); }
 
-int64_t DeviceProgram::device_bytes() const { return s_->weight_bytes + s_->layout_bytes; }
+int64_t DeviceProgram::device_bytes() const {
+  int64_t b = s_->weight_bytes;
+  for (const auto& [env, l] : s_->layouts) b += l.bytes;
+  return b;
+}
 
 }  // namespace tj

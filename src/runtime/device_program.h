@@ -1,17 +1,20 @@
 // A compiled graph on a GPU (or on any OpenCL device): the GPU emitter's
 // program (codegen/gpu/emit.h) built once, the weights uploaded once, and a
-// launch list whose arguments are all set when the sizes are bound, replayed
-// per call: inputs written, launches enqueued in order, outputs read back.
-// Activations live in one device arena laid out by the memory plan, as on
-// the CPU; temporaries and scratch in one buffer each.
+// launch list whose arguments are all set when the sizes are bound, then
+// replayed per call: inputs written, launches enqueued in order, outputs read
+// back. Activations live in one device arena laid out by the memory plan, as
+// on the CPU; temporaries and scratch in one buffer each.
+//
+// Each set of sizes a call brings (a shape bucket, under the bucketed
+// dynamic-shape policy) gets a layout of its own, kept for the next call at
+// those sizes (at most 8, least recently used dropped). On CUDA the launch
+// list is captured into a CUDA Graph per layout at its first call and
+// replayed after: inputs are copied into the layout's static input buffers,
+// then one graph launch (the vLLM pattern). On OpenCL the list is launched.
 //
 // Caches that kv_write updates in place (donated) live in their input's
 // device buffer and are read back into the caller's array after each call,
 // so that a call means what it means on the CPU.
-//
-// OpenCL runs through runtime/opencl.h (PoCL on this machine's CPU). CUDA
-// is not run yet: its sources are rendered and compiled (tjc codegen
-// --device cuda), and a CudaDevice of the driver API is the next step.
 #pragma once
 
 #include <memory>

@@ -356,7 +356,9 @@ TEST(OnnxImport, CompileOnnxStartsWarm) {
   std::vector<NDArray> a = cold.program.run(in), b = warm.program.run(in);
   EXPECT_EQ(a[0].to_vector(), (std::vector<double>{5, 2, 7, 13, 14, 1}));
   EXPECT_EQ(b[0].to_vector(), a[0].to_vector());
-  EXPECT_TRUE(compile_onnx((dir / "mlp.onnx").string(), {}, AotOptions{.passes = {}, .fuse = false}).imported);  // other options: imported
+  AotOptions unfused;
+  unfused.fuse = false;
+  EXPECT_TRUE(compile_onnx((dir / "mlp.onnx").string(), {}, unfused).imported);  // other options: imported
   unsetenv("TJ_CACHE_DIR");
   fs::remove_all(dir);
 }

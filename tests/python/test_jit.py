@@ -238,3 +238,25 @@ def test_weight_formats():
         tj.jit(lambda x: x, weights="f16")
     with pytest.raises(Exception, match="weight format"):
         tj.Program.compile(g, {"w": w}, weights="int4")
+
+
+def test_devices():
+    # device="opencl": the same function compiled for OpenCL (PoCL on a machine without a GPU).
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 32)).astype(np.float32)
+    w = rng.standard_normal((32, 16)).astype(np.float32)
+    want = np.tanh(x @ w) + 1
+    f = tj.jit(lambda x, w: tj.tanh(x @ w) + 1, device="opencl")
+    try:
+        got = f(x, w)
+    except Exception as e:  # no OpenCL here: a clear error, then nothing else to check
+        assert "OpenCL" in str(e), e
+        pytest.skip(str(e))
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    g = tj.parse_ir("graph g\ninput %x : f32[5,32]\nparam %w : f32[32,16]\n%0 = matmul(%x, %w) : f32[5,16]\nreturn %0\n")
+    p = tj.Program.compile(g, {"w": w}, device="opencl")
+    assert np.abs(p.run({"x": x})[0] - x @ w).max() <= 1e-5 * np.abs(x @ w).max()
+    with pytest.raises(ValueError, match="not a device"):
+        tj.jit(lambda x: x, device="tpu")
+    with pytest.raises(Exception, match="unknown device"):
+        tj.Program.compile(g, {"w": w}, device="gpu")
