@@ -1,6 +1,8 @@
 #include "runtime/device_program.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -42,6 +44,7 @@ class Backend {
   }
   virtual void replay(int) {}
   virtual void drop(int) {}
+  virtual void finish() = 0;  // waits for what is enqueued
 };
 
 class OpenClBackend final : public Backend {
@@ -67,6 +70,7 @@ class OpenClBackend final : public Backend {
     cl_.arg(k, a++, status.buffer);
   }
   void launch(int k, size_t groups, size_t group) override { cl_.launch(k, {groups * group}, {group}); }
+  void finish() override { cl_.finish(); }
 
  private:
   opencl::Context cl_;
@@ -106,6 +110,7 @@ class CudaBackend final : public Backend {
   }
   void launch(int k, size_t groups, size_t group) override { cu_.launch(k, groups, group, pointers_[static_cast<size_t>(k)].data()); }
   int record(const std::function<void()>& enqueue) override {
+    if (!graphs_) return Backend::record(enqueue);
     cu_.begin_capture();
     try {
       enqueue();
@@ -117,10 +122,16 @@ class CudaBackend final : public Backend {
   }
   void replay(int graph) override { cu_.replay(graph); }
   void drop(int graph) override { cu_.drop(graph); }
+  void finish() override { cu_.sync(); }
 
  private:
   uint64_t address(const Loc& at) const { return addresses_.at(static_cast<size_t>(at.buffer)) + static_cast<uint64_t>(at.offset); }
   cuda::Context cu_;
+  // TJ_CUDA_GRAPHS=0: launch the list each call (to measure what graphs save).
+  const bool graphs_ = [] {
+    const char* e = std::getenv("TJ_CUDA_GRAPHS");
+    return !e || std::string(e) != "0";
+  }();
   std::vector<uint64_t> addresses_;
   std::vector<std::vector<uint64_t>> params_;  // per kernel: its parameters' values (all 8 bytes wide)
   std::vector<std::vector<void*>> pointers_;   // and their addresses
@@ -339,6 +350,34 @@ void DeviceProgram::run(Bindings& inputs, std::vector<NDArray>& outputs, const R
       NDArray& a = inputs.at(g.node(v).name);
       s.device->read(l.loc[static_cast<size_t>(v)], a.raw(), a.nbytes());
     }
+}
+
+std::vector<double> DeviceProgram::profile(Bindings& inputs, int reps) {
+  State& s = *s_;
+  std::vector<NDArray> out;
+  run(inputs, out, {});  // binds the sizes, writes the inputs
+  SymEnv env;
+  for (const auto& [e, l] : s.layouts)
+    if (&l == s.current) env = e;
+  const size_t checks = s.prog.checks.size();
+  std::vector<std::vector<double>> t(s.schedule.kernels.size());
+  for (int r = 0; r < reps; ++r) {
+    std::vector<double> sum(t.size(), 0.0);
+    for (size_t i = 0; i < s.prog.launches.size(); ++i) {
+      s.device->finish();
+      const auto t0 = std::chrono::steady_clock::now();
+      s.enqueue(checks + i, checks + i + 1, env);
+      s.device->finish();
+      sum[static_cast<size_t>(s.prog.launches[i].kernel)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    for (size_t k = 0; k < t.size(); ++k) t[k].push_back(sum[k]);
+  }
+  std::vector<double> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v.empty() ? 0 : v[v.size() / 2]);
+  }
+  return med;
 }
 
 std::string DeviceProgram::device() const { return s_->device->name(); }

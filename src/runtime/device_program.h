@@ -15,6 +15,9 @@
 // Caches that kv_write updates in place (donated) live in their input's
 // device buffer and are read back into the caller's array after each call,
 // so that a call means what it means on the CPU.
+//
+// TJ_CUDA_GRAPHS=0 launches the list on every call instead (what graphs
+// save per call is the difference).
 #pragma once
 
 #include <memory>
@@ -34,7 +37,10 @@ class DeviceProgram {
   DeviceProgram(const Graph& g, const Schedule& s, gpu::Program p, const std::vector<const void*>& held);
   ~DeviceProgram();
   void run(Bindings& inputs, std::vector<NDArray>& outputs, const RunOptions& o);
-  std::string device() const;  // "OpenCL: <name> (<platform>)"
+  // Median seconds of each schedule kernel (its launches, each waited for)
+  // over `reps` runs: Executable::profile on a device.
+  std::vector<double> profile(Bindings& inputs, int reps);
+  std::string device() const;  // "OpenCL: <name> (<platform>)", "CUDA: <name> (sm_90)"
   size_t launches() const;
   int64_t device_bytes() const;  // weights, arena, temporaries, scratch, inputs and outputs
 

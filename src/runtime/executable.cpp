@@ -515,7 +515,7 @@ std::vector<NDArray> Executable::run(Bindings& inputs) {
 
 std::vector<double> Executable::profile(Bindings& inputs, int reps) {
   State& s = *s_;
-  if (s.device) throw Unsupported("profile: per-kernel times are not measured on " + s.device->device() + " yet");
+  if (s.device) return s.device->profile(inputs, reps);
   std::vector<NDArray> out;
   run(inputs, out);  // binds the inputs
   s.split_small = s.split_choice.choice();  // as calls run now
@@ -535,6 +535,8 @@ std::vector<double> Executable::profile(Bindings& inputs, int reps) {
 }
 
 const Schedule& Executable::schedule() const { return s_->schedule; }
+
+std::string Executable::device() const { return s_->device ? s_->device->device() : "cpu"; }
 
 const std::vector<int>& Executable::output_aliases() const { return s_->output_alias; }
 

@@ -80,6 +80,7 @@ class Executable {
   const Schedule& schedule() const;
 
   const CompileStats& stats() const;
+  std::string device() const;  // "cpu", or the device it runs on ("CUDA: NVIDIA H200 (sm_90)")
   const std::string& source() const;   // the generated C++
   // Per output: the index, in optimized().inputs(), of the input whose
   // array holds it after a run (a donated cache, updated in place), or -1.

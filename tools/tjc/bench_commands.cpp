@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <sys/resource.h>
@@ -16,6 +18,7 @@
 #include "codegen/gpu/emit.h"
 #include "compiler/driver.h"
 #include "cost/calibrate.h"
+#include "cost/roofline.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
 #include "runtime/executable.h"
@@ -103,10 +106,24 @@ struct BenchArgs {
   int busy = 0, repeat = 0;
   int steps = 32;  // --weights with --model llama: greedy tokens compared
   bool child = false, autotune = false;
+  bool skip_interpreter = false;  // a model too large for the interpreter: outputs unchecked
 };
 
 // The format of the program that is benchmarked: --weights all compares
 // the others with f32, which is benchmarked.
+// The roofline model's profile of the device a program runs on, for the
+// GPUs it knows by name; none for the CPU and others.
+std::optional<HardwareProfile> device_hardware(const std::string& device) {
+  std::string d = device;
+  for (char& c : d) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (d.rfind("cuda", 0) != 0) return std::nullopt;
+  for (const std::string& n : hardware_names())
+    if (n != "cpu" && d.find(n) != std::string::npos) return hardware_profile(n);
+  return std::nullopt;
+}
+
+std::string ops_header(const std::optional<HardwareProfile>& hw) { return hw ? hw->name + ", ratio)  ops" : "ops"; }
+
 DType main_format(const TraceArgs& a) { return a.weights == "all" ? DType::f32 : weights_format(a.weights); }
 
 CompileOptions compile_options(const TraceArgs& a) {
@@ -293,9 +310,13 @@ void cmd_bench(const BenchArgs& a) {
     converted = exe.held_params();
     for (const auto& [k, v] : m.inputs) converted[k] = v;
   }
-  Difference d = compare_outputs(got, narrow ? interpret(exe.optimized(), converted, {DType::f32}) : interpret(m.graph, all, {DType::f32}));
-
-  double t_interp = median_seconds([&] { interpret(m.graph, all, {DType::f32}); }, 3, a.budget);
+  Difference d;
+  d.max_rel = d.max_abs = std::numeric_limits<double>::quiet_NaN();
+  double t_interp = std::numeric_limits<double>::quiet_NaN();
+  if (!a.skip_interpreter) {
+    d = compare_outputs(got, narrow ? interpret(exe.optimized(), converted, {DType::f32}) : interpret(m.graph, all, {DType::f32}));
+    t_interp = median_seconds([&] { interpret(m.graph, all, {DType::f32}); }, 3, a.budget);
+  }
   // As a decode loop runs it: the donated caches are updated in place and
   // not copied out again; and, for reference, with that copy.
   RunOptions in_place;
@@ -317,6 +338,11 @@ void cmd_bench(const BenchArgs& a) {
   }
   bool decode = a.trace.mode == "decode";
   double limit_s = decode ? static_cast<double>(weight_bytes) / cal.stream_bandwidth : static_cast<double>(flops) / cal.sgemm_flops;
+  std::string limit_what = decode ? "weight bytes / stream bandwidth" : "FLOPs / sgemm peak";
+  if (const auto hw = device_hardware(exe.device())) {  // a GPU: its roofline figures, not this CPU's
+    limit_s = decode ? static_cast<double>(weight_bytes) / hw->bandwidth : static_cast<double>(flops) / hw->matmul_flops(dtype_arg(a.trace.dtype));
+    limit_what = decode ? "weight bytes / " + hw->name + " bandwidth" : "FLOPs / " + hw->name + " matmul peak";
+  }
   double fraction = limit_s / t_comp;
   nlohmann::json formats, model;
   if (a.trace.weights != "f32") {
@@ -346,7 +372,8 @@ void cmd_bench(const BenchArgs& a) {
                         {"speedup", t_interp / t_comp},
                         {"gflops", static_cast<double>(flops) / t_comp / 1e9},
                         {"gbps", static_cast<double>(bytes) / t_comp / 1e9},
-                        {"limit", decode ? "weight bytes / stream bandwidth" : "FLOPs / sgemm peak"},
+                        {"limit", limit_what},
+                        {"device", exe.device()},
                         {"limit_us", limit_s * 1e6},
                         {"limit_fraction", fraction},
                         {"first_call_cold", cold},
@@ -376,10 +403,11 @@ void cmd_bench(const BenchArgs& a) {
   else
     std::printf("%s%s, %zu kernels; compiled vs %s max rel diff %.2e\n", a.trace.ir.c_str(), weights.c_str(), exe.stats().kernels,
                 against, d.max_rel);
-  std::printf("interpreter %12.1f us\ncompiled    %12.1f us   %.1fx faster", t_interp * 1e6, t_comp * 1e6, t_interp / t_comp);
+  if (a.skip_interpreter) std::printf("interpreter: skipped (--skip-interpreter), the outputs are not checked\ncompiled    %12.1f us", t_comp * 1e6);
+  else std::printf("interpreter %12.1f us\ncompiled    %12.1f us   %.1fx faster", t_interp * 1e6, t_comp * 1e6, t_interp / t_comp);
   std::printf(t_copy > t_comp * 1.02 || t_copy < t_comp * 0.98 ? "   (%.1f us copying the updated caches out too)\n" : "\n", t_copy * 1e6);
   std::printf("compiled: %.2f GFLOP/s, %.2f GB/s; limit (%s) %.1f us: %.0f%% of it\n", flops / t_comp / 1e9, bytes / t_comp / 1e9,
-              decode ? "weight bytes / stream bandwidth" : "FLOPs / sgemm peak", limit_s * 1e6, fraction * 100);
+              limit_what.c_str(), limit_s * 1e6, fraction * 100);
   std::printf("compiled per call: median %.1f us, p90 %.1f us, p99 %.1f us over %zu calls\n", comp.median * 1e6, comp.p90 * 1e6,
               comp.p99 * 1e6, comp.calls);
   std::printf("first call in a fresh process, end to end: cold cache %.2f s (%s); warm cache %.1f ms (%s)\n",
@@ -394,14 +422,29 @@ void cmd_bench(const BenchArgs& a) {
   if (a.profile) {
     auto times = exe.profile(run_inputs, 50);
     const Graph& og = exe.optimized();
-    std::printf("\n%4s %-10s %-22s %10s  %s\n", "#", "kind", "space", "median us", "ops");
+    // On a GPU the roofline model knows: each kernel's predicted time beside its measured one.
+    const std::optional<HardwareProfile> hw = device_hardware(exe.device());
+    const DType dt = dtype_arg(a.trace.dtype);
+    std::printf("\n%s\n%4s %-10s %-22s %10s%s  %s\n", exe.device().c_str(), "#", "kind", "space", "median us",
+                hw ? "  predicted us (" : "", ops_header(hw).c_str());
+    double measured = 0, predicted = 0;
     for (size_t k = 0; k < times.size(); ++k) {
       const Kernel& K = exe.schedule().kernels[k];
       std::string ops;
       for (ValueId v : K.ops) ops += std::string(ops.empty() ? "" : " ") + og.node(v).def().name;
-      std::printf("%4zu %-10s %-22s %10.2f  %s\n", k, std::string(kernel_kind_name(K.kind)).c_str(), shape_str(K.space).c_str(),
-                  times[k] * 1e6, ops.c_str());
+      std::string pred;
+      if (hw) {
+        const double p = kernel_cost(K, dt, *hw).seconds;
+        measured += times[k], predicted += p;
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " %12.2f %6.2fx", p * 1e6, times[k] / p);
+        pred = buf;
+      }
+      std::printf("%4zu %-10s %-22s %10.2f%s  %s\n", k, std::string(kernel_kind_name(K.kind)).c_str(), shape_str(K.space).c_str(),
+                  times[k] * 1e6, pred.c_str(), ops.c_str());
     }
+    if (hw) std::printf("all kernels: measured %.1f us, predicted %.1f us (%s): %.2fx\n", measured * 1e6, predicted * 1e6, hw->name.c_str(),
+                        measured / predicted);
   }
 }
 
@@ -459,6 +502,7 @@ void add_bench_commands(CLI::App& app) {
   add_device_option(b, ba->trace.device);
   b->add_flag("--autotune", ba->autotune, "also the program with its kernels' schedules tuned on this machine, against the rules' (side by side)");
   b->add_option("--steps", ba->steps, "--weights with --model llama: greedy tokens compared with f32's, 1 to 1024")->check(CLI::Range(1, 1024));
+  b->add_flag("--skip-interpreter", ba->skip_interpreter, "do not run the interpreter (a model too large for it): outputs are not checked");
   b->add_flag("--child", ba->child, "(internal) the measurement of one fresh process, as JSON")->group("");
   b->add_option("--dump", ba->dump, "write inputs, weights and compiled outputs as .npy files to this folder");
   b->callback([ba] { cmd_bench(*ba); });

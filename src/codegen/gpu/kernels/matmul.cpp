@@ -4,6 +4,8 @@
 // registers at the element, up to the first store.
 #include "codegen/gpu/emitter.h"
 
+#include <algorithm>
+
 #include "tensorjit/error.h"
 
 namespace tj::gpu {
@@ -19,6 +21,7 @@ void Emitter::matmul(const Kernel& K) {
   const Sizes batch(so.begin(), so.end() - 2);
   // Products of f32 and narrower accumulate in float, as a GEMM does; f64 in double.
   const std::string acc_t = n.type.dtype == DType::f64 ? "double" : "float", TS = std::to_string(kTile);
+  if (M == Dim(1) && hint(Kd) >= 64) return gemv(K, acc_t);
   const std::string tiles_m = "((" + cpp::C(M) + " + " + TS + " - 1) / " + TS + ")", tiles_n = "((" + cpp::C(N) + " + " + TS + " - 1) / " + TS + ")";
   std::string code = "  const int64_t tn = tj_grp % " + tiles_n + ", tm = tj_grp / " + tiles_n + " % " + tiles_m + ", bt = tj_grp / " + tiles_n +
                      " / " + tiles_m + ";\n";
@@ -58,6 +61,63 @@ void Emitter::matmul(const Kernel& K) {
   launch(&prog_.launches, "matmul", code, cpp::count(batch) * Dim(kTile * kTile), kTile * kTile,
          {acc_t + " tj_a[" + std::to_string(kTile * kTile) + "]", acc_t + " tj_b[" + std::to_string(kTile * kTile) + "]"}, {},
          {{M, kTile}, {N, kTile}});
+  local_.clear();
+  if (rest < K.ops.size()) pointwise(K, rest);
+}
+
+// A product of one row (decode): no tiles, no barriers. The reduction over K
+// is split into S slices so that there are enough work-items to keep the
+// memory busy: a work-item per (batch, slice, column) sums its slice into
+// scratch, adjacent work-items reading adjacent columns of each row of B;
+// then a work-item per (batch, column) adds the slices in order and runs
+// the epilogue.
+void Emitter::gemv(const Kernel& K, const std::string& acc_t) {
+  ValueId mm = K.ops[0];
+  const Node& n = g_.node(mm);
+  ValueId a = n.inputs[0], b = n.inputs[1];
+  auto so = shape(mm);
+  const Dim N = so.back(), Kd = shape(a).back();
+  const Sizes batch(so.begin(), so.end() - 2);
+  const Dim outs = cpp::count(batch) * N;
+  // Slices: about 64k work-items in all, each slice at least 64 deep.
+  const int64_t slices = std::clamp<int64_t>(65536 / std::max<int64_t>(hint(outs), 1), 1, std::max<int64_t>(hint(Kd) / 64, 1));
+  const std::string S = std::to_string(slices), Ks = cpp::C(Kd), Ns = cpp::C(N);
+  out_.scratch_sizes.push_back(outs * Dim(slices * static_cast<int64_t>(acc_t == "double" ? 8 : 4)));
+  const ValueId scratch = static_cast<ValueId>(g_.size());
+  const std::string part = "((TJ_GLOBAL " + acc_t + "*)p" + std::to_string(scratch) + ")";
+  auto operand = [&](ValueId x, const std::string& row, const std::string& col, const Dim& rows, const Dim& cols, const Idx& bv) {
+    Sizes full = batch;
+    full.push_back(rows);
+    full.push_back(cols);
+    Idx at = bv;
+    at.push_back(row);
+    at.push_back(col);
+    return load(x, broadcast(x, full, at));
+  };
+  Idx bv = cpp::loop_vars(batch.size(), "b");
+  std::string code = "  if (tj_gid >= " + cpp::C(outs) + " * " + S + ") return;\n";
+  code += "  const int64_t n = tj_gid % " + Ns + ", s = tj_gid / " + Ns + " % " + S + ", bt = tj_gid / " + Ns + " / " + S + ";\n";
+  Idx bi = cpp::unflat("bt", batch);
+  for (size_t d = 0; d < batch.size(); ++d) code += "  const int64_t " + bv[d] + " = " + bi[d] + ";\n";
+  code += "  const int64_t k0 = " + Ks + " * s / " + S + ", k1 = " + Ks + " * (s + 1) / " + S + ";\n";
+  code += "  " + acc_t + " acc = 0;\n  for (int64_t k = k0; k < k1; ++k) acc += (" + acc_t + ")(" + operand(a, "0", "k", Dim(1), Kd, bv) + ") * (" +
+          acc_t + ")(" + operand(b, "k", "n", Kd, N, bv) + ");\n";
+  code += "  " + part + "[(bt * " + S + " + s) * " + Ns + " + n] = acc;\n";
+  launch(&prog_.launches, "gemv", code, outs * Dim(slices), kGroup, {}, {{scratch, "double"}});
+  // The slices' sum, in order, and the epilogue at (batch.., 0, n).
+  local_.clear();
+  code = "  if (tj_gid >= " + cpp::C(outs) + ") return;\n  const int64_t n = tj_gid % " + Ns + ", bt = tj_gid / " + Ns + ";\n";
+  for (size_t d = 0; d < batch.size(); ++d) code += "  const int64_t " + bv[d] + " = " + bi[d] + ";\n";
+  code += "  " + acc_t + " acc = 0;\n  for (int s = 0; s < " + S + "; ++s) acc += " + part + "[(bt * " + S + " + s) * " + Ns + " + n];\n";
+  Idx idx = bv;
+  idx.push_back("0");
+  idx.push_back("n");
+  const std::string var = "v" + std::to_string(mm);
+  code += "  const " + CT(mm) + " " + var + " = " + cpp::rounded("(" + CT(mm) + ")acc", n.type.dtype) + ";\n";
+  local_[mm] = var;
+  if (in_mem_[static_cast<size_t>(mm)] || is_temp(mm)) code += "  " + ptr(mm) + "[" + cpp::flat(idx, so) + "] = " + stored(mm, var) + ";\n";
+  const size_t rest = segment(K, 1, idx, &code);
+  launch(&prog_.launches, "gemv_sum", code, outs, kGroup, {}, {{scratch, "double"}});
   local_.clear();
   if (rest < K.ops.size()) pointwise(K, rest);
 }
