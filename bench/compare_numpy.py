@@ -181,6 +181,19 @@ def layer_onnx(onnx, w, x_shape, S, cfg):
     return model
 
 
+def torch_heads(v, n, hd):
+    """[B, T, n*hd] as [B, n, T, hd]."""
+    B, T, _ = v.shape
+    return v.view(B, T, n, hd).transpose(1, 2)
+
+
+def torch_rope(torch, v, c, s):
+    """Rotary embedding of the last dim's halves (cos c, sin s); also bench/gpu_peers.py's."""
+    half = v.shape[-1] // 2
+    v1, v2 = v[..., :half], v[..., half:]
+    return torch.cat([v1 * c - v2 * s, v2 * c + v1 * s], dim=-1)
+
+
 def layer_torch(torch, w, x, pos, kc, vc, cfg):
     """The same layer with PyTorch eager ops (w, x, kc, vc are torch tensors)."""
     d, hq, hkv, hd, ffn, eps = cfg
@@ -192,12 +205,10 @@ def layer_torch(torch, w, x, pos, kc, vc, cfg):
         return v / torch.sqrt((v * v).mean(dim=-1, keepdim=True) + eps) * g
 
     def heads(v, n):
-        return v.view(B, T, n, hd).transpose(1, 2)
+        return torch_heads(v, n, hd)
 
     def rope(v, c, s):
-        half = hd // 2
-        v1, v2 = v[..., :half], v[..., half:]
-        return torch.cat([v1 * c - v2 * s, v2 * c + v1 * s], dim=-1)
+        return torch_rope(torch, v, c, s)
 
     h = rms(x, w["attn_norm"])
     q, k, v = heads(h @ w["wq"], hq), heads(h @ w["wk"], hkv), heads(h @ w["wv"], hkv)

@@ -8,7 +8,7 @@ scripts/gpu-check report beside tensorjit's `tjc bench --device cuda`.
 
 The layer is the one of bench/compare_numpy.py (RMSNorm, grouped-query
 attention with rotary embeddings over a KV cache written in place, SwiGLU
-MLP), its weights random with the config's shapes, on the GPU. Times are
+MLP; its pieces are compare_numpy.py's), its weights random with the config's shapes, on the GPU. Times are
 CUDA-event times of one call, after warm-up: the median and the 90th
 percentile over `--calls` calls. Prints one JSON object.
 """
@@ -16,6 +16,8 @@ import argparse
 import json
 import math
 import statistics
+
+from compare_numpy import torch_heads, torch_rope  # the layer's pieces, as the CPU comparison has them
 
 CONFIGS = {  # dim, heads, kv heads, head dim, ffn
     "tiny": (128, 8, 2, 16, 344),
@@ -34,18 +36,10 @@ def layer(torch, w, x, pos, kc, vc, cfg, eps=1e-5):
         v32 = v.float()
         return (v32 * torch.rsqrt((v32 * v32).mean(dim=-1, keepdim=True) + eps)).to(v.dtype) * g
 
-    def heads(v, n):
-        return v.view(B, T, n, hd).transpose(1, 2)
-
-    def rope(v, c, s):
-        half = hd // 2
-        v1, v2 = v[..., :half], v[..., half:]
-        return torch.cat([v1 * c - v2 * s, v2 * c + v1 * s], dim=-1)
-
     h = rms(x, w["attn_norm"])
-    q, k, v = heads(h @ w["wq"], hq), heads(h @ w["wk"], hkv), heads(h @ w["wv"], hkv)
+    q, k, v = torch_heads(h @ w["wq"], hq, hd), torch_heads(h @ w["wk"], hkv, hd), torch_heads(h @ w["wv"], hkv, hd)
     c, s = w["rope_cos"][pos:pos + T], w["rope_sin"][pos:pos + T]
-    q, k = rope(q, c, s), rope(k, c, s)
+    q, k = torch_rope(torch, q, c, s), torch_rope(torch, k, c, s)
     kc[:, :, pos:pos + T] = k
     vc[:, :, pos:pos + T] = v
     allowed = torch.arange(S, device=x.device)[None, :] <= pos + torch.arange(T, device=x.device)[:, None]

@@ -62,6 +62,7 @@ class Emitter final : public cpp::Emitter {
   // kernels/matmul.cpp
   void matmul(const Kernel& K);
   void gemv(const Kernel& K, const std::string& acc_t);  // one row: split over K, no barriers
+  std::string element_of(ValueId x, const Sizes& batch, const Idx& bv, const Sizes& last, const Idx& at);
 
   // kernels/attention.cpp: flash_attn, and its backward (attn_lse, attn_dq, attn_dkv)
   void attention(const Kernel& K);

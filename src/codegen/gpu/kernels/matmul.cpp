@@ -10,6 +10,16 @@
 
 namespace tj::gpu {
 
+// Operand x of a product at (batch index, row, col), its batch dims
+// broadcast against the product's.
+std::string Emitter::element_of(ValueId x, const Sizes& batch, const Idx& bv, const Sizes& last, const Idx& at) {
+  Sizes full = batch;
+  full.insert(full.end(), last.begin(), last.end());
+  Idx idx = bv;
+  idx.insert(idx.end(), at.begin(), at.end());
+  return load(x, broadcast(x, full, idx));
+}
+
 void Emitter::matmul(const Kernel& K) {
   ValueId mm = K.ops[0];
   const Node& n = g_.node(mm);
@@ -32,13 +42,7 @@ void Emitter::matmul(const Kernel& K) {
   code += "  " + acc_t + " acc = 0;\n";
   code += "  for (int64_t k0 = 0; k0 < " + cpp::C(Kd) + "; k0 += " + TS + ") {\n";
   auto operand = [&](ValueId x, const std::string& row, const std::string& col, const Dim& rows, const Dim& cols) {
-    Sizes full = batch;
-    full.push_back(rows);
-    full.push_back(cols);
-    Idx at = bv;
-    at.push_back(row);
-    at.push_back(col);
-    return load(x, broadcast(x, full, at));
+    return element_of(x, batch, bv, {rows, cols}, {row, col});
   };
   code += "    { const int64_t k = k0 + tx; tj_a[tj_lid] = m < " + cpp::C(M) + " && k < " + cpp::C(Kd) + " ? (" + acc_t + ")(" +
           operand(a, "m", "k", M, Kd) + ") : 0; }\n";
@@ -85,16 +89,10 @@ void Emitter::gemv(const Kernel& K, const std::string& acc_t) {
   out_.scratch_sizes.push_back(outs * Dim(slices * static_cast<int64_t>(acc_t == "double" ? 8 : 4)));
   const ValueId scratch = static_cast<ValueId>(g_.size());
   const std::string part = "((TJ_GLOBAL " + acc_t + "*)p" + std::to_string(scratch) + ")";
-  auto operand = [&](ValueId x, const std::string& row, const std::string& col, const Dim& rows, const Dim& cols, const Idx& bv) {
-    Sizes full = batch;
-    full.push_back(rows);
-    full.push_back(cols);
-    Idx at = bv;
-    at.push_back(row);
-    at.push_back(col);
-    return load(x, broadcast(x, full, at));
-  };
   Idx bv = cpp::loop_vars(batch.size(), "b");
+  auto operand = [&](ValueId x, const std::string& row, const std::string& col, const Dim& rows, const Dim& cols, const Idx& at) {
+    return element_of(x, batch, at, {rows, cols}, {row, col});
+  };
   std::string code = "  if (tj_gid >= " + cpp::C(outs) + " * " + S + ") return;\n";
   code += "  const int64_t n = tj_gid % " + Ns + ", s = tj_gid / " + Ns + " % " + S + ", bt = tj_gid / " + Ns + " / " + S + ";\n";
   Idx bi = cpp::unflat("bt", batch);
