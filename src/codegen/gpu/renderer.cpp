@@ -41,6 +41,7 @@ class OpenCL final : public Renderer {
            "typedef uchar char8_t;  // u8 (uint8_t is bool, as in the C++ backend)\n"
            "#define TJ_GLOBAL __global\n#define TJ_FN static inline\n"
            "#define tj_barrier() barrier(CLK_LOCAL_MEM_FENCE)\n"
+           "#define tj_barrier_global() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)\n"
            "#define tj_as_float(u) as_float((uint)(u))\n#define tj_as_uint(f) as_uint((float)(f))\n\n";
   }
   std::string kernel_prefix() const override { return "__kernel void"; }
@@ -73,7 +74,7 @@ class Cuda final : public Renderer {
            "typedef unsigned char char8_t;  // u8 (uint8_t is bool, as in the C++ backend)\n"
            "typedef unsigned int uint; typedef unsigned long ulong;\n"
            "#define TJ_GLOBAL\n#define TJ_FN static __device__ inline\n"
-           "#define tj_barrier() __syncthreads()\n"
+           "#define tj_barrier() __syncthreads()\n#define tj_barrier_global() __syncthreads()\n"
            "#define tj_as_float(u) __uint_as_float((unsigned)(u))\n#define tj_as_uint(f) __float_as_uint((float)(f))\n"
            "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
            "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif\n\n";

@@ -9,7 +9,8 @@
 // included, is the same text on both.
 //
 // What a body may use: tj_gid (int64_t, the work-item), tj_lid (int, its
-// index in the work-group), tj_grp (int64_t, the work-group), tj_barrier(),
+// index in the work-group), tj_grp (int64_t, the work-group), tj_barrier()
+// (work-group memory; tj_barrier_global() for buffers too),
 // TJ_GLOBAL before a pointer into a buffer, the buffers as p<value>, the
 // size symbols by their C names (sym_name), and tj_status (TJ_GLOBAL int*:
 // set nonzero on an index out of range, as the C++ backend's tj_status).

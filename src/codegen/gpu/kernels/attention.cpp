@@ -40,9 +40,15 @@ void Emitter::attention(const Kernel& K) {
   const std::string ty = CT(fa), st = T(fa), Dvs = std::to_string(Dv.value());
   const DType dt = g_.type(fa).dtype;
   auto at = [&](const std::string& e) { return is_narrow_float(dt) ? read_narrow(dt, e) : e; };
-  std::string code = "  if (tj_gid >= " + cpp::C(B * Dim(H) * Tq) + ") return;\n";
-  code += "  const int64_t i = tj_gid % " + cpp::C(Tq) + ", h = tj_gid / " + cpp::C(Tq) + " % " + std::to_string(H) + "L, b = tj_gid / " +
-          cpp::C(Tq) + " / " + std::to_string(H) + "L, g = h / " + std::to_string(H / std::max<int64_t>(Hkv, 1)) + "L;\n";
+  // Few queries (a decode step: a row per batch and head): a work-group per
+  // row, its work-items splitting the keys, then the value dims; else (a
+  // prefill's many rows) a work-item per row.
+  const Dim rows = B * Dim(H) * Tq;
+  const bool groups = hint(Tq) <= 8 && hint(rows) < 4096;
+  const std::string who = groups ? "tj_grp" : "tj_gid";
+  std::string code = groups ? "" : "  if (tj_gid >= " + cpp::C(rows) + ") return;\n";
+  code += "  const int64_t i = " + who + " % " + cpp::C(Tq) + ", h = " + who + " / " + cpp::C(Tq) + " % " + std::to_string(H) + "L, b = " + who +
+          " / " + cpp::C(Tq) + " / " + std::to_string(H) + "L, g = h / " + std::to_string(H / std::max<int64_t>(Hkv, 1)) + "L;\n";
   code += "  TJ_GLOBAL const " + st + "* const qr = " + row(q, "b", "h", "i") + ";\n";
   code += "  TJ_GLOBAL const " + st + "* const kh = " + row(k, "b", "g", "0") + ";\n";
   code += "  TJ_GLOBAL const " + st + "* const vh = " + row(v, "b", "g", "0") + ";\n";
@@ -58,22 +64,44 @@ void Emitter::attention(const Kernel& K) {
     bias = " + (double)" + at("(" + row(br, "b", "h", "i") + ")[j*" + br.strides[3] + "]");
   }
   code += "  const int64_t limit = " + limit + ";\n";
-  code += "  double m = -INFINITY, sum = 0, acc[" + Dvs + "];\n  for (int d = 0; d < " + Dvs + "; ++d) acc[d] = 0;\n";
-  code += "  for (int64_t j = 0; j < limit; ++j) {\n    double s = 0;\n";
-  code += "    for (int64_t d = 0; d < " + cpp::C(D) + "; ++d) s += (double)" + at("qr[d]") + " * (double)" + at("kh[j*" + k.strides[2] + " + d]") + ";\n";
-  code += "    s = s * " + cpp::literal(n.attr_float("scale"), DType::f64) + bias + ";\n";
-  // A key scored -inf adds nothing; one above the running maximum rescales the sums.
-  code += "    if (s == -INFINITY) continue;\n";
-  code += "    if (s > m) { const double c = exp(m - s); sum *= c; for (int d = 0; d < " + Dvs + "; ++d) acc[d] *= c; m = s; }\n";
-  code += "    const double e = exp(s - m);\n    sum += e;\n";
-  code += "    for (int d = 0; d < " + Dvs + "; ++d) acc[d] += e * (double)" + at("vh[j*" + v.strides[2] + " + d]") + ";\n  }\n";
+  const std::string score = "    double s = 0;\n    for (int64_t d = 0; d < " + cpp::C(D) + "; ++d) s += (double)" + at("qr[d]") + " * (double)" +
+                            at("kh[j*" + k.strides[2] + " + d]") + ";\n    s = s * " + cpp::literal(n.attr_float("scale"), DType::f64) + bias + ";\n";
+  const std::string value = at("vh[j*" + v.strides[2] + " + d]");
   // A row with every key masked has no defined softmax: NaN, as softmax
   // gives, or 0 where asked (zero_empty_rows).
-  code += "  const int empty = !(sum > 0);\n";
-  code += "  TJ_GLOBAL " + st + "* const out = " + ptr(fa) + " + tj_gid * " + Dvs + ";\n";
   const std::string fill = n.attr_bool("zero_empty_rows") ? "0.0" : "(double)NAN";
-  code += "  for (int d = 0; d < " + Dvs + "; ++d) out[d] = " + stored(fa, cpp::rounded("(" + ty + ")(empty ? " + fill + " : acc[d] / sum)", dt)) + ";\n";
-  launch(&prog_.launches, "attention", code, B * Dim(H) * Tq);
+  auto result = [&](const std::string& acc) { return stored(fa, cpp::rounded("(" + ty + ")(empty ? " + fill + " : " + acc + " / sum)", dt)); };
+  code += "  TJ_GLOBAL " + st + "* const out = " + ptr(fa) + " + " + who + " * " + Dvs + ";\n";
+  if (groups) {
+    // The row's scores, then their exponentials, in scratch; the maximum
+    // and the sum through work-group memory; then work-item t sums value
+    // dims t, t + G, ... over the keys (adjacent work-items, adjacent dims).
+    out_.scratch_sizes.push_back(rows * S * Dim(8));
+    const ValueId scratch = static_cast<ValueId>(g_.size());
+    std::vector<std::string> locals;
+    const std::string G = std::to_string(kRowGroup), keys = "  for (int64_t j = tj_lid; j < limit; j += " + G + ") {\n";
+    code += "  TJ_GLOBAL double* const sc = (TJ_GLOBAL double*)p" + std::to_string(scratch) + " + tj_grp * " + cpp::C(S) + ";\n";
+    code += "  double m = -INFINITY, sum = 0;\n" + keys + score + "    sc[j] = s;\n    m = tj_max_double(m, s);\n  }\n  {\n";
+    code += group_reduce("m", false, "tj_max_double($a, $b)", &locals);
+    code += "  }\n" + keys + "    const double e = m == -INFINITY ? 0.0 : exp(sc[j] - m);\n    sc[j] = e;\n    sum += e;\n  }\n  {\n";
+    code += group_reduce("sum", false, "$a + $b", &locals) + "  }\n  tj_barrier_global();  // every work-item's exponentials, seen by all\n";
+    code += "  const int empty = !(sum > 0);\n";
+    code += "  for (int64_t d = tj_lid; d < " + Dvs + "; d += " + G + ") {\n    double acc = 0;\n";
+    code += "    for (int64_t j = 0; j < limit; ++j) acc += sc[j] * (double)" + value + ";\n";
+    code += "    out[d] = " + result("acc") + ";\n  }\n";
+    launch(&prog_.launches, "attention_rows", code, rows * Dim(kRowGroup), kRowGroup, locals, {{scratch, "double"}});
+  } else {
+    code += "  double m = -INFINITY, sum = 0, acc[" + Dvs + "];\n  for (int d = 0; d < " + Dvs + "; ++d) acc[d] = 0;\n";
+    code += "  for (int64_t j = 0; j < limit; ++j) {\n" + score;
+    // A key scored -inf adds nothing; one above the running maximum rescales the sums.
+    code += "    if (s == -INFINITY) continue;\n";
+    code += "    if (s > m) { const double c = exp(m - s); sum *= c; for (int d = 0; d < " + Dvs + "; ++d) acc[d] *= c; m = s; }\n";
+    code += "    const double e = exp(s - m);\n    sum += e;\n";
+    code += "    for (int d = 0; d < " + Dvs + "; ++d) acc[d] += e * (double)" + value + ";\n  }\n";
+    code += "  const int empty = !(sum > 0);\n";
+    code += "  for (int d = 0; d < " + Dvs + "; ++d) out[d] = " + result("acc[d]") + ";\n";
+    launch(&prog_.launches, "attention", code, rows);
+  }
   if (K.ops.size() > 1) pointwise(K, 1);
 }
 
