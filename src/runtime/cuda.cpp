@@ -320,12 +320,12 @@ void Context::launch(int k, size_t groups, size_t group, void** args) {
         "cuLaunchKernel");
 }
 
-void Context::begin_capture() {
+void Context::begin_record() {
   s_->current();
   check(s_->a.cuStreamBeginCapture_v2(s_->stream, kCaptureRelaxed), "cuStreamBeginCapture");
 }
 
-int Context::end_capture() {
+int Context::end_record() {
   CUgraph g = nullptr;
   check(s_->a.cuStreamEndCapture(s_->stream, &g), "cuStreamEndCapture");
   CUgraphExec e = nullptr;

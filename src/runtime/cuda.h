@@ -6,7 +6,7 @@
 // machine with the toolkit serves one without it.
 //
 // Launches go in order on one stream. A launch list can be captured into a
-// CUDA Graph and replayed (begin_capture, end_capture, replay): one graph
+// CUDA Graph and replayed (begin_record, end_record, replay): one graph
 // launch instead of one launch per kernel.
 //
 // Written without a GPU to run it on: scripts/gpu-check exercises it where
@@ -55,8 +55,8 @@ class Context {
   void read(uint64_t address, void* data, size_t bytes);         // waits for the stream
   // `args` are the kernel's parameters' addresses, as cuLaunchKernel takes them.
   void launch(int kernel, size_t groups, size_t group, void** args);
-  void begin_capture();
-  int end_capture();  // the launches since begin_capture as an instantiated graph
+  void begin_record();
+  int end_record();  // the launches since begin_record as an instantiated graph
   void replay(int graph);
   void drop(int graph);
   void sync();

@@ -16,6 +16,30 @@ namespace tj {
 
 namespace {
 
+// TJ_REPLAY=0: launch the list on every call instead of replaying what was
+// recorded (a CUDA Graph, an OpenCL command buffer): what replay saves.
+bool replay_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TJ_REPLAY");
+    return !e || std::string(e) != "0";
+  }();
+  return on;
+}
+
+// The launches `enqueue` makes, recorded on a context (OpenCL's command
+// buffer, CUDA's stream capture): the record's handle.
+template <class Context>
+int record_on(Context& c, const std::function<void()>& enqueue) {
+  c.begin_record();
+  try {
+    enqueue();
+  } catch (...) {
+    (void)c.end_record();
+    throw;
+  }
+  return c.end_record();
+}
+
 // Where a buffer parameter points: a device buffer and a byte offset in it.
 struct Loc {
   int buffer = -1;
@@ -71,6 +95,15 @@ class OpenClBackend final : public Backend {
   }
   void launch(int k, size_t groups, size_t group) override { cl_.launch(k, {groups * group}, {group}); }
   void finish() override { cl_.finish(); }
+  // A command buffer where the device has them (cl_khr_command_buffer). A
+  // layout's record is replayed only while it is current, its arguments
+  // set (PoCL reads them at the replay).
+  int record(const std::function<void()>& enqueue) override {
+    if (!replay_enabled() || !cl_.can_record()) return Backend::record(enqueue);
+    return record_on(cl_, enqueue);
+  }
+  void replay(int record) override { cl_.replay(record); }
+  void drop(int record) override { cl_.drop(record); }
 
  private:
   opencl::Context cl_;
@@ -110,15 +143,8 @@ class CudaBackend final : public Backend {
   }
   void launch(int k, size_t groups, size_t group) override { cu_.launch(k, groups, group, pointers_[static_cast<size_t>(k)].data()); }
   int record(const std::function<void()>& enqueue) override {
-    if (!graphs_) return Backend::record(enqueue);
-    cu_.begin_capture();
-    try {
-      enqueue();
-    } catch (...) {
-      (void)cu_.end_capture();
-      throw;
-    }
-    return cu_.end_capture();
+    if (!replay_enabled()) return Backend::record(enqueue);
+    return record_on(cu_, enqueue);
   }
   void replay(int graph) override { cu_.replay(graph); }
   void drop(int graph) override { cu_.drop(graph); }
@@ -127,11 +153,6 @@ class CudaBackend final : public Backend {
  private:
   uint64_t address(const Loc& at) const { return addresses_.at(static_cast<size_t>(at.buffer)) + static_cast<uint64_t>(at.offset); }
   cuda::Context cu_;
-  // TJ_CUDA_GRAPHS=0: launch the list each call (to measure what graphs save).
-  const bool graphs_ = [] {
-    const char* e = std::getenv("TJ_CUDA_GRAPHS");
-    return !e || std::string(e) != "0";
-  }();
   std::vector<uint64_t> addresses_;
   std::vector<std::vector<uint64_t>> params_;  // per kernel: its parameters' values (all 8 bytes wide)
   std::vector<std::vector<void*>> pointers_;   // and their addresses

@@ -10,14 +10,16 @@
 // those sizes (at most 8, least recently used dropped). On CUDA the launch
 // list is captured into a CUDA Graph per layout at its first call and
 // replayed after: inputs are copied into the layout's static input buffers,
-// then one graph launch (the vLLM pattern). On OpenCL the list is launched.
+// then one graph launch (the vLLM pattern). On OpenCL, where the device has
+// command buffers (cl_khr_command_buffer: PoCL does), the list is recorded
+// into one the same way; else it is launched each call.
 //
 // Caches that kv_write updates in place (donated) live in their input's
 // device buffer and are read back into the caller's array after each call,
 // so that a call means what it means on the CPU.
 //
-// TJ_CUDA_GRAPHS=0 launches the list on every call instead (what graphs
-// save per call is the difference).
+// TJ_REPLAY=0 launches the list on every call instead (what replay saves
+// per call is the difference).
 #pragma once
 
 #include <memory>

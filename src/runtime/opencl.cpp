@@ -2,6 +2,7 @@
 
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 #include <dlfcn.h>
 
 #include <mutex>
@@ -18,7 +19,7 @@ namespace {
   X(clReleaseContext) X(clCreateCommandQueueWithProperties) X(clReleaseCommandQueue) \
   X(clCreateProgramWithSource) X(clBuildProgram) X(clGetProgramBuildInfo) X(clReleaseProgram) \
   X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg) X(clCreateBuffer) X(clReleaseMemObject) \
-  X(clEnqueueWriteBuffer) X(clEnqueueReadBuffer) X(clEnqueueNDRangeKernel) X(clFinish)
+  X(clEnqueueWriteBuffer) X(clEnqueueReadBuffer) X(clEnqueueNDRangeKernel) X(clFinish) X(clGetExtensionFunctionAddressForPlatform)
 
 struct Api {
   void* lib = nullptr;
@@ -67,8 +68,14 @@ std::string info_string(Get get, Handle h, What what) {
 }
 
 // Every device, with its handle.
-std::vector<std::pair<Device, cl_device_id>> list(const Api& a, std::string* why) {
-  std::vector<std::pair<Device, cl_device_id>> r;
+struct Found {
+  Device device;
+  cl_device_id id;
+  cl_platform_id platform;
+};
+
+std::vector<Found> list(const Api& a, std::string* why) {
+  std::vector<Found> r;
   if (!a.lib) {
     if (why) *why = a.why;
     return r;
@@ -99,7 +106,7 @@ std::vector<std::pair<Device, cl_device_id>> list(const Api& a, std::string* why
       dev.gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
       dev.compute_units = static_cast<int>(units);
       dev.memory_bytes = memory;
-      r.emplace_back(std::move(dev), d);
+      r.push_back({std::move(dev), d, p});
     }
   }
   if (r.empty() && why) *why = "no OpenCL device on any platform";
@@ -110,14 +117,31 @@ std::vector<std::pair<Device, cl_device_id>> list(const Api& a, std::string* why
 
 std::vector<Device> devices(std::string* why) {
   std::vector<Device> r;
-  for (auto& [d, id] : list(api(), why)) r.push_back(std::move(d));
+  for (auto& f : list(api(), why)) r.push_back(std::move(f.device));
   return r;
 }
+
+// cl_khr_command_buffer's entry points, from the platform (null: not there).
+struct CommandBuffers {
+  clCreateCommandBufferKHR_fn create = nullptr;
+  clFinalizeCommandBufferKHR_fn finalize = nullptr;
+  clReleaseCommandBufferKHR_fn release = nullptr;
+  clEnqueueCommandBufferKHR_fn enqueue = nullptr;
+  clCommandNDRangeKernelKHR_fn kernel = nullptr;
+  bool ok() const { return create && finalize && release && enqueue && kernel; }
+};
 
 struct Context::State {
   const Api& a = api();
   Device device;
   cl_device_id id = nullptr;
+  cl_platform_id platform = nullptr;
+  CommandBuffers cb;
+  cl_command_buffer_khr recording = nullptr;
+  cl_sync_point_khr last = 0;
+  bool recorded_any = false;
+  std::vector<cl_command_buffer_khr> records;
+  int pending = -1;  // the record enqueued last, until the queue is waited for
   cl_context context = nullptr;
   cl_command_queue queue = nullptr;
   std::vector<cl_program> programs;
@@ -125,6 +149,9 @@ struct Context::State {
   std::vector<cl_mem> buffers;
 
   ~State() {
+    if (recording) cb.release(recording);
+    for (cl_command_buffer_khr r : records)
+      if (r) cb.release(r);
     for (cl_kernel k : kernels) a.clReleaseKernel(k);
     for (cl_program p : programs) a.clReleaseProgram(p);
     for (cl_mem m : buffers)
@@ -148,13 +175,28 @@ Context::Context(size_t index) : s_(std::make_unique<State>()) {
   if (index >= all.size())
     throw Error(all.empty() ? "OpenCL: no device: " + why
                             : "OpenCL: no device " + std::to_string(index) + " (there are " + std::to_string(all.size()) + ")");
-  s_->device = all[index].first;
-  s_->id = all[index].second;
+  s_->device = all[index].device;
+  s_->id = all[index].id;
+  s_->platform = all[index].platform;
   cl_int status = CL_SUCCESS;
   s_->context = s_->a.clCreateContext(nullptr, 1, &s_->id, nullptr, nullptr, &status);
   check(status, "clCreateContext");
   s_->queue = s_->a.clCreateCommandQueueWithProperties(s_->context, s_->id, nullptr, &status);
   check(status, "clCreateCommandQueueWithProperties");
+  // Command buffers, where the device lists the extension.
+  size_t n = 0;
+  s_->a.clGetDeviceInfo(s_->id, CL_DEVICE_EXTENSIONS, 0, nullptr, &n);
+  std::string ext(n, '\0');
+  if (n) s_->a.clGetDeviceInfo(s_->id, CL_DEVICE_EXTENSIONS, n, ext.data(), nullptr);
+  if (ext.find("cl_khr_command_buffer") != std::string::npos) {
+    auto fn = [&](const char* name) { return s_->a.clGetExtensionFunctionAddressForPlatform(s_->platform, name); };
+    CommandBuffers& cb = s_->cb;
+    cb.create = reinterpret_cast<clCreateCommandBufferKHR_fn>(fn("clCreateCommandBufferKHR"));
+    cb.finalize = reinterpret_cast<clFinalizeCommandBufferKHR_fn>(fn("clFinalizeCommandBufferKHR"));
+    cb.release = reinterpret_cast<clReleaseCommandBufferKHR_fn>(fn("clReleaseCommandBufferKHR"));
+    cb.enqueue = reinterpret_cast<clEnqueueCommandBufferKHR_fn>(fn("clEnqueueCommandBufferKHR"));
+    cb.kernel = reinterpret_cast<clCommandNDRangeKernelKHR_fn>(fn("clCommandNDRangeKernelKHR"));
+  }
 }
 
 Context::~Context() = default;
@@ -213,6 +255,7 @@ void Context::write(int b, const void* data, size_t bytes, size_t offset) {
 void Context::read(int b, void* data, size_t bytes, size_t offset) {
   if (bytes == 0) return;
   check(s_->a.clEnqueueReadBuffer(s_->queue, s_->buffer(b), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr), "clEnqueueReadBuffer");
+  s_->pending = -1;  // a blocking read on an in-order queue: everything before it is done
 }
 
 void Context::arg(int k, unsigned index, int b) {
@@ -227,11 +270,63 @@ void Context::arg(int k, unsigned index, size_t bytes, const void* value) {
 void Context::launch(int k, const std::vector<size_t>& global, const std::vector<size_t>& local) {
   if (global.empty() || global.size() > 3 || (!local.empty() && local.size() != global.size()))
     throw Error("OpenCL: a launch takes 1 to 3 global sizes, and as many local ones or none");
+  if (s_->recording) {  // recorded, in order: each command waits for the one before
+    cl_sync_point_khr point = 0;
+    check(s_->cb.kernel(s_->recording, nullptr, nullptr, s_->kernel(k), static_cast<cl_uint>(global.size()), nullptr, global.data(),
+                        local.empty() ? nullptr : local.data(), s_->recorded_any ? 1 : 0, s_->recorded_any ? &s_->last : nullptr, &point, nullptr),
+          "clCommandNDRangeKernelKHR");
+    s_->last = point;
+    s_->recorded_any = true;
+    return;
+  }
   check(s_->a.clEnqueueNDRangeKernel(s_->queue, s_->kernel(k), static_cast<cl_uint>(global.size()), nullptr, global.data(),
                                      local.empty() ? nullptr : local.data(), 0, nullptr, nullptr),
         "clEnqueueNDRangeKernel");
 }
 
-void Context::finish() { check(s_->a.clFinish(s_->queue), "clFinish"); }
+void Context::finish() {
+  check(s_->a.clFinish(s_->queue), "clFinish");
+  s_->pending = -1;
+}
+
+bool Context::can_record() const { return s_->cb.ok(); }
+
+void Context::begin_record() {
+  if (!s_->cb.ok()) throw Error("OpenCL: " + s_->device.name + " has no command buffers (cl_khr_command_buffer)");
+  if (s_->recording) throw Error("OpenCL: a command buffer is being recorded already");
+  cl_int status = CL_SUCCESS;
+  s_->recording = s_->cb.create(1, &s_->queue, nullptr, &status);
+  check(status, "clCreateCommandBufferKHR");
+  s_->recorded_any = false;
+}
+
+int Context::end_record() {
+  cl_command_buffer_khr r = s_->recording;
+  if (!r) throw Error("OpenCL: no command buffer is being recorded");
+  s_->recording = nullptr;
+  if (cl_int e = s_->cb.finalize(r); e != CL_SUCCESS) {
+    s_->cb.release(r);
+    check(e, "clFinalizeCommandBufferKHR");
+  }
+  s_->records.push_back(r);
+  return static_cast<int>(s_->records.size() - 1);
+}
+
+void Context::replay(int record) {
+  if (record < 0 || static_cast<size_t>(record) >= s_->records.size() || !s_->records[static_cast<size_t>(record)])
+    throw Error("OpenCL: no command buffer " + std::to_string(record));
+  // A command buffer may not be enqueued while it is still pending (without
+  // simultaneous use, which PoCL does not give): wait for the queue first.
+  if (s_->pending == record) finish();
+  s_->pending = record;
+  check(s_->cb.enqueue(0, nullptr, s_->records[static_cast<size_t>(record)], 0, nullptr, nullptr), "clEnqueueCommandBufferKHR");
+}
+
+void Context::drop(int record) {
+  if (record < 0 || static_cast<size_t>(record) >= s_->records.size() || !s_->records[static_cast<size_t>(record)]) return;
+  finish();
+  s_->cb.release(s_->records[static_cast<size_t>(record)]);
+  s_->records[static_cast<size_t>(record)] = nullptr;
+}
 
 }  // namespace tj::opencl

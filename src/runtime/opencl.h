@@ -57,6 +57,17 @@ class Context {
   // implementation's choice).
   void launch(int kernel, const std::vector<size_t>& global, const std::vector<size_t>& local = {});
   void finish();
+  // A command buffer (cl_khr_command_buffer, where the device has it: PoCL
+  // does): the launches between begin_record and end_record are recorded,
+  // in order, with their arguments as set then, not run; replay() enqueues
+  // them all at once (OpenCL's nearest thing to a CUDA Graph). PoCL 3.1
+  // reads the kernels' arguments at the replay, not at the recording (the
+  // extension says the recording): replay with them as they were recorded.
+  bool can_record() const;
+  void begin_record();
+  int end_record();
+  void replay(int record);
+  void drop(int record);
 
   struct State;
 
