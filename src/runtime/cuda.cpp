@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <set>
 
 #include "support/files.h"
 #include "support/paths.h"
@@ -39,7 +40,8 @@ constexpr unsigned kNonBlocking = 1;                   // CU_STREAM_NON_BLOCKING
   X(cuDeviceGetAttribute, CUresult (*)(int*, int, CUdevice))                                                                  \
   X(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext*, CUdevice))                                                             \
   X(cuDevicePrimaryCtxRelease_v2, CUresult (*)(CUdevice))                                                                     \
-  X(cuCtxSetCurrent, CUresult (*)(CUcontext))                                                                                 \
+  X(cuCtxPushCurrent_v2, CUresult (*)(CUcontext))                                                                             \
+  X(cuCtxPopCurrent_v2, CUresult (*)(CUcontext*))                                                                             \
   X(cuModuleLoadData, CUresult (*)(CUmodule*, const void*))                                                                   \
   X(cuModuleUnload, CUresult (*)(CUmodule))                                                                                   \
   X(cuModuleGetFunction, CUresult (*)(CUfunction*, CUmodule, const char*))                                                    \
@@ -115,6 +117,7 @@ struct Nvrtc {
   int (*cubin_size)(void*, size_t*) = nullptr;
   int (*cubin)(void*, char*) = nullptr;
   int (*destroy)(void**) = nullptr;
+  int major = 0, minor = 0;  // nvrtcVersion
 };
 
 const Nvrtc& nvrtc() {
@@ -132,6 +135,8 @@ const Nvrtc& nvrtc() {
     n.cubin = reinterpret_cast<decltype(n.cubin)>(dlsym(n.lib, "nvrtcGetCUBIN"));
     n.destroy = reinterpret_cast<decltype(n.destroy)>(dlsym(n.lib, "nvrtcDestroyProgram"));
     if (!n.create || !n.compile || !n.log_size || !n.log || !n.cubin_size || !n.cubin || !n.destroy) n.lib = nullptr;
+    auto version = reinterpret_cast<int (*)(int*, int*)>(dlsym(n.lib, "nvrtcVersion"));
+    if (n.lib && version) version(&n.major, &n.minor);
   });
   return n;
 }
@@ -190,6 +195,7 @@ std::vector<Device> devices(std::string* why) {
     a.cuDeviceGetAttribute(&dev.minor, kComputeMinor, d);
     dev.name = name;
     dev.memory_bytes = bytes;
+    dev.ordinal = i;
     r.push_back(dev);
   }
   return r;
@@ -197,7 +203,12 @@ std::vector<Device> devices(std::string* why) {
 
 std::string compile(const std::string& source, const std::string& arch, std::string* how) {
   namespace fs = std::filesystem;
-  const std::string key = hash_hex((arch + '\n' + source).data(), arch.size() + 1 + source.size());
+  // The key: the source, the architecture, and the compiler that would make
+  // the entry (a cubin of a newer toolkit may not load on an older driver).
+  const Nvrtc& n = nvrtc();
+  const std::string compiler = n.lib ? "nvrtc " + std::to_string(n.major) + "." + std::to_string(n.minor) : "nvcc";
+  const std::string keyed = compiler + '\n' + arch + '\n' + source;
+  const std::string key = hash_hex(keyed.data(), keyed.size());
   const fs::path entry = fs::path(cache_dir()) / "cuda" / (key + ".cubin");
   bool ok = false;
   if (std::string cached = read_file(entry, &ok); ok && !cached.empty()) {
@@ -205,7 +216,7 @@ std::string compile(const std::string& source, const std::string& arch, std::str
     return cached;
   }
   std::string cubin;
-  if (const Nvrtc& n = nvrtc(); n.lib) {
+  if (n.lib) {
     cubin = with_nvrtc(n, source, arch);
     if (how) *how = "NVRTC";
   } else if (const std::string cc = nvcc_path(); !cc.empty()) {
@@ -234,22 +245,50 @@ struct Context::State {
   CUdevice id = 0;
   CUcontext context = nullptr;
   CUstream stream = nullptr;
+  bool capturing = false;
   std::vector<CUmodule> modules;
   std::vector<CUfunction> kernels;
   std::vector<CUgraphExec> graphs;
+  std::set<CUdeviceptr> allocations;  // freed with the context, if not before
 
   ~State() {
     if (!context) return;
-    a.cuCtxSetCurrent(context);
+    a.cuCtxPushCurrent_v2(context);
+    if (capturing) {
+      CUgraph g = nullptr;
+      if (a.cuStreamEndCapture(stream, &g) == 0 && g) a.cuGraphDestroy(g);
+    }
     if (stream) a.cuStreamSynchronize(stream);
     for (CUgraphExec g : graphs)
       if (g) a.cuGraphExecDestroy(g);
+    for (CUdeviceptr p : allocations) a.cuMemFree_v2(p);
     for (CUmodule m : modules) a.cuModuleUnload(m);
     if (stream) a.cuStreamDestroy_v2(stream);
+    CUcontext popped = nullptr;
+    a.cuCtxPopCurrent_v2(&popped);
     a.cuDevicePrimaryCtxRelease_v2(id);
   }
-  void current() const { check(a.cuCtxSetCurrent(context), "cuCtxSetCurrent"); }
 };
+
+namespace {
+
+// The context current on this thread for one call, the caller's (PyTorch's,
+// say) current again after it.
+class Current {
+ public:
+  explicit Current(const Context::State& s) : a_(s.a) { check(a_.cuCtxPushCurrent_v2(s.context), "cuCtxPushCurrent"); }
+  ~Current() {
+    CUcontext popped = nullptr;
+    a_.cuCtxPopCurrent_v2(&popped);
+  }
+  Current(const Current&) = delete;
+  Current& operator=(const Current&) = delete;
+
+ private:
+  const Api& a_;
+};
+
+}  // namespace
 
 Context::Context(size_t index) : s_(std::make_unique<State>()) {
   std::string why;
@@ -258,9 +297,9 @@ Context::Context(size_t index) : s_(std::make_unique<State>()) {
     throw Error(all.empty() ? "CUDA: no device: " + why : "CUDA: no device " + std::to_string(index) + " (there are " + std::to_string(all.size()) + ")");
   State& s = *s_;
   s.device = all[index];
-  check(s.a.cuDeviceGet(&s.id, static_cast<int>(index)), "cuDeviceGet");
+  check(s.a.cuDeviceGet(&s.id, s.device.ordinal), "cuDeviceGet");
   check(s.a.cuDevicePrimaryCtxRetain(&s.context, s.id), "cuDevicePrimaryCtxRetain");
-  s.current();
+  Current in(s);
   check(s.a.cuStreamCreate(&s.stream, kNonBlocking), "cuStreamCreate");
 }
 
@@ -272,7 +311,7 @@ std::string Context::arch() const { return "sm_" + std::to_string(s_->device.maj
 
 int Context::module(const std::string& source) {
   const std::string cubin = compile(source, arch());
-  s_->current();
+  Current in(*s_);
   CUmodule m = nullptr;
   check(s_->a.cuModuleLoadData(&m, cubin.data()), "cuModuleLoadData");
   s_->modules.push_back(m);
@@ -288,25 +327,27 @@ int Context::kernel(int module, const std::string& name) {
 }
 
 uint64_t Context::alloc(size_t bytes) {
-  s_->current();
+  Current in(*s_);
   CUdeviceptr p = 0;
   check(s_->a.cuMemAlloc_v2(&p, bytes ? bytes : 1), "cuMemAlloc");
+  s_->allocations.insert(p);
   return p;
 }
 
 void Context::free(uint64_t address) {
-  s_->current();
+  Current in(*s_);
   check(s_->a.cuStreamSynchronize(s_->stream), "cuStreamSynchronize");
   check(s_->a.cuMemFree_v2(address), "cuMemFree");
+  s_->allocations.erase(address);
 }
 
 void Context::write(uint64_t address, const void* data, size_t bytes) {
-  s_->current();
+  Current in(*s_);
   if (bytes) check(s_->a.cuMemcpyHtoDAsync_v2(address, data, bytes, s_->stream), "cuMemcpyHtoDAsync");
 }
 
 void Context::read(uint64_t address, void* data, size_t bytes) {
-  s_->current();
+  Current in(*s_);
   if (bytes) check(s_->a.cuMemcpyDtoHAsync_v2(data, address, bytes, s_->stream), "cuMemcpyDtoHAsync");
   sync();
 }
@@ -314,18 +355,29 @@ void Context::read(uint64_t address, void* data, size_t bytes) {
 void Context::launch(int k, size_t groups, size_t group, void** args) {
   if (k < 0 || static_cast<size_t>(k) >= s_->kernels.size()) throw Error("CUDA: no kernel " + std::to_string(k));
   if (groups > 0x7fffffffu) throw Error("CUDA: a launch of " + std::to_string(groups) + " blocks is more than a grid holds");
-  s_->current();
+  Current in(*s_);
   check(s_->a.cuLaunchKernel(s_->kernels[static_cast<size_t>(k)], static_cast<unsigned>(groups), 1, 1, static_cast<unsigned>(group), 1, 1, 0,
                              s_->stream, args, nullptr),
         "cuLaunchKernel");
 }
 
 void Context::begin_record() {
-  s_->current();
+  Current in(*s_);
   check(s_->a.cuStreamBeginCapture_v2(s_->stream, kCaptureRelaxed), "cuStreamBeginCapture");
+  s_->capturing = true;
+}
+
+void Context::abort_record() {
+  if (!s_->capturing) return;
+  Current in(*s_);
+  s_->capturing = false;
+  CUgraph g = nullptr;
+  if (s_->a.cuStreamEndCapture(s_->stream, &g) == 0 && g) s_->a.cuGraphDestroy(g);  // its error is not the one to report
 }
 
 int Context::end_record() {
+  Current in(*s_);
+  s_->capturing = false;
   CUgraph g = nullptr;
   check(s_->a.cuStreamEndCapture(s_->stream, &g), "cuStreamEndCapture");
   CUgraphExec e = nullptr;
@@ -339,7 +391,7 @@ int Context::end_record() {
 void Context::replay(int graph) {
   if (graph < 0 || static_cast<size_t>(graph) >= s_->graphs.size() || !s_->graphs[static_cast<size_t>(graph)])
     throw Error("CUDA: no graph " + std::to_string(graph));
-  s_->current();
+  Current in(*s_);
   check(s_->a.cuGraphLaunch(s_->graphs[static_cast<size_t>(graph)], s_->stream), "cuGraphLaunch");
 }
 
@@ -351,7 +403,7 @@ void Context::drop(int graph) {
 }
 
 void Context::sync() {
-  s_->current();
+  Current in(*s_);
   check(s_->a.cuStreamSynchronize(s_->stream), "cuStreamSynchronize");
 }
 

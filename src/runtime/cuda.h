@@ -5,7 +5,10 @@
 // (libnvrtc, opened at run time), else with nvcc; a cache entry made on a
 // machine with the toolkit serves one without it.
 //
-// Launches go in order on one stream. A launch list can be captured into a
+// Each call makes the context current for itself and leaves the caller's
+// current after (a CUDA runtime user in the same thread keeps its device).
+// Allocations not freed are freed with the context. Launches go in order on
+// one stream. A launch list can be captured into a
 // CUDA Graph and replayed (begin_record, end_record, replay): one graph
 // launch instead of one launch per kernel.
 //
@@ -25,6 +28,7 @@ struct Device {
   std::string name;
   uint64_t memory_bytes = 0;
   int major = 0, minor = 0;  // compute capability
+  int ordinal = 0;           // the driver's number for it
 };
 
 // Every device the driver reports; empty when there is no driver or no
@@ -57,6 +61,7 @@ class Context {
   void launch(int kernel, size_t groups, size_t group, void** args);
   void begin_record();
   int end_record();  // the launches since begin_record as an instantiated graph
+  void abort_record();  // a recording given up (a launch failed): nothing kept, no error
   void replay(int graph);
   void drop(int graph);
   void sync();

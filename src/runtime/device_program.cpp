@@ -26,15 +26,14 @@ bool replay_enabled() {
   return on;
 }
 
-// The launches `enqueue` makes, recorded on a context (OpenCL's command
-// buffer, CUDA's stream capture): the record's handle.
+// The launches `enqueue` makes, recorded on a context whose recording has
+// begun (OpenCL's command buffer, CUDA's stream capture): the record's handle.
 template <class Context>
 int record_on(Context& c, const std::function<void()>& enqueue) {
-  c.begin_record();
   try {
     enqueue();
   } catch (...) {
-    (void)c.end_record();
+    c.abort_record();  // the launch's error is the one to report
     throw;
   }
   return c.end_record();
@@ -100,6 +99,11 @@ class OpenClBackend final : public Backend {
   // set (PoCL reads them at the replay).
   int record(const std::function<void()>& enqueue) override {
     if (!replay_enabled() || !cl_.can_record()) return Backend::record(enqueue);
+    try {
+      cl_.begin_record();
+    } catch (const Error&) {  // a device that lists the extension but makes no buffer: launched each call
+      return Backend::record(enqueue);
+    }
     return record_on(cl_, enqueue);
   }
   void replay(int record) override { cl_.replay(record); }
@@ -144,6 +148,7 @@ class CudaBackend final : public Backend {
   void launch(int k, size_t groups, size_t group) override { cu_.launch(k, groups, group, pointers_[static_cast<size_t>(k)].data()); }
   int record(const std::function<void()>& enqueue) override {
     if (!replay_enabled()) return Backend::record(enqueue);
+    cu_.begin_record();
     return record_on(cu_, enqueue);
   }
   void replay(int graph) override { cu_.replay(graph); }

@@ -300,6 +300,12 @@ void Context::begin_record() {
   s_->recorded_any = false;
 }
 
+void Context::abort_record() {
+  if (!s_->recording) return;
+  s_->cb.release(s_->recording);
+  s_->recording = nullptr;
+}
+
 int Context::end_record() {
   cl_command_buffer_khr r = s_->recording;
   if (!r) throw Error("OpenCL: no command buffer is being recorded");

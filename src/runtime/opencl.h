@@ -66,6 +66,7 @@ class Context {
   bool can_record() const;
   void begin_record();
   int end_record();
+  void abort_record();  // a recording given up (a launch failed): nothing kept
   void replay(int record);
   void drop(int record);
 

@@ -336,6 +336,17 @@ TEST_F(Compiled, AttentionBackwardKernels) {
 // the online softmax), and one row with no visible key: NaN, or 0 with
 // zero_empty_rows. Both paths: blocks of rows, and one query per KV head;
 // f32, f64 and bf16 (16-bit operands read as floats).
+// Operands whose views cannot be read as rows (a transposed K, a transposed
+// bias) are copied first: by a launch of its own on a GPU, which must not
+// take the attention's other buffers with it (review case).
+TEST_F(Compiled, AttentionOperandsCopiedFirst) {
+  Graph g = parse_graph(
+      "graph g\ninput %q : f32[1,2,3,4]\ninput %kt : f32[1,2,4,5]\ninput %v : f32[1,2,5,4]\ninput %pos : i64[]\ninput %b : f32[1,1,5,3]\n"
+      "%k = permute(%kt) {perm=[0, 1, 3, 2]} : f32[1,2,5,4]\n%bias = permute(%b) {perm=[0, 1, 3, 2]} : f32[1,1,3,5]\n"
+      "%0 = flash_attn(%q, %k, %v, %pos, %bias) {scale=0.5, causal=true, bias=true} : f32[1,2,3,4]\nreturn %0\n");
+  EXPECT_LE(check(g, 2, DType::f32), 1e-5);
+}
+
 TEST_F(Compiled, FlashAttentionWithABiasAndEmptyRows) {
   auto graph = [](const std::string& dt, int64_t b, int64_t t, int64_t kv, const std::string& rshape, int64_t empty, bool zero) {
     std::string T = std::to_string(t), B = std::to_string(b), KV = std::to_string(kv);

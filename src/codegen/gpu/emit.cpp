@@ -50,7 +50,11 @@ void Emitter::launch(std::vector<Launch>* to, const std::string& what, const std
   to->push_back(std::move(l));
 }
 
+// A launch of its own in the middle of another's body: the buffers that
+// body has read so far stay its own.
 void Emitter::copy_into(ValueId x) {
+  const std::set<ValueId> outer = std::move(used_);
+  used_.clear();
   make_temp(x);
   auto sx = shape(x);
   Idx iv = cpp::loop_vars(sx.size(), "m");
@@ -59,6 +63,7 @@ void Emitter::copy_into(ValueId x) {
   temp_.insert(x);
   launch(&prog_.launches, "copy", element(sx, iv) + "  " + ptr(x) + "[" + cpp::flat(iv, sx) + "] = " + stored(x, value) + ";\n",
          cpp::count(sx));
+  used_ = outer;
 }
 
 Program Emitter::run() {

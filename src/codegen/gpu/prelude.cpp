@@ -43,9 +43,9 @@ std::string int_helpers(const IntType& t) {
       "TJ_FN T tj_smax_T(T a, T b) { return a < b ? b : a; }\n"
       "TJ_FN T tj_smin_T(T a, T b) { return b < a ? b : a; }\n"
       "TJ_FN T tj_idiv_T(T a, T b, TJ_GLOBAL int* st) {\n"
-      "  if (b == 0) { *st = 2; return 0; }\n  MINUS_ONE(tj_ineg_T(a))\n  return (T)(a / b);\n}\n"
+      "  if (b == 0) { tj_fail(st, 2); return 0; }\n  MINUS_ONE(tj_ineg_T(a))\n  return (T)(a / b);\n}\n"
       "TJ_FN T tj_imod_T(T a, T b, int fmod, TJ_GLOBAL int* st) {\n"
-      "  if (b == 0) { *st = 2; return 0; }\n  MINUS_ONE(0)\n  const T r = (T)(a % b);\n"
+      "  if (b == 0) { tj_fail(st, 2); return 0; }\n  MINUS_ONE(0)\n  const T r = (T)(a % b);\n"
       "  return MOD_SIGN;\n}\n";
   s = replace_all(s, "NEGATIVE(a) ? tj_ineg_T(a) : a", t.is_signed ? "a < 0 ? tj_ineg_T(a) : a" : "a");
   s = replace_all(s, "MOD_SIGN", t.is_signed ? "!fmod && r != 0 && ((r < 0) != (b < 0)) ? (T)(r + b) : r" : "(void)fmod, r");
@@ -125,7 +125,7 @@ std::string shared_prelude() {
       "  return tj_as_float(tj_as_uint(f) | 1);\n}\n\n"
       "// An index into a dim of n: negative from the end; out of range is tj_status 1.\n"
       "TJ_FN int64_t tj_index_(int64_t i, int64_t n, TJ_GLOBAL int* st) {\n"
-      "  if (i < -n || i >= n) { *st = 1; return 0; }\n  return i < 0 ? i + n : i;\n}\n"
+      "  if (i < -n || i >= n) { tj_fail(st, 1); return 0; }\n  return i < 0 ? i + n : i;\n}\n"
       "#define tj_index(i, n) tj_index_((i), (n), tj_status)\n\n"
       "TJ_FN double tj_gelu_tanh(double x, double c) { return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x))); }\n"
       "TJ_FN double tj_gelu_erf(double x, double c) { return 0.5 * x * (1.0 + erf(x * c)); }\n\n";

@@ -42,7 +42,9 @@ class OpenCL final : public Renderer {
            "#define TJ_GLOBAL __global\n#define TJ_FN static inline\n"
            "#define tj_barrier() barrier(CLK_LOCAL_MEM_FENCE)\n"
            "#define tj_barrier_global() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)\n"
-           "#define tj_as_float(u) as_float((uint)(u))\n#define tj_as_uint(f) as_uint((float)(f))\n\n";
+           "#define tj_as_float(u) as_float((uint)(u))\n#define tj_as_uint(f) as_uint((float)(f))\n"
+           "// An error code into *st, the first one kept (work-items race to it).\n"
+           "#define tj_fail(st, code) atomic_cmpxchg((volatile __global int*)(st), 0, (code))\n\n";
   }
   std::string kernel_prefix() const override { return "__kernel void"; }
   std::string buffer_params(const KernelForm::Buffer& b) const override {
@@ -76,6 +78,8 @@ class Cuda final : public Renderer {
            "#define TJ_GLOBAL\n#define TJ_FN static __device__ inline\n"
            "#define tj_barrier() __syncthreads()\n#define tj_barrier_global() __syncthreads()\n"
            "#define tj_as_float(u) __uint_as_float((unsigned)(u))\n#define tj_as_uint(f) __float_as_uint((float)(f))\n"
+           "// An error code into *st, the first one kept (work-items race to it).\n"
+           "#define tj_fail(st, code) atomicCAS((st), 0, (code))\n"
            "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
            "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif\n\n";
   }

@@ -13,7 +13,8 @@
 // (work-group memory; tj_barrier_global() for buffers too),
 // TJ_GLOBAL before a pointer into a buffer, the buffers as p<value>, the
 // size symbols by their C names (sym_name), and tj_status (TJ_GLOBAL int*:
-// set nonzero on an index out of range, as the C++ backend's tj_status).
+// set nonzero by tj_fail(tj_status, code) on an index out of range, as the
+// C++ backend's tj_status; atomically, the first error kept).
 #pragma once
 
 #include <memory>
