@@ -8,6 +8,7 @@
 
 #include "jit/specialize.h"
 #include "memory/lifetimes.h"
+#include "runtime/call_checks.h"
 #include "runtime/cuda.h"
 #include "runtime/opencl.h"
 #include "tensorjit/error.h"
@@ -171,7 +172,6 @@ struct Layout {
   std::vector<Loc> loc;  // per buffer id: values, then the scratch, then outputs' copies
   std::vector<std::vector<int64_t>> input_shapes, output_shapes;
   int graph = -1;
-  int64_t bytes = 0;
   uint64_t used = 0;
 };
 
@@ -186,17 +186,13 @@ struct DeviceProgram::State {
   std::unique_ptr<Backend> device;
   std::vector<Loc> weights;  // per value: its uploaded data
   Loc status;
-  int64_t weight_bytes = 0;
   std::map<SymEnv, Layout> layouts;
   Layout* current = nullptr;
+  SymEnv current_sizes;  // current's key
   uint64_t calls = 0;
+  std::vector<const gpu::Launch*> all;  // checks, launches, outputs: the kernels' numbering
+  std::vector<ValueId> donated;         // inputs written in place, read back after each call
 
-  std::vector<const gpu::Launch*> all() const {  // checks, launches, outputs: the kernels' numbering
-    std::vector<const gpu::Launch*> r;
-    for (const auto* list : {&prog.checks, &prog.launches, &prog.outputs})
-      for (const auto& l : *list) r.push_back(&l);
-    return r;
-  }
   Layout& bind(const SymEnv& env);
   void set_arguments(const Layout& l, const SymEnv& env);
   void enqueue(size_t from, size_t to, const SymEnv& env);
@@ -213,8 +209,15 @@ DeviceProgram::DeviceProgram(const Graph& g, const Schedule& s, gpu::Program p, 
   st.graph = g;
   st.schedule = s;
   st.prog = std::move(p);
+  for (const auto* list : {&st.prog.checks, &st.prog.launches, &st.prog.outputs})
+    for (const auto& l : *list) st.all.push_back(&l);
   std::vector<std::string> names;
-  for (const gpu::Launch* l : st.all()) names.push_back(l->name);
+  for (const gpu::Launch* l : st.all) names.push_back(l->name);
+  std::vector<bool> donated(g.size(), false);
+  for (size_t v = 0; v < g.size(); ++v)
+    if (ValueId into = s.in_place[v]; into >= 0) donated[static_cast<size_t>(into)] = true;
+  for (ValueId v : g.inputs())
+    if (donated[static_cast<size_t>(v)]) st.donated.push_back(v);
   st.device->load(st.prog.source, names);
   st.status = {st.device->buffer(sizeof(int)), 0};
   st.weights.assign(g.size(), Loc{});
@@ -223,7 +226,6 @@ DeviceProgram::DeviceProgram(const Graph& g, const Schedule& s, gpu::Program p, 
     const size_t n = st.bytes(static_cast<ValueId>(v), {});
     st.weights[v] = {st.device->buffer(n), 0};
     st.device->write(st.weights[v], held[v], n);
-    st.weight_bytes += static_cast<int64_t>(n);
   }
   if (size_symbols(g).empty()) st.bind({});
 }
@@ -246,7 +248,6 @@ Layout& DeviceProgram::State::bind(const SymEnv& env) {
     Layout l;
     auto own = [&](int64_t n) {
       l.owned.push_back(device->buffer(static_cast<size_t>(std::max<int64_t>(n, 1))));
-      l.bytes += n;
       return l.owned.back();
     };
     const Graph& g = graph;
@@ -279,6 +280,7 @@ Layout& DeviceProgram::State::bind(const SymEnv& env) {
   if (current != &l) {
     set_arguments(l, env);
     current = &l;
+    current_sizes = env;
   }
   return l;
 }
@@ -286,23 +288,21 @@ Layout& DeviceProgram::State::bind(const SymEnv& env) {
 void DeviceProgram::State::set_arguments(const Layout& l, const SymEnv& env) {
   std::vector<int64_t> sizes;
   for (const auto& x : prog.layout.symbols) sizes.push_back(env.at(x));
-  const auto launches = all();
-  for (size_t k = 0; k < launches.size(); ++k) {
+  for (size_t k = 0; k < all.size(); ++k) {
     std::vector<Loc> buffers;
-    for (ValueId v : launches[k]->buffers) {
+    for (ValueId v : all[k]->buffers) {
       const Loc& at = l.loc[static_cast<size_t>(v)];
-      if (at.buffer < 0) throw Error("device program: " + launches[k]->name + " reads %" + std::to_string(v) + ", which has no memory");
+      if (at.buffer < 0) throw Error("device program: " + all[k]->name + " reads %" + std::to_string(v) + ", which has no memory");
       buffers.push_back(at);
     }
     device->arguments(static_cast<int>(k), buffers, sizes, status);
   }
 }
 
-// Launches [from, to) of all(), at the sizes `env`.
+// Launches [from, to) of `all`, at the sizes `env`.
 void DeviceProgram::State::enqueue(size_t from, size_t to, const SymEnv& env) {
-  const auto launches = all();
   for (size_t k = from; k < to; ++k) {
-    const gpu::Launch& l = *launches[k];
+    const gpu::Launch& l = *all[k];
     int64_t items = l.items.eval(env);
     for (const auto& [d, t] : l.tiles) items *= (d.eval(env) + t - 1) / t;
     if (items <= 0) continue;
@@ -314,40 +314,18 @@ void DeviceProgram::State::enqueue(size_t from, size_t to, const SymEnv& env) {
 void DeviceProgram::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunOptions& o) {
   State& s = *s_;
   const Graph& g = s.graph;
-  for (const auto& [name, a] : inputs)
-    if (g.find(name) < 0 || g.node(g.find(name)).op != Op::input) throw Error("run: unknown input '" + name + "'");
-  SymEnv env;  // sizes from the inputs' dims that are one symbol
-  for (ValueId v : g.inputs()) {
-    auto it = inputs.find(g.node(v).name);
-    const auto& shape = g.type(v).shape;
-    if (it == inputs.end() || it->second.shape().size() != shape.size()) continue;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      auto syms = shape[d].symbols();
-      if (syms.size() == 1 && shape[d] == Dim::symbol(syms[0])) env.emplace(syms[0], it->second.shape()[d]);
-    }
-  }
-  for (const auto& x : size_symbols(g))
-    if (!env.count(x)) throw Error("run: no input gives the size " + x);
+  check_input_names(g, inputs);
+  const SymEnv env = size_symbols(g).empty() ? SymEnv{} : sizes_from_inputs(g, inputs);
   Layout& l = s.bind(env);
   for (size_t i = 0; i < g.inputs().size(); ++i) {
-    ValueId v = g.inputs()[i];
-    const Node& n = g.node(v);
-    auto it = inputs.find(n.name);
-    if (it == inputs.end()) throw Error("run: missing input '" + n.name + "' of type " + n.type.str());
-    const NDArray& a = it->second;
-    if (a.dtype() != n.type.dtype || a.shape() != l.input_shapes[i])
-      throw Error("run: input '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
-    if (!a.raw()) throw Error("run: input '" + n.name + "' holds no data (a default-constructed array)");
-    s.device->write(l.loc[static_cast<size_t>(v)], a.raw(), a.nbytes());
+    const NDArray& a = checked_input(g, g.inputs()[i], inputs, l.input_shapes[i]);
+    s.device->write(l.loc[static_cast<size_t>(g.inputs()[i])], a.raw(), a.nbytes());
   }
   int status = 0;
   s.device->write(s.status, &status, sizeof status);
   auto check_status = [&] {
     s.device->read(s.status, &status, sizeof status);
-    if (status != 0)
-      throw Error(status == 3   ? "run: kv_write position outside the cache"
-                  : status == 2 ? "run: integer division by zero"
-                                : "run: gather or scatter_add index out of range");
+    if (status != 0) throw Error(status_message(status));
   };
   const size_t checks = s.prog.checks.size(), total = checks + s.prog.launches.size() + s.prog.outputs.size();
   if (checks > 0) {  // before any kernel runs: a bad index leaves donated inputs as they were
@@ -368,23 +346,17 @@ void DeviceProgram::run(Bindings& inputs, std::vector<NDArray>& outputs, const R
     s.device->read(l.loc[g.size() + 1 + i], outputs[i].raw(), outputs[i].nbytes());
   }
   // Donated inputs written in place: the caller's arrays get their new contents.
-  std::vector<bool> back(g.size(), false);
-  for (size_t v = 0; v < g.size(); ++v)
-    if (ValueId into = s.schedule.in_place[v]; into >= 0) back[static_cast<size_t>(into)] = true;
-  for (ValueId v : g.inputs())
-    if (back[static_cast<size_t>(v)]) {
-      NDArray& a = inputs.at(g.node(v).name);
-      s.device->read(l.loc[static_cast<size_t>(v)], a.raw(), a.nbytes());
-    }
+  for (ValueId v : s.donated) {
+    NDArray& a = inputs.at(g.node(v).name);
+    s.device->read(l.loc[static_cast<size_t>(v)], a.raw(), a.nbytes());
+  }
 }
 
 std::vector<double> DeviceProgram::profile(Bindings& inputs, int reps) {
   State& s = *s_;
   std::vector<NDArray> out;
   run(inputs, out, {});  // binds the sizes, writes the inputs
-  SymEnv env;
-  for (const auto& [e, l] : s.layouts)
-    if (&l == s.current) env = e;
+  const SymEnv env = s.current_sizes;
   const size_t checks = s.prog.checks.size();
   std::vector<std::vector<double>> t(s.schedule.kernels.size());
   for (int r = 0; r < reps; ++r) {
@@ -409,11 +381,5 @@ std::vector<double> DeviceProgram::profile(Bindings& inputs, int reps) {
 std::string DeviceProgram::device() const { return s_->device->name(); }
 
 size_t DeviceProgram::launches() const { return s_->prog.launches.size(); }
-
-int64_t DeviceProgram::device_bytes() const {
-  int64_t b = s_->weight_bytes;
-  for (const auto& [env, l] : s_->layouts) b += l.bytes;
-  return b;
-}
 
 }  // namespace tj

@@ -44,7 +44,6 @@ class DeviceProgram {
   std::vector<double> profile(Bindings& inputs, int reps);
   std::string device() const;  // "OpenCL: <name> (<platform>)", "CUDA: <name> (sm_90)"
   size_t launches() const;
-  int64_t device_bytes() const;  // weights, arena, temporaries, scratch, inputs and outputs
 
   struct State;
 

@@ -17,6 +17,7 @@
 #include "passes/rewriter.h"
 #include "jit/specialize.h"
 #include "runtime/autotune.h"
+#include "runtime/call_checks.h"
 #include "runtime/device_program.h"
 #include "runtime/gemm.h"
 #include "runtime/host_program.h"
@@ -150,7 +151,7 @@ Executable Executable::finish(Compilation& c, const Bindings& params, const Comp
     e.s_ = s;
     return e;
   }
-  if (const Device dev = requested_device(o); dev != Device::cpu) return finish_on_device(c, params, o, dev);
+  if (const Device dev = requested_device(o); dev != Device::cpu) return finish_on_device(std::move(s), c, params, o, dev);
   if (!c.cxx) {
     warn_once_no_compiler();
     s->graph = std::move(c.graph);
@@ -265,14 +266,8 @@ void Executable::State::find_aliases() {
 
 // The optimized graph's kernels for a GPU (codegen/gpu), run by a
 // DeviceProgram: weights uploaded once, a launch list replayed per call.
-Executable Executable::finish_on_device(Compilation& c, const Bindings& params, const CompileOptions& o, Device dev) {
+Executable Executable::finish_on_device(std::shared_ptr<State> s, Compilation& c, const Bindings& params, const CompileOptions& o, Device dev) {
   if (has_control_flow(c.graph)) throw Unsupported("a graph with control flow runs on the CPU only (device " + std::string(device_name(dev)) + ")");
-  auto s = std::make_shared<State>();
-  s->stats.program_cache_hit = c.program_cache_hit;
-  s->stats.program_key = c.key;
-  s->inputs = c.graph.inputs();
-  s->symbolic = !size_symbols(c.graph).empty();
-  s->output_alias.assign(c.graph.outputs().size(), -1);
   schedule_program(c, o);
   gpu::Program p = gpu::emit(c.graph, c.schedule, dev == Device::opencl ? gpu::Target::opencl : gpu::Target::cuda, c.hint);
   c.stage("emit");
@@ -440,44 +435,13 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
     outputs = interpret(g, all, {s.fallback_compute});
     return;
   }
-  if (inputs.size() != s.inputs.size()) {
-    for (const auto& [name, a] : inputs)
-      if (g.find(name) < 0 || g.node(g.find(name)).op != Op::input) throw Error("run: unknown input '" + name + "'");
-  }
-  if (s.symbolic) {  // sizes from the inputs' dims that are one symbol; every dim is checked below
-    SymEnv env;
-    for (ValueId v : s.inputs) {
-      auto it = inputs.find(g.node(v).name);
-      if (it == inputs.end()) continue;
-      const auto& shape = g.type(v).shape;
-      if (it->second.shape().size() != shape.size()) continue;
-      for (size_t d = 0; d < shape.size(); ++d) {
-        auto syms = shape[d].symbols();
-        if (syms.size() == 1 && shape[d] == Dim::symbol(syms[0])) env.emplace(syms[0], it->second.shape()[d]);
-      }
-    }
-    for (const auto& x : s.prog.symbols)
-      if (!env.count(x)) throw Error("run: no input gives the size " + x);
-    s.bind(env);
-  }
-  for (size_t i = 0; i < s.inputs.size(); ++i) {
-    ValueId v = s.inputs[i];
-    const Node& n = g.node(v);
-    auto it = inputs.find(n.name);
-    if (it == inputs.end()) throw Error("run: missing input '" + n.name + "' of type " + n.type.str());
-    NDArray& a = it->second;  // donated caches are written in place
-    if (a.dtype() != n.type.dtype || a.shape() != s.input_shapes[i])
-      throw Error("run: input '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
-    if (!a.raw()) throw Error("run: input '" + n.name + "' holds no data (a default-constructed array)");
-    s.table[static_cast<size_t>(v)] = a.raw();
-  }
+  check_input_names(g, inputs);
+  if (s.symbolic) s.bind(sizes_from_inputs(g, inputs));  // every dim is checked below
+  for (size_t i = 0; i < s.inputs.size(); ++i)  // donated caches are written in place
+    s.table[static_cast<size_t>(s.inputs[i])] = checked_input(g, s.inputs[i], inputs, s.input_shapes[i]).raw();
   for (const auto& [kv, cache] : s.aliases) s.table[static_cast<size_t>(kv)] = s.table[static_cast<size_t>(cache)];
   auto check_status = [&] {
-    if (*s.status != 0)
-      throw Error(*s.status == 4   ? std::string("run: the matrix library failed: ") + gemm_f32_library()
-                  : *s.status == 3 ? "run: kv_write position outside the cache"
-                  : *s.status == 2 ? "run: integer division by zero"
-                                   : "run: gather or scatter_add index out of range");
+    if (*s.status != 0) throw Error(status_message(*s.status));
   };
   *s.status = 0;
   void** t = s.table.data();

@@ -95,7 +95,8 @@ class Executable {
 
  private:
   static Executable finish(Compilation& c, const Bindings& params, const CompileOptions& o);
-  static Executable finish_on_device(Compilation& c, const Bindings& params, const CompileOptions& o, Device dev);
+  // The rest of finish() for a device: `s` has what finish() set from `c`.
+  static Executable finish_on_device(std::shared_ptr<State> s, Compilation& c, const Bindings& params, const CompileOptions& o, Device dev);
   // Each tunable kernel's candidate: recorded, or measured now (autotune.h).
   void tune(const SymEnv& hint);
   std::shared_ptr<State> s_;

@@ -8,7 +8,7 @@
 namespace tj::gpu {
 
 Emitter::Emitter(const Graph& g, const Schedule& s, Target t, const SymEnv& hint)
-    : cpp::Emitter(g, s, hint), target_(t), r_(renderer(t)) {
+    : cpp::Emitter(g, s, hint), r_(renderer(t)) {
   for (const Node& n : g.nodes())
     if (is_minifloat(n.type.dtype) || is_subbyte_int(n.type.dtype))
       throw Unsupported("GPU code generation does not support " + std::string(dtype_name(n.type.dtype)) + " yet");

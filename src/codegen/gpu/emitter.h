@@ -72,7 +72,6 @@ class Emitter final : public cpp::Emitter {
   Rows strided_rows(ValueId x);
   static std::string row(const Rows& r, const std::string& a, const std::string& b, const std::string& c);  // row (a, b, c)'s address
 
-  Target target_;
   std::unique_ptr<Renderer> r_;
   Program prog_;
   int kernel_ = 0;  // the schedule's kernel being emitted

@@ -1,0 +1,28 @@
+// What every call of a compiled program checks, whoever runs its kernels
+// (the Executable's generated C++, a DeviceProgram): the same errors, worded
+// the same, on the CPU and on a device.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/interpreter.h"
+
+namespace tj {
+
+// Every name in `inputs` is an input of g (checked only when the counts
+// differ: with as many names as inputs, a missing one is reported instead).
+void check_input_names(const Graph& g, const Bindings& inputs);
+// The sizes of g's symbols, from the inputs' dims that are one symbol
+// alone; an Error for a symbol no input gives. Every dim is checked by
+// checked_input.
+SymEnv sizes_from_inputs(const Graph& g, const Bindings& inputs);
+// Input `v` of g, present, of its dtype, of `shape` (its shape at the bound
+// sizes) and holding data.
+NDArray& checked_input(const Graph& g, ValueId v, Bindings& inputs, const std::vector<int64_t>& shape);
+// The error of a nonzero tj_status: 1 an index out of range, 2 an integer
+// division by zero, 3 a kv_write position outside the cache, 4 the matrix
+// library failed.
+std::string status_message(int status);
+
+}  // namespace tj
