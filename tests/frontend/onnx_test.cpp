@@ -448,6 +448,31 @@ TEST(OnnxImport, ClearErrors) {
   EXPECT_NE(error_of(mixed).find("onnx: Add node 'Add_1': add(f32[2], i64[2]): operand dtypes differ"), std::string::npos) << error_of(mixed);
 }
 
+// A window's geometry is checked before it is lowered: a kernel of size 0
+// (found by fuzz_onnx: ConvTranspose looped forever over its offsets), one
+// with too many offsets, and strides or pads whose arithmetic would overflow.
+TEST(OnnxImport, WindowGeometryIsChecked) {
+  auto conv_t = [](std::vector<std::string> wdims, std::vector<int64_t> strides) {
+    auto m = model();
+    auto* g = m.mutable_graph();
+    input(g, "x", onnx::TensorProto::FLOAT, {"17", "1", "3", "3"});
+    input(g, "w", onnx::TensorProto::FLOAT, wdims);
+    ints_attr(node(g, "ConvTranspose", {"x", "w"}, {"y"}), "strides", strides);
+    output(g, "y");
+    return m;
+  };
+  EXPECT_NE(error_of(conv_t({"1", "2", "0", "3"}, {3, 2})).find("ConvTranspose node 'ConvTranspose_1': kernel sizes must be positive"), std::string::npos)
+      << error_of(conv_t({"1", "2", "0", "3"}, {3, 2}));
+  EXPECT_NE(error_of(conv_t({"1", "2", "100", "100"}, {1, 1})).find("a kernel of more than 4096 offsets is not supported"), std::string::npos);
+  EXPECT_NE(error_of(conv_t({"1", "2", "2", "2"}, {int64_t{1} << 62, 1})).find("a stride, dilation or pad of 4611686018427387904 is out of range"), std::string::npos);
+  EXPECT_EQ(import(conv_t({"1", "2", "2", "2"}, {3, 2})).graph.type(import(conv_t({"1", "2", "2", "2"}, {3, 2})).graph.outputs()[0]).str(), "f32[17,2,8,6]");
+  auto pool = model();
+  input(pool.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"1", "1", "3", "3"});
+  ints_attr(node(pool.mutable_graph(), "MaxPool", {"x"}, {"y"}), "kernel_shape", {0, 2});
+  output(pool.mutable_graph(), "y");
+  EXPECT_NE(error_of(pool).find("MaxPool node 'MaxPool_1': kernel sizes must be positive"), std::string::npos) << error_of(pool);
+}
+
 // 4-bit weights come packed two to a byte (raw_data, or int32_data) and are
 // unpacked to one byte each; a cast to float8 without saturating makes an
 // out-of-range value NaN. A packed length that does not match is an error.

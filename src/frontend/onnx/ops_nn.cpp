@@ -269,15 +269,38 @@ struct Window {
   std::vector<int64_t> in, kernel, stride, dilation, pad_begin, pad_end, out;
 };
 
+// Kernel sizes are positive, and their product (the window's offsets, each
+// lowered to a slice of its own) is at most 4096.
+void check_kernel(const Ctx& c, const std::vector<int64_t>& kernel) {
+  constexpr int64_t kMaxTaps = 4096;
+  int64_t taps = 1;
+  for (int64_t k : kernel) {
+    if (k < 1) c.fail("kernel sizes must be positive");
+    taps *= k;  // at most kMaxTaps * k: no overflow
+    if (taps > kMaxTaps) c.fail("a kernel of more than " + std::to_string(kMaxTaps) + " offsets is not supported (each is lowered to a slice of its own)");
+  }
+}
+
+// Strides, dilations and pads that keep the window's arithmetic far from
+// overflow (spatial sizes are far smaller).
+void check_geometry(const Ctx& c, std::initializer_list<const std::vector<int64_t>*> lists) {
+  constexpr int64_t kMax = int64_t{1} << 31;
+  for (const auto* l : lists)
+    for (int64_t v : *l)
+      if (v < -kMax || v > kMax) c.fail("a stride, dilation or pad of " + std::to_string(v) + " is out of range");
+}
+
 Window window(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel, bool ceil_mode) {
+  check_kernel(c, kernel);
   size_t n = in.size();
   Window w{in, kernel, c.attr_ints("strides", std::vector<int64_t>(n, 1)), c.attr_ints("dilations", std::vector<int64_t>(n, 1)), {}, {}, {}};
   std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
   if (w.stride.size() != n || w.dilation.size() != n || pads.size() != 2 * n) c.fail("strides, dilations or pads do not match the spatial rank " + std::to_string(n));
+  check_geometry(c, {&w.stride, &w.dilation, &pads});
   const auto* ap = c.attr("auto_pad");
   std::string auto_pad = ap ? ap->s() : "NOTSET";
   for (size_t i = 0; i < n; ++i) {
-    if (w.stride[i] < 1 || w.dilation[i] < 1 || kernel[i] < 1) c.fail("strides, dilations and kernel sizes must be positive");
+    if (w.stride[i] < 1 || w.dilation[i] < 1) c.fail("strides and dilations must be positive");
     int64_t span = (kernel[i] - 1) * w.dilation[i] + 1;
     int64_t b = pads[i], e = pads[i + n];
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
@@ -310,7 +333,7 @@ Tensor pad_spatial(Ctx& c, Tensor x, const Window& w, double fill) {
 }
 
 // Per kernel offset (row-major over the kernel), the input under it at
-// every output position: [N, C, out..].
+// every output position: [N, C, out..]. Every kernel size is at least 1.
 std::vector<Tensor> windows(const Tensor& padded, const Window& w) {
   std::vector<Tensor> r;
   size_t n = w.in.size();
@@ -384,10 +407,12 @@ R conv_transpose(Ctx& c) {
   if (g < 1 || ch % g != 0 || ws[0] != ch) c.fail("channels " + std::to_string(ch) + " do not match the weights' " + std::to_string(ws[0]));
   int64_t m = ws[1] * g;
   std::vector<int64_t> ks = spatial(ws);
+  check_kernel(c, ks);
   std::vector<int64_t> stride = c.attr_ints("strides", std::vector<int64_t>(sp, 1)), dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
   std::vector<int64_t> outpad = c.attr_ints("output_padding", std::vector<int64_t>(sp, 0)), pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
   std::vector<int64_t> out_shape = c.attr_ints("output_shape", {});
   if (stride.size() != sp || dil.size() != sp || outpad.size() != sp || pads.size() != 2 * sp) c.fail("strides, dilations, pads or output_padding do not match the spatial rank");
+  check_geometry(c, {&stride, &dil, &outpad, &pads, &out_shape});
   const auto* ap = c.attr("auto_pad");
   std::string auto_pad = ap ? ap->s() : "NOTSET";
   for (size_t i = 0; i < sp; ++i) {
