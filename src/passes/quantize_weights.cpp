@@ -13,6 +13,13 @@
 // kMinElements elements (smaller ones are not worth a second format).
 // Changes values: the error is that of the format, reported by
 // `tjc bench --weights` (docs/results.md).
+//
+// An int8 weight that only one-row products read (decode) is stored packed:
+// Wp[N/16, K, 16], Wp[b, k, l] = Wq[k, 16b + l], read as
+// reshape(permute(Wp, [1, 0, 2]), [K, N]), the same matrix. Each block of 16
+// output columns is then one contiguous stream that the GEMV reads start to
+// end, where row-major rows of a few KiB made it read many short runs
+// (docs/codegen.md has the figures).
 #include <algorithm>
 #include <cmath>
 
@@ -25,6 +32,7 @@ namespace tj {
 namespace {
 
 constexpr int64_t kMinElements = 4096;
+constexpr int64_t kPackedColumns = 16;  // an int8 GEMV's columns per block (one 512-bit vector of floats)
 
 // A weight worth a second format, all of whose values it can hold (a weight
 // with an infinity or a NaN stays f32: no scale keeps it).
@@ -71,6 +79,28 @@ Quantized quantize(const Node& w, DType to) {
   return r;
 }
 
+// Wq [K, N] as Wp [N/16, K, 16].
+ConstData packed(const ConstData& q, int64_t K, int64_t N) {
+  NDArray out(DType::i8, {N / kPackedColumns, K, kPackedColumns});
+  const auto* src = static_cast<const int8_t*>(q->raw());
+  auto* dst = static_cast<int8_t*>(out.raw());
+  for (int64_t b = 0; b < N / kPackedColumns; ++b)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t l = 0; l < kPackedColumns; ++l) *dst++ = src[k * N + b * kPackedColumns + l];
+  return ConstValues::adopt(std::move(out));
+}
+
+// Whether every product that reads weight w is one row (no batch): a GEMV.
+bool only_one_row_products(const Graph& g, ValueId w) {
+  for (const Node& n : g.nodes()) {
+    if (n.op != Op::matmul || n.inputs[1] != w) continue;
+    const Shape& s = n.type.shape;
+    for (size_t d = 0; d + 1 < s.size(); ++d)
+      if (s[d] != Dim(1)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool quantize_weights(Graph& g, const PassOptions& o) {
@@ -91,7 +121,15 @@ bool quantize_weights(Graph& g, const PassOptions& o) {
     const ValueId w = n.inputs[1];
     if (converted[static_cast<size_t>(w)] < 0) {
       Quantized q = quantize(g.node(w), o.weights);
-      ValueId c = out.add_const({o.weights, g.type(w).shape}, std::move(q.q));
+      const Shape& ws = g.type(w).shape;
+      const int64_t K = ws[0].value(), N = ws[1].value();
+      ValueId c;
+      if (o.weights == DType::i8 && N % kPackedColumns == 0 && N >= 2 * kPackedColumns && only_one_row_products(g, w)) {
+        c = out.add_const({DType::i8, {N / kPackedColumns, K, kPackedColumns}}, packed(q.q, K, N));
+        c = out.add(Op::reshape, {out.add(Op::permute, {c}, {{"perm", std::vector<int64_t>{1, 0, 2}}})}, {{"shape", ws}});
+      } else {
+        c = out.add_const({o.weights, ws}, std::move(q.q));
+      }
       converted[static_cast<size_t>(w)] = out.add(Op::cast, {c}, {{"to", DType::f32}});
       if (o.weights == DType::i8) scale[static_cast<size_t>(w)] = out.add_const({DType::f32, {g.type(w).shape[1]}}, q.scale);
     }

@@ -57,6 +57,13 @@ bool may_fail(const Graph& g, const Node& n) {
   return false;
 }
 
+// A constant or param, or a view of one (quantize_weights' packed int8
+// weights are reshape(permute(constant))).
+bool is_stored_weight(const Graph& g, ValueId v) {
+  while (g.node(v).def().category == OpCategory::view) v = g.node(v).inputs[0];
+  return g.node(v).op == Op::constant || g.node(v).op == Op::param;
+}
+
 // Free values, in one forward sweep (operands come first).
 std::vector<bool> free_values(const Graph& g) {
   std::vector<bool> f(g.size(), false), pure(g.size(), false);
@@ -76,7 +83,7 @@ std::vector<bool> free_values(const Graph& g) {
     else if (c == Fuse::generator) pure[i] = f[i] = operands_pure;
     else if (is_int(n.type.dtype) && c == Fuse::pointwise && all_free(0) && operands_pure && !may_fail(g, n)) pure[i] = f[i] = true;  // index math
     else if (c == Fuse::gather && pure[static_cast<size_t>(n.inputs[1])]) f[i] = true;  // indirect load
-    else if (n.op == Op::cast && (g.node(n.inputs[0]).op == Op::constant || g.node(n.inputs[0]).op == Op::param))
+    else if (n.op == Op::cast && is_stored_weight(g, n.inputs[0]))
       pure[i] = f[i] = true;  // a weight read converted (quantize_weights; the program cache makes its constants params)
   }
   // A free computation that is itself an output must be computed by a kernel.

@@ -633,6 +633,52 @@ TEST_F(Compiled, ResultsDoNotDependOnTheThreadCount) {
   }
 }
 
+// int8 weights that only one-row products read are packed in blocks of 16
+// columns ([N/16, K, 16]) and the GEMV reads each block as one stream: on
+// one thread, as a team, and split over the pool (K not a multiple of 4
+// included); the same bits at any thread count, and the interpreter's
+// values on the converted weights. A product of 3 rows keeps row-major.
+TEST_F(Compiled, PackedInt8Gemv) {
+  Graph g = parse_graph(
+      "graph g\ninput %a : f32[1,131]\nparam %wa : f32[131,48]\ninput %b : f32[1,1,1027]\nparam %wb : f32[1027,512]\n"
+      "input %c : f32[1,64]\nparam %wc : f32[64,80]\ninput %d : f32[3,64]\nparam %wd : f32[64,64]\n"
+      "%0 = matmul(%a, %wa) : f32[1,48]\n%1 = relu(%0) : f32[1,48]\n%2 = matmul(%b, %wb) : f32[1,1,512]\n"
+      "%3 = matmul(%c, %wc) : f32[1,80]\n%4 = matmul(%d, %wd) : f32[3,64]\nreturn %1, %2, %3, %4\n");
+  Bindings all = random_inputs(g, 7), params, inputs;
+  split(g, all, &params, &inputs);
+  Bindings f32_in = inputs;
+  std::vector<NDArray> f32 = Executable::compile(g, params).run(f32_in);
+  std::vector<std::vector<NDArray>> results;
+  for (int threads : {1, 2, 5}) {
+    ThreadPool pool(threads);
+    CompileOptions co;
+    co.pool = &pool;
+    co.weights = DType::i8;
+    Executable exe = Executable::compile(g, params, co);
+    int packed = 0, row_major = 0;
+    for (const Node& n : exe.optimized().nodes()) {
+      packed += n.op == Op::permute && exe.optimized().type(n.inputs[0]).dtype == DType::i8;
+      row_major += n.op == Op::cast && exe.optimized().type(n.inputs[0]).dtype == DType::i8 && exe.optimized().node(n.inputs[0]).op != Op::reshape;
+    }
+    EXPECT_EQ(packed, 3);
+    EXPECT_EQ(row_major, 1);
+    for (int split : {0, 1}) {
+      Bindings in = inputs;
+      RunOptions ro;
+      ro.split_small_kernels = split;
+      results.emplace_back();
+      exe.run(in, results.back(), ro);
+    }
+    Bindings ref = exe.held_params();
+    for (const auto& [k, v] : inputs) ref[k] = v;
+    EXPECT_LE(compare_outputs(results.back(), interpret(exe.optimized(), ref, {DType::f32})).max_rel, 1e-5) << threads << " threads";
+    EXPECT_LE(compare_outputs(results.back(), f32).max_rel, 5e-2);
+  }
+  for (size_t r = 1; r < results.size(); ++r)
+    for (size_t i = 0; i < results[0].size(); ++i)
+      EXPECT_EQ(std::memcmp(results[r][i].raw(), results[0][i].raw(), results[0][i].nbytes()), 0) << "output " << i << ", run " << r;
+}
+
 // Donated caches: updated in the input arrays; copied out as outputs too
 // unless the call says not to, and then those outputs are left untouched.
 TEST_F(Compiled, DonatedCachesNeedNotBeCopiedOut) {

@@ -65,12 +65,14 @@ int64_t stored_weight_bytes(const Executable& e, const Bindings& params) {
   for (const auto& [name, w] : params)
     if (name.rfind("rope_", 0) != 0) bytes += static_cast<int64_t>(w.nbytes());
   for (const Node& n : e.optimized().nodes()) {
-    // Converted weights: constants, or the program cache's tj.const.N params.
+    // Converted weights: constants, or the program cache's tj.const.N
+    // params; [K, N], or int8 packed as [N/16, K, 16].
     const bool held = n.op == Op::constant || n.op == Op::param;
-    if (!held || (n.type.dtype != DType::bf16 && n.type.dtype != DType::i8) || n.type.rank() != 2) continue;
+    const bool packed = n.type.dtype == DType::i8 && n.type.rank() == 3 && n.type.shape[2] == Dim(16);
+    if (!held || (n.type.dtype != DType::bf16 && n.type.dtype != DType::i8) || (n.type.rank() != 2 && !packed)) continue;
     const int64_t numel = numel_const(n.type.shape).value_or(0);
     bytes += numel * dtype_size(n.type.dtype) - numel * 4;
-    if (n.type.dtype == DType::i8) bytes += n.type.shape[1].value() * 4;  // the scales
+    if (n.type.dtype == DType::i8) bytes += (packed ? n.type.shape[0].value() * 16 : n.type.shape[1].value()) * 4;  // the scales
   }
   return bytes;
 }

@@ -205,6 +205,8 @@ class Emitter {
     // Rows of B per pass over the accumulator: more for narrower weights, so
     // that the accumulator's traffic stays below the weights'.
     int rows = 4;
+    // int8 packed in blocks of 16 columns (quantize_weights): [N/16, K, 16].
+    bool packed = false;
     std::string at(const std::string& e) const { return pre + e + post; }
   };
   static std::string narrow_weight_helpers();
@@ -217,6 +219,10 @@ class Emitter {
   std::optional<std::pair<WeightRead, ValueId>> narrow_weights(ValueId b) const;
   std::string gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
                            const std::string& y, const Dim& K, const Dim& N, const WeightRead& w);
+  // y[n0, n1) of y[N] = x[K] @ B for B packed ([N/16, K, 16] int8): each
+  // block of 16 columns one contiguous stream, summed in registers.
+  static std::string gemv_packed(const std::string& x, const std::string& B, const std::string& y, const Dim& K);
+  static std::string packed_columns_of(const Dim& N);
   std::string loop_matmul(const Kernel& K);
   std::string store_row(ValueId v, const std::string& rowvar, const Dim& D);
   std::string gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,

@@ -84,7 +84,7 @@ std::string Emitter::matmul_body(const Kernel& K) {
   bool team = M == Dim(1) && !ta && count(batch) == Dim(1) && code.empty() && !stores && weights >= kTeamSplitElements &&
               weights < kGemvParallelElements;
   const bool gemv_path = M == Dim(1) && !ta;
-  if (gemv_path && !tb) {
+  if (gemv_path && !tb && !wr.packed) {
     // Tuning: weight rows per pass, and a large GEMV's split (partial sums
     // over K, or columns); the rule's first.
     const bool par = !team && weights >= kGemvParallelElements;
@@ -104,7 +104,17 @@ std::string Emitter::matmul_body(const Kernel& K) {
     if (knobs_.gemv_rows > 0) wr.rows = knobs_.gemv_rows;
   }
   const std::string xa = pa + " + (" + batch_offset(bsa, sab) + ")", xb = pb + " + (" + batch_offset(bsb, sbb) + ")";
-  if (team) {
+  if (wr.packed) {
+    // Blocks of 16 columns split over the threads: no partial sums, and a
+    // column's rounding the same at any thread count.
+    const bool par = !team && weights >= kGemvParallelElements;
+    if (team) team_work_ = weights, code += packed_columns_of(N);
+    std::string body = gemv_packed(xa, xb, c_ptr, Kd);
+    call = team ? body
+           : par ? "  {\n" + open_parallel("tj_threads(" + pool() + ")") + "    {\n      const int nt = (int)tj_parts, id = (int)tj_part;\n" +
+                       packed_columns_of(N) + body + "    }\n" + close_parallel() + "  }\n"
+                 : "  {\n    const int64_t n0 = 0, n1 = " + C(N) + ";\n" + body + "  }\n";
+  } else if (team) {
     team_work_ = weights;
     code += columns_of(N);
     call = gemv_columns(g_.type(mm).dtype, xa, xb, tb, ldb, c_ptr, Kd, N, wr);
@@ -193,12 +203,52 @@ std::optional<std::pair<Emitter::WeightRead, ValueId>> Emitter::narrow_weights(V
   const Node& n = g_.node(b);
   if (n.op != Op::cast || n.type.dtype != DType::f32) return std::nullopt;
   const ValueId w = n.inputs[0];
+  auto stored = [&](const Node& c) { return c.op == Op::param || (c.op == Op::constant && c.const_data()->size() > 1); };
+  // Packed: reshape(permute(Wp [N/16, K, 16], [1, 0, 2]), [K, N]).
+  if (const Node& r = g_.node(w); r.op == Op::reshape && g_.node(r.inputs[0]).op == Op::permute) {
+    const Node& p = g_.node(r.inputs[0]);
+    const Node& c = g_.node(p.inputs[0]);
+    const Shape& cs = c.type.shape;
+    if (stored(c) && c.type.dtype == DType::i8 && p.attr_ints("perm") == std::vector<int64_t>{1, 0, 2} && cs.size() == 3 &&
+        cs[2] == Dim(16) && r.type.shape == Shape{cs[1], cs[0] * Dim(16)}) {
+      WeightRead wr{"int8_t", "(float)", "", "tj_wv_i8", 16};
+      wr.packed = true;
+      return std::make_pair(wr, p.inputs[0]);
+    }
+    return std::nullopt;
+  }
   const Node& c = g_.node(w);
   // A constant, or the param the program cache made of it.
-  if (!(c.op == Op::param || (c.op == Op::constant && c.const_data()->size() > 1)) || c.type.rank() != 2) return std::nullopt;
+  if (!stored(c) || c.type.rank() != 2) return std::nullopt;
   if (c.type.dtype == DType::bf16) return std::make_pair(WeightRead{"uint16_t", "tj_bf16_value(", ")", "tj_wv_bf16", 8}, w);
   if (c.type.dtype == DType::i8) return std::make_pair(WeightRead{"int8_t", "(float)", "", "tj_wv_i8", 16}, w);
   return std::nullopt;
+}
+
+// This thread's blocks of 16 columns of N (a multiple of 16).
+std::string Emitter::packed_columns_of(const Dim& N) {
+  std::string B = C(N) + " / 16";
+  return "  const int64_t n0 = " + B + " * id / nt * 16, n1 = " + B + " * (id + 1) / nt * 16;\n";
+}
+
+std::string Emitter::gemv_packed(const std::string& x, const std::string& B, const std::string& y, const Dim& K) {
+  std::string Ks = C(K);
+  std::string c = "  {\n    const float* x = " + x + ";\n    const int8_t* B = (const int8_t*)(" + B + ");\n    float* y = " + y + ";\n";
+  c += "    for (int64_t j = n0; j < n1; j += 16) {\n      const int8_t* p = B + j*" + Ks + ";\n      int64_t k = 0;\n";
+  // Four sums per column over k mod 4, then (s0 + s1) + (s2 + s3) and the
+  // rest of k: the same order with or without AVX-512.
+  c += "#ifdef __AVX512F__\n      tj_vf16 s0 = {}, s1 = {}, s2 = {}, s3 = {};\n";
+  c += "      for (; k + 4 <= " + Ks + "; k += 4, p += 64) {\n";
+  c += "        s0 += x[k]*tj_wv_i8(p);\n        s1 += x[k+1]*tj_wv_i8(p + 16);\n";
+  c += "        s2 += x[k+2]*tj_wv_i8(p + 32);\n        s3 += x[k+3]*tj_wv_i8(p + 48);\n      }\n";
+  c += "      tj_vf16 s = (s0 + s1) + (s2 + s3);\n      for (; k < " + Ks + "; ++k, p += 16) s += x[k]*tj_wv_i8(p);\n";
+  c += "      *(tj_vf16u*)&y[j] = s;\n#else\n      float s[4][16] = {};\n";
+  c += "      for (; k + 4 <= " + Ks + "; k += 4, p += 64)\n        for (int q = 0; q < 4; ++q)\n#pragma omp simd\n";
+  c += "          for (int l = 0; l < 16; ++l) s[q][l] += x[k+q]*(float)p[16*q + l];\n";
+  c += "      for (int l = 0; l < 16; ++l) {\n        float t = (s[0][l] + s[1][l]) + (s[2][l] + s[3][l]);\n";
+  c += "        for (int64_t kk = k; kk < " + Ks + "; ++kk) t += x[kk]*(float)p[16*(kk - k) + l];\n        y[j + l] = t;\n      }\n#endif\n";
+  c += "    }\n  }\n";
+  return c;
 }
 
 // R rows of B from row k: their x values a0.. and pointers r0...
