@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
+#include "codegen/cpp/build.h"
 #include "ir/text.h"
 #include "memory/lifetimes.h"
 #include "models/llama.h"
@@ -638,12 +640,16 @@ TEST_F(Compiled, ResultsDoNotDependOnTheThreadCount) {
 // one thread, as a team, and split over the pool (K not a multiple of 4
 // included); the same bits at any thread count, and the interpreter's
 // values on the converted weights. A product of 3 rows keeps row-major.
-TEST_F(Compiled, PackedInt8Gemv) {
-  Graph g = parse_graph(
+Graph packed_gemvs() {
+  return parse_graph(
       "graph g\ninput %a : f32[1,131]\nparam %wa : f32[131,48]\ninput %b : f32[1,1,1027]\nparam %wb : f32[1027,512]\n"
       "input %c : f32[1,64]\nparam %wc : f32[64,80]\ninput %d : f32[3,64]\nparam %wd : f32[64,64]\n"
       "%0 = matmul(%a, %wa) : f32[1,48]\n%1 = relu(%0) : f32[1,48]\n%2 = matmul(%b, %wb) : f32[1,1,512]\n"
       "%3 = matmul(%c, %wc) : f32[1,80]\n%4 = matmul(%d, %wd) : f32[3,64]\nreturn %1, %2, %3, %4\n");
+}
+
+TEST_F(Compiled, PackedInt8Gemv) {
+  Graph g = packed_gemvs();
   Bindings all = random_inputs(g, 7), params, inputs;
   split(g, all, &params, &inputs);
   Bindings f32_in = inputs;
@@ -677,6 +683,33 @@ TEST_F(Compiled, PackedInt8Gemv) {
   for (size_t r = 1; r < results.size(); ++r)
     for (size_t i = 0; i < results[0].size(); ++i)
       EXPECT_EQ(std::memcmp(results[r][i].raw(), results[0][i].raw(), results[0][i].nbytes()), 0) << "output " << i << ", run " << r;
+}
+
+// The packed GEMV's code for CPUs without AVX-512 (8 columns at a time with
+// AVX2) and without either (plain loops): a compiler wrapper that turns them
+// off, each against the interpreter.
+TEST_F(Compiled, PackedInt8GemvWithoutAvx512) {
+  TJ_CPU_ONLY("the generated C++ for other instruction sets");
+  Graph g = packed_gemvs();
+  Bindings all = random_inputs(g, 7), params, inputs;
+  split(g, all, &params, &inputs);
+  const std::string cxx = find_compiler().value().executable;
+  for (const std::string flags : {"-mno-avx512f", "-mno-avx512f -mno-avx2"}) {
+    SCOPED_TRACE(flags);
+    const std::string wrapper = std::string(::testing::TempDir()) + "tj_cxx_" + std::to_string(flags.size()) + "_" + std::to_string(::getpid());
+    std::ofstream(wrapper) << "#!/bin/sh\nexec '" << cxx << "' \"$@\" " << flags << "\n";
+    std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+    setenv("TJ_CXX", wrapper.c_str(), 1);
+    CompileOptions co;
+    co.weights = DType::i8;
+    Executable exe = Executable::compile(g, params, co);
+    unsetenv("TJ_CXX");
+    EXPECT_TRUE(exe.stats().compiled);
+    Bindings in = inputs, ref = exe.held_params();
+    for (const auto& [k, v] : inputs) ref[k] = v;
+    EXPECT_LE(compare_outputs(exe.run(in), interpret(exe.optimized(), ref, {DType::f32})).max_rel, 1e-5);
+    std::filesystem::remove(wrapper);
+  }
 }
 
 // Donated caches: updated in the input arrays; copied out as outputs too

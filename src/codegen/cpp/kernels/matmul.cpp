@@ -186,11 +186,18 @@ std::string Emitter::columns_of(const Dim& N) {
 }
 
 // 16 weights stored narrower as floats, widened and converted in one 512-bit
-// register (GCC 12 scalarizes __builtin_convertvector from 8-bit lanes). Only
+// register (8 int8 ones in a 256-bit register with AVX2 alone, for the packed
+// GEMV; GCC 12 scalarizes __builtin_convertvector from 8-bit lanes). Only
 // in programs that read such weights: <immintrin.h> adds 0.3-0.4 s to a
 // compile.
 std::string Emitter::narrow_weight_helpers() {
-  return "#ifdef __AVX512F__\n#include <immintrin.h>\n"
+  return "#if defined(__AVX512F__) || defined(__AVX2__)\n#include <immintrin.h>\n#endif\n"
+         "#ifdef __AVX2__\n"
+         "typedef float tj_vf8 __attribute__((vector_size(32)));\n"
+         "typedef float tj_vf8u __attribute__((vector_size(32), aligned(4)));\n"
+         "static inline tj_vf8 tj_wv8_i8(const int8_t* p) {\n"
+         "  return (tj_vf8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)));\n}\n#endif\n"
+         "#ifdef __AVX512F__\n"
          "typedef float tj_vf16u __attribute__((vector_size(64), aligned(4)));\n"
          "static inline tj_vf16 tj_wv_i8(const int8_t* p) {\n"
          "  return (tj_vf16)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));\n}\n"
@@ -234,15 +241,21 @@ std::string Emitter::packed_columns_of(const Dim& N) {
 std::string Emitter::gemv_packed(const std::string& x, const std::string& B, const std::string& y, const Dim& K) {
   std::string Ks = C(K);
   std::string c = "  {\n    const float* x = " + x + ";\n    const int8_t* B = (const int8_t*)(" + B + ");\n    float* y = " + y + ";\n";
-  c += "    for (int64_t j = n0; j < n1; j += 16) {\n      const int8_t* p = B + j*" + Ks + ";\n      int64_t k = 0;\n";
+  c += "    for (int64_t j = n0; j < n1; j += 16) {\n      const int8_t* p = B + j*" + Ks + ";\n";
   // Four sums per column over k mod 4, then (s0 + s1) + (s2 + s3) and the
-  // rest of k: the same order with or without AVX-512.
-  c += "#ifdef __AVX512F__\n      tj_vf16 s0 = {}, s1 = {}, s2 = {}, s3 = {};\n";
-  c += "      for (; k + 4 <= " + Ks + "; k += 4, p += 64) {\n";
-  c += "        s0 += x[k]*tj_wv_i8(p);\n        s1 += x[k+1]*tj_wv_i8(p + 16);\n";
-  c += "        s2 += x[k+2]*tj_wv_i8(p + 32);\n        s3 += x[k+3]*tj_wv_i8(p + 48);\n      }\n";
-  c += "      tj_vf16 s = (s0 + s1) + (s2 + s3);\n      for (; k < " + Ks + "; ++k, p += 16) s += x[k]*tj_wv_i8(p);\n";
-  c += "      *(tj_vf16u*)&y[j] = s;\n#else\n      float s[4][16] = {};\n";
+  // rest of k: the same order with AVX-512 (16 columns a vector), AVX2 (8)
+  // or neither.
+  auto vectors = [&](const std::string& V, const std::string& read, int width) {
+    std::string w = std::to_string(width);
+    std::string v = "      for (int h = 0; h < 16; h += " + w + ") {\n        const int8_t* ph = p + h;\n        int64_t k = 0;\n";
+    v += "        " + V + " s0 = {}, s1 = {}, s2 = {}, s3 = {};\n        for (; k + 4 <= " + Ks + "; k += 4, ph += 64) {\n";
+    for (int q = 0; q < 4; ++q)
+      v += "          s" + std::to_string(q) + " += x[k+" + std::to_string(q) + "]*" + read + "(ph + " + std::to_string(16 * q) + ");\n";
+    v += "        }\n        " + V + " s = (s0 + s1) + (s2 + s3);\n        for (; k < " + Ks + "; ++k, ph += 16) s += x[k]*" + read + "(ph);\n";
+    return v + "        *(" + V + "u*)&y[j + h] = s;\n      }\n";
+  };
+  c += "#ifdef __AVX512F__\n" + vectors("tj_vf16", "tj_wv_i8", 16) + "#elif defined(__AVX2__)\n" + vectors("tj_vf8", "tj_wv8_i8", 8);
+  c += "#else\n      float s[4][16] = {};\n      int64_t k = 0;\n";
   c += "      for (; k + 4 <= " + Ks + "; k += 4, p += 64)\n        for (int q = 0; q < 4; ++q)\n#pragma omp simd\n";
   c += "          for (int l = 0; l < 16; ++l) s[q][l] += x[k+q]*(float)p[16*q + l];\n";
   c += "      for (int l = 0; l < 16; ++l) {\n        float t = (s[0][l] + s[1][l]) + (s[2][l] + s[3][l]);\n";
