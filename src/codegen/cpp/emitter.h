@@ -238,6 +238,7 @@ class Emitter {
     bool bias_keys_contiguous = false;  // sb3 is 1
   };
   std::string attention_body(const Kernel& K);
+  static std::string value_rows_in_registers(int64_t U, int64_t Dv);
   static std::string attention_one_query(const AttentionForm& f, const std::string& S, const std::string& D, int64_t Dv);
   static std::string attention_row_block(const AttentionForm& f, const std::string& rows, const std::string& S, int64_t H, int64_t group,
                                          int64_t D, int64_t Dv, int64_t qb);

@@ -212,6 +212,31 @@ std::string Emitter::block_dots(const std::string& ty, const std::string& st, co
 // the rows' scores are multiply-adds along the keys, 16 at a time and 4 rows
 // at once in registers; then each row's weighted value rows, over its own
 // keys, in registers, right after its softmax step.
+// The weighted value rows of attention_row_block for float rows of Dv, a
+// multiple of 16: the same sums in the same order (U partial sums over the
+// keys, j mod U, added in order, then into the accumulator), held in
+// U * Dv/16 vector variables. As an array GCC kept them in memory, each
+// multiply-add waiting on the last one's store.
+std::string Emitter::value_rows_in_registers(int64_t U, int64_t Dv) {
+  const int64_t C = Dv / 16;
+  auto r = [](int64_t w, int64_t c) { return "r" + std::to_string(w) + "_" + std::to_string(c); };
+  auto sum_into = [&](int64_t w, const std::string& key, const std::string& at) {
+    std::string code = at + "{\n" + at + "  const float pj = s[" + key + "];\n" + at + "  const float* vj = v + (j0 + " + key + ")*vstride;\n";
+    for (int64_t c = 0; c < C; ++c) code += at + "  " + r(w, c) + " += pj * *(const tj_vf16u*)(vj + " + std::to_string(16 * c) + ");\n";
+    return code + at + "}\n";
+  };
+  std::string code = "        tj_vf16";
+  for (int64_t w = 0; w < U; ++w)
+    for (int64_t c = 0; c < C; ++c) code += std::string(w || c ? ", " : " ") + r(w, c) + " = {}";
+  code += ";\n        int64_t j = 0;\n        for (; j + " + std::to_string(U) + " <= jm; j += " + std::to_string(U) + ") {\n";
+  for (int64_t w = 0; w < U; ++w) code += sum_into(w, "j + " + std::to_string(w), "          ");
+  code += "        }\n        for (; j < jm; ++j)\n" + sum_into(0, "j", "          ");
+  for (int64_t w = 1; w < U; ++w)
+    for (int64_t c = 0; c < C; ++c) code += "        " + r(0, c) + " += " + r(w, c) + ";\n";
+  for (int64_t c = 0; c < C; ++c) code += "        *(tj_vf16*)&acc[ii][" + std::to_string(16 * c) + "] += " + r(0, c) + ";\n";
+  return code;
+}
+
 std::string Emitter::attention_row_block(const AttentionForm& f, const std::string& rows, const std::string& S, int64_t H, int64_t group,
                                          int64_t D, int64_t Dv, int64_t qb) {
   const std::string &ty = f.ty, &st = f.st;
@@ -279,17 +304,21 @@ std::string Emitter::attention_row_block(const AttentionForm& f, const std::stri
   // fixed order.
   int64_t U = std::clamp<int64_t>(64 / std::max<int64_t>(Dv, 1), 1, 4);
   std::string Us = std::to_string(U);
-  code += "        " + ty + " r[" + Us + "][" + Dvs + "] = {};\n";
-  code += "        int64_t j = 0;\n        for (; j + " + Us + " <= jm; j += " + Us + ")\n";
-  code += "          for (int64_t w = 0; w < " + Us + "; ++w) {\n            const " + ty + " pj = s[j + w];\n";
-  code += "            const " + st + "* vj = v + (j0 + j + w)*vstride;\n";
-  code += "#pragma omp simd\n            for (int64_t d = 0; d < " + Dvs + "; ++d) r[w][d] += pj*vj[d];\n          }\n";
-  code += "        for (; j < jm; ++j) {\n          const " + ty + " pj = s[j];\n          const " + st + "* vj = v + (j0 + j)*vstride;\n";
-  code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += pj*vj[d];\n        }\n";
-  code += "        for (int64_t w = 1; w < " + Us + "; ++w)\n";
-  code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += r[w][d];\n";
-  code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] += r[0][d];\n      }\n";
-  code += "    }\n";
+  if (ty == "float" && st == "float" && Dv % 16 == 0 && U * (Dv / 16) <= 16) {
+    code += value_rows_in_registers(U, Dv);
+  } else {
+    code += "        " + ty + " r[" + Us + "][" + Dvs + "] = {};\n";
+    code += "        int64_t j = 0;\n        for (; j + " + Us + " <= jm; j += " + Us + ")\n";
+    code += "          for (int64_t w = 0; w < " + Us + "; ++w) {\n            const " + ty + " pj = s[j + w];\n";
+    code += "            const " + st + "* vj = v + (j0 + j + w)*vstride;\n";
+    code += "#pragma omp simd\n            for (int64_t d = 0; d < " + Dvs + "; ++d) r[w][d] += pj*vj[d];\n          }\n";
+    code += "        for (; j < jm; ++j) {\n          const " + ty + " pj = s[j];\n          const " + st + "* vj = v + (j0 + j)*vstride;\n";
+    code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += pj*vj[d];\n        }\n";
+    code += "        for (int64_t w = 1; w < " + Us + "; ++w)\n";
+    code += "#pragma omp simd\n          for (int64_t d = 0; d < " + Dvs + "; ++d) r[0][d] += r[w][d];\n";
+    code += "#pragma omp simd\n        for (int64_t d = 0; d < " + Dvs + "; ++d) acc[ii][d] += r[0][d];\n";
+  }
+  code += "      }\n    }\n";
   code += "    for (int64_t ii = 0; ii < in; ++ii) {\n";
   code += "      const int64_t r = r0 + ii, h = g*" + G + " + r % " + G + ";\n";
   code += "      " + st + "* o = out + ((b*" + std::to_string(H) + "LL + h)*tj_tq + r / " + G + ")*" + Dvs + ";\n";

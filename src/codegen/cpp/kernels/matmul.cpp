@@ -198,7 +198,6 @@ std::string Emitter::narrow_weight_helpers() {
          "static inline tj_vf8 tj_wv8_i8(const int8_t* p) {\n"
          "  return (tj_vf8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)));\n}\n#endif\n"
          "#ifdef __AVX512F__\n"
-         "typedef float tj_vf16u __attribute__((vector_size(64), aligned(4)));\n"
          "static inline tj_vf16 tj_wv_i8(const int8_t* p) {\n"
          "  return (tj_vf16)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));\n}\n"
          "static inline tj_vf16 tj_wv_bf16(const uint16_t* p) {\n"
