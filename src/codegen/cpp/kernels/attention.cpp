@@ -206,12 +206,6 @@ std::string Emitter::block_dots(const std::string& ty, const std::string& st, co
   return code;
 }
 
-// Rows [r0, r0 + qb) of a unit (row r: query r / group of head
-// g*group + r % group), the same online softmax per row, one block of keys
-// at a time for all of them. The block is transposed once (kt[d][j]), so
-// the rows' scores are multiply-adds along the keys, 16 at a time and 4 rows
-// at once in registers; then each row's weighted value rows, over its own
-// keys, in registers, right after its softmax step.
 // The weighted value rows of attention_row_block for float rows of Dv, a
 // multiple of 16: the same sums in the same order (U partial sums over the
 // keys, j mod U, added in order, then into the accumulator), held in
@@ -237,6 +231,12 @@ std::string Emitter::value_rows_in_registers(int64_t U, int64_t Dv) {
   return code;
 }
 
+// Rows [r0, r0 + qb) of a unit (row r: query r / group of head
+// g*group + r % group), the same online softmax per row, one block of keys
+// at a time for all of them. The block is transposed once (kt[d][j]), so
+// the rows' scores are multiply-adds along the keys, 16 at a time and 4 rows
+// at once in registers; then each row's weighted value rows, over its own
+// keys, in registers, right after its softmax step.
 std::string Emitter::attention_row_block(const AttentionForm& f, const std::string& rows, const std::string& S, int64_t H, int64_t group,
                                          int64_t D, int64_t Dv, int64_t qb) {
   const std::string &ty = f.ty, &st = f.st;

@@ -84,10 +84,15 @@ std::string Emitter::matmul_body(const Kernel& K) {
   bool team = M == Dim(1) && !ta && count(batch) == Dim(1) && code.empty() && !stores && weights >= kTeamSplitElements &&
               weights < kGemvParallelElements;
   const bool gemv_path = M == Dim(1) && !ta;
+  const bool par = !team && weights >= kGemvParallelElements;  // a GEMV split over the pool
+  // A GEMV's columns [n0, n1) per thread of the pool (`columns` defines them).
+  auto columns_per_thread = [&](const std::string& columns, const std::string& body) {
+    return "  {\n" + open_parallel("tj_threads(" + pool() + ")") + "    {\n      const int nt = (int)tj_parts, id = (int)tj_part;\n" +
+           columns + body + "    }\n" + close_parallel() + "  }\n";
+  };
   if (gemv_path && !tb && !wr.packed) {
     // Tuning: weight rows per pass, and a large GEMV's split (partial sums
     // over K, or columns); the rule's first.
-    const bool par = !team && weights >= kGemvParallelElements;
     if (tune_ && knobs_.label.empty()) {
       std::vector<int> rows = {wr.rows, 2 * wr.rows};
       if (wr.rows / 2 >= 4) rows.push_back(wr.rows / 2);
@@ -107,12 +112,10 @@ std::string Emitter::matmul_body(const Kernel& K) {
   if (wr.packed) {
     // Blocks of 16 columns split over the threads: no partial sums, and a
     // column's rounding the same at any thread count.
-    const bool par = !team && weights >= kGemvParallelElements;
     if (team) team_work_ = weights, code += packed_columns_of(N);
     std::string body = gemv_packed(xa, xb, c_ptr, Kd);
-    call = team ? body
-           : par ? "  {\n" + open_parallel("tj_threads(" + pool() + ")") + "    {\n      const int nt = (int)tj_parts, id = (int)tj_part;\n" +
-                       packed_columns_of(N) + body + "    }\n" + close_parallel() + "  }\n"
+    call = team  ? body
+           : par ? columns_per_thread(packed_columns_of(N), body)
                  : "  {\n    const int64_t n0 = 0, n1 = " + C(N) + ";\n" + body + "  }\n";
   } else if (team) {
     team_work_ = weights;
@@ -120,8 +123,7 @@ std::string Emitter::matmul_body(const Kernel& K) {
     call = gemv_columns(g_.type(mm).dtype, xa, xb, tb, ldb, c_ptr, Kd, N, wr);
   } else if (gemv_path && knobs_.gemv_columns) {
     // Each thread its own columns, every column's sum over all of K.
-    call = "  {\n" + open_parallel("tj_threads(" + pool() + ")") + "    {\n      const int nt = (int)tj_parts, id = (int)tj_part;\n" +
-           columns_of(N) + gemv_columns(g_.type(mm).dtype, xa, xb, tb, ldb, c_ptr, Kd, N, wr) + "    }\n" + close_parallel() + "  }\n";
+    call = columns_per_thread(columns_of(N), gemv_columns(g_.type(mm).dtype, xa, xb, tb, ldb, c_ptr, Kd, N, wr));
   } else if (gemv_path) {
     call = gemv(ty, xa, xb, tb, ldb, c_ptr, Kd, N, wr);
   } else {
