@@ -69,6 +69,7 @@ NDArray view_of(const AnyArray& a, const std::string& what) {
     if (shape[i] != 1 && a.stride(i) != expect) contiguous = false;
     expect *= shape[i];
   }
+  if (expect == 0) contiguous = true;  // no elements: no stride is ever used (numpy's are arbitrary)
   if (!contiguous)
     throw Error(what + ": the array is not contiguous (row-major); pass np.ascontiguousarray(x), which copies it");
   return NDArray::view(t, std::move(shape), a.data());
