@@ -167,6 +167,22 @@ Tensor relu(const Tensor& x);
 Tensor softplus(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double alpha = 0.01);
 Tensor hardswish(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
+Tensor trunc(const Tensor& x);  // toward zero
+Tensor atan2(const Tensor& a, const Tensor& b);  // the angle of (b, a), in (-pi, pi]
+// The bits of integers (not bool: use logical_*).
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_not(const Tensor& x);
 
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);

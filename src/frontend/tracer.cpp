@@ -233,6 +233,21 @@ Tensor relu(const Tensor& x) { return unary(Op::relu, x); }
 Tensor softplus(const Tensor& x) { return unary(Op::softplus, x); }
 Tensor leaky_relu(const Tensor& x, double alpha) { return emit(tracer_of(x), Op::leaky_relu, {x}, {{"alpha", alpha}}); }
 Tensor hardswish(const Tensor& x) { return unary(Op::hardswish, x); }
+Tensor tan(const Tensor& x) { return unary(Op::tan, x); }
+Tensor asin(const Tensor& x) { return unary(Op::asin, x); }
+Tensor acos(const Tensor& x) { return unary(Op::acos, x); }
+Tensor atan(const Tensor& x) { return unary(Op::atan, x); }
+Tensor sinh(const Tensor& x) { return unary(Op::sinh, x); }
+Tensor cosh(const Tensor& x) { return unary(Op::cosh, x); }
+Tensor asinh(const Tensor& x) { return unary(Op::asinh, x); }
+Tensor acosh(const Tensor& x) { return unary(Op::acosh, x); }
+Tensor atanh(const Tensor& x) { return unary(Op::atanh, x); }
+Tensor trunc(const Tensor& x) { return unary(Op::trunc, x); }
+Tensor atan2(const Tensor& a, const Tensor& b) { return binary(Op::atan2, a, b); }
+Tensor bitwise_and(const Tensor& a, const Tensor& b) { return binary(Op::bitwise_and, a, b); }
+Tensor bitwise_or(const Tensor& a, const Tensor& b) { return binary(Op::bitwise_or, a, b); }
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return binary(Op::bitwise_xor, a, b); }
+Tensor bitwise_not(const Tensor& x) { return unary(Op::bitwise_not, x); }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::max, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::min, a, b); }

@@ -29,8 +29,11 @@ enum class Op : uint8_t {
   // unary elementwise
   neg, exp, log, tanh, sqrt, rsqrt, sin, cos, abs, sigmoid, recip, cast,
   erf, floor, ceil, round, sign, log1p, expm1, relu, softplus, leaky_relu, hardswish,
+  tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, trunc,
+  bitwise_not,
   // binary elementwise (numpy broadcasting)
-  add, sub, mul, div, max, min, pow, mod,
+  add, sub, mul, div, max, min, pow, mod, atan2,
+  bitwise_and, bitwise_or, bitwise_xor,
   // comparisons, logic and selection
   eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, where, clip,
   // reductions

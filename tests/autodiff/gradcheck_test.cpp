@@ -110,6 +110,19 @@ TEST(Gradcheck, UnaryOps) {
     ValueId x = g.add(Op::mul, {g.add_input("x", f64({3, 4})), g.add_const(f64({}), std::vector<double>{5.0})});
     g.set_outputs({g.add(Op::hardswish, {x})});
   });
+  // The inverse and hyperbolic functions on their domains.
+  for (Op op : {Op::tan, Op::asin, Op::acos, Op::atan, Op::sinh, Op::cosh, Op::asinh, Op::acosh, Op::atanh, Op::trunc})
+    gradcheck(std::string(op_def(op).name), [op](Graph& g) {
+      ValueId x = g.add(Op::tanh, {g.add_input("x", f64({3, 4}))});  // in (-1, 1)
+      ValueId in = x;
+      if (op == Op::asin || op == Op::acos || op == Op::atanh || op == Op::tan) in = g.add(Op::mul, {x, g.add_const(f64({}), std::vector<double>{0.8})});
+      if (op == Op::acosh) in = g.add(Op::add, {g.add(Op::abs, {x}), g.add_const(f64({}), std::vector<double>{1.5})});
+      g.set_outputs({g.add(op, {in})});
+    });
+  gradcheck("atan2", [](Graph& g) {
+    ValueId a = g.add_input("x", f64({3, 4})), b = g.add_input("px", f64({4}));
+    g.set_outputs({g.add(Op::atan2, {a, b})});
+  });
   for (bool approximate : {true, false})
     gradcheck(approximate ? "gelu tanh" : "gelu erf", [approximate](Graph& g) {
       g.set_outputs({g.add(Op::gelu, {g.add_input("x", f64({3, 4}))}, {{"approximate", approximate}})});

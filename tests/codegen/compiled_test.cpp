@@ -145,6 +145,40 @@ TEST_F(Compiled, RowOpsFuseWithTheirNeighbours) {
   }
 }
 
+// The rest of <math.h> (tan, the inverse and hyperbolic functions, trunc,
+// atan2) in a matmul's epilogue, and the integer bitwise ops, bit for bit.
+TEST_F(Compiled, MathAndBitwiseOps) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    Tracer t("math_ops");
+    Tensor x = t.input("x", dt, {5, 12});
+    Tensor w = t.param("w", dt, {12, 9});
+    Tensor a = tanh(matmul(x, w)) * 0.9;  // in (-0.9, 0.9): every function's domain
+    Tensor e = tan(a) + asin(a) + acos(a) + atan(a * 3.0) + sinh(a) + cosh(a) + asinh(a * 5.0) + acosh(abs(a) + 1.5) + atanh(a) +
+               trunc(a * 7.0) + atan2(a, a * a - 0.3);
+    Graph g = t.finish({e});
+    EXPECT_LE(check(g, 0, dt, 11), dt == DType::f64 ? 1e-12 : 1e-5);
+    Executable exe = Executable::compile(g, {{"w", random_inputs(g, {}).at("w")}});
+    EXPECT_EQ(fuse(exe.optimized()).kernels.size(), 1u);  // all in the matmul's epilogue
+  }
+  for (DType dt : {DType::i64, DType::i32, DType::u8, DType::i8}) {
+    Tracer t("bits");
+    Tensor a = t.input("a", dt, {7, 3}), b = t.input("b", dt, {3});
+    Graph g = t.finish({bitwise_and(a, b), bitwise_or(a, b), bitwise_xor(bitwise_not(a), b)});
+    Bindings in = random_inputs(g, {});
+    auto want = interpret(g, in, {DType::f64});
+    auto got = Executable::compile(g, {}).run(in);
+    for (size_t o = 0; o < want.size(); ++o) {
+      ASSERT_EQ(got[o].type_str(), want[o].type_str());
+      EXPECT_EQ(std::memcmp(got[o].raw(), want[o].raw(), want[o].nbytes()), 0) << dtype_name(dt) << " output " << o;
+    }
+  }
+  // Not for bools or floats: a clear error.
+  Tracer t("bad");
+  EXPECT_THROW(bitwise_and(t.input("p", DType::boolean, {2}), t.input("q", DType::boolean, {2})), ShapeError);
+  EXPECT_THROW(bitwise_not(t.input("f", DType::f32, {2})), ShapeError);
+  EXPECT_THROW(tan(t.input("i", DType::i32, {2})), ShapeError);
+}
+
 TEST_F(Compiled, RandomGraphs) {
   for (uint64_t seed = 0; seed < 16; ++seed) {
     Graph g = testing::random_graph(seed, DType::f64, 16);

@@ -88,6 +88,24 @@ void d_erf(Differ& d) {
   ValueId x = d.x(0);
   d.give(0, d.mul(d.dy, d.mul(d.c(M_2_SQRTPI), d.op(Op::exp, {d.neg(d.mul(x, x))}))));
 }
+// 1 + tan^2
+void d_tan(Differ& d) { d.give(0, d.mul(d.dy, d.add(d.c(1), d.mul(d.y, d.y)))); }
+// +-1 / sqrt(1 - x^2)
+void d_asin(Differ& d) { d.give(0, d.div(d.dy, d.op(Op::sqrt, {d.sub(d.c(1), d.mul(d.x(0), d.x(0)))}))); }
+void d_acos(Differ& d) { d.give(0, d.neg(d.div(d.dy, d.op(Op::sqrt, {d.sub(d.c(1), d.mul(d.x(0), d.x(0)))})))); }
+void d_atan(Differ& d) { d.give(0, d.div(d.dy, d.add(d.c(1), d.mul(d.x(0), d.x(0))))); }
+void d_sinh(Differ& d) { d.give(0, d.mul(d.dy, d.op(Op::cosh, {d.x(0)}))); }
+void d_cosh(Differ& d) { d.give(0, d.mul(d.dy, d.op(Op::sinh, {d.x(0)}))); }
+void d_asinh(Differ& d) { d.give(0, d.div(d.dy, d.op(Op::sqrt, {d.add(d.mul(d.x(0), d.x(0)), d.c(1))}))); }
+void d_acosh(Differ& d) { d.give(0, d.div(d.dy, d.op(Op::sqrt, {d.sub(d.mul(d.x(0), d.x(0)), d.c(1))}))); }
+void d_atanh(Differ& d) { d.give(0, d.div(d.dy, d.sub(d.c(1), d.mul(d.x(0), d.x(0))))); }
+// atan2(a, b): (b, -a) / (a^2 + b^2)
+void d_atan2(Differ& d) {
+  ValueId a = d.x(0), b = d.x(1);
+  ValueId r2 = d.add(d.mul(a, a), d.mul(b, b));
+  if (d.wants(0)) d.give(0, d.div(d.mul(d.dy, b), r2));
+  if (d.wants(1)) d.give(1, d.neg(d.div(d.mul(d.dy, a), r2)));
+}
 void d_log1p(Differ& d) { d.give(0, d.div(d.dy, d.add(d.c(1), d.x(0)))); }
 void d_expm1(Differ& d) { d.give(0, d.mul(d.dy, d.add(d.y, d.c(1)))); }
 // Where x > 0 (the subgradient 0 at 0, as torch and JAX).
@@ -228,6 +246,19 @@ std::vector<OpDef> elementwise() {
               return x * std::min(std::max(x + E(3), E(0)), E(6)) / E(6);
             }),
             C_FORM("(($0) * std::min<$T>(std::max<$T>(($0) + ($T)3, ($T)0), ($T)6) / ($T)6)"), 4), d_hardswish), C_FORM("(($0) * tj_smin_$T(tj_smax_$T(($0) + ($T)3, ($T)0), ($T)6) / ($T)6)")),
+      // The rest of C's <math.h>, as torch and ONNX have them.
+      with_gpu(with_grad(unary(Op::tan, "tan", infer::float_unary, floats<1>([](auto x) { return std::tan(x); }), C_FORM("std::tan($0)")), d_tan), C_FORM("tan($0)")),
+      with_gpu(with_grad(unary(Op::asin, "asin", infer::float_unary, floats<1>([](auto x) { return std::asin(x); }), C_FORM("std::asin($0)")), d_asin), C_FORM("asin($0)")),
+      with_gpu(with_grad(unary(Op::acos, "acos", infer::float_unary, floats<1>([](auto x) { return std::acos(x); }), C_FORM("std::acos($0)")), d_acos), C_FORM("acos($0)")),
+      with_gpu(with_grad(unary(Op::atan, "atan", infer::float_unary, floats<1>([](auto x) { return std::atan(x); }), C_FORM("std::atan($0)")), d_atan), C_FORM("atan($0)")),
+      with_gpu(with_grad(unary(Op::sinh, "sinh", infer::float_unary, floats<1>([](auto x) { return std::sinh(x); }), C_FORM("std::sinh($0)")), d_sinh), C_FORM("sinh($0)")),
+      with_gpu(with_grad(unary(Op::cosh, "cosh", infer::float_unary, floats<1>([](auto x) { return std::cosh(x); }), C_FORM("std::cosh($0)")), d_cosh), C_FORM("cosh($0)")),
+      with_gpu(with_grad(unary(Op::asinh, "asinh", infer::float_unary, floats<1>([](auto x) { return std::asinh(x); }), C_FORM("std::asinh($0)")), d_asinh), C_FORM("asinh($0)")),
+      with_gpu(with_grad(unary(Op::acosh, "acosh", infer::float_unary, floats<1>([](auto x) { return std::acosh(x); }), C_FORM("std::acosh($0)")), d_acosh), C_FORM("acosh($0)")),
+      with_gpu(with_grad(unary(Op::atanh, "atanh", infer::float_unary, floats<1>([](auto x) { return std::atanh(x); }), C_FORM("std::atanh($0)")), d_atanh), C_FORM("atanh($0)")),
+      with_gpu(with_grad(unary(Op::trunc, "trunc", infer::float_unary, floats<1>([](auto x) { return std::trunc(x); }), C_FORM("std::trunc($0)")), d_zero), C_FORM("trunc($0)")),
+      // Integers' bits (two's complement); bool operands are 0 and 1.
+      unary(Op::bitwise_not, "bitwise_not", infer::integer_unary, ints<1>([](I x) { return ~x; }), C_FORM("(($T)~($0))")),
 
       with_gpu(with_grad(binary(Op::add, "add", infer::binary, true, both<2>([](auto a, auto b) { return a + b; }, [](I a, I b) { return wrap_add(a, b); }),
              C_INT_OR("tj_iadd<$T>($0, $1)", "($0+$1)")), d_add), C_INT_OR("tj_iadd_$T($0, $1)", "($0+$1)")),
@@ -257,6 +288,11 @@ std::vector<OpDef> elementwise() {
                   return e.fmt(std::string(e.integer ? "tj_imod_$T($0, $1, " : "tj_fmod_$T($0, $1, ") + (e.k[0] != 0 ? "1" : "0") +
                                (e.integer ? ", tj_status)" : ")"));
                 }),
+      with_gpu(with_grad(binary(Op::atan2, "atan2", infer::float_binary, false, floats<2>([](auto a, auto b) { return std::atan2(a, b); }),
+             C_FORM("std::atan2($0, $1)")), d_atan2), C_FORM("atan2($0, $1)")),
+      binary(Op::bitwise_and, "bitwise_and", infer::integer_binary, true, ints<2>([](I a, I b) { return a & b; }), C_FORM("(($T)(($0) & ($1)))")),
+      binary(Op::bitwise_or, "bitwise_or", infer::integer_binary, true, ints<2>([](I a, I b) { return a | b; }), C_FORM("(($T)(($0) | ($1)))")),
+      binary(Op::bitwise_xor, "bitwise_xor", infer::integer_binary, true, ints<2>([](I a, I b) { return a ^ b; }), C_FORM("(($T)(($0) ^ ($1)))")),
 
       binary(Op::eq, "eq", infer::compare, true, any<2>([](auto a, auto b) { return a == b; }), C_FORM("(uint8_t)($0==$1)")),
       binary(Op::ne, "ne", infer::compare, true, any<2>([](auto a, auto b) { return a != b; }), C_FORM("(uint8_t)($0!=$1)")),

@@ -87,6 +87,17 @@ Type logical(InferCtx& c) {
   return {DType::boolean, broadcast_all(c)};
 }
 
+Type integer_unary(InferCtx& c) {
+  if (!is_int(c.in[0].dtype)) c.fail("operand must be an integer, got " + c.in[0].str());
+  return c.in[0];
+}
+
+Type integer_binary(InferCtx& c) {
+  require_same_dtype(c);
+  if (!is_int(c.in[0].dtype)) c.fail("operands must be integers, got " + c.in[0].str());
+  return {c.in[0].dtype, broadcast_all(c)};
+}
+
 Shape reduced_shape(InferCtx& c, std::vector<int64_t>& axes, bool keep) {
   int r = c.rank(0);
   for (auto& a : axes) a = c.axis(a, r);

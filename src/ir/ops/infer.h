@@ -43,6 +43,8 @@ Type binary(InferCtx& c);         // same numeric dtypes, broadcast
 Type float_binary(InferCtx& c);
 Type compare(InferCtx& c);        // same dtypes, broadcast, -> bool
 Type logical(InferCtx& c);        // bools, broadcast, -> bool
+Type integer_unary(InferCtx& c);  // integers (not bool) -> same type
+Type integer_binary(InferCtx& c); // same integer dtypes (not bool), broadcast
 // The reduced shape of operand 0 over attribute "axes" (normalized, sorted),
 // keeping them as 1 when "keepdim".
 Shape reduced_shape(InferCtx& c, std::vector<int64_t>& axes, bool keep);
