@@ -1,6 +1,6 @@
 // tensorjit._core: the C++ library for Python (nanobind). What Python
 // sees: arrays.cpp (numpy and DLPack arrays, no copies), proxy.cpp (the
-// Tensor proxy), ops.cpp (numpy-style functions), calls.cpp (the C++ JIT
+// Tensor proxy), ops.cpp (numpy-style functions), nn.cpp (the composite layers: conv, pools, norms, pads, scans, sorts), calls.cpp (the C++ JIT
 // under a Python function: its calls, the fast path), jit.cpp (what a trace
 // sees of its arguments, the ahead-of-time Program, ONNX models, the IR's
 // text). The package around it is python/tensorjit/.
@@ -13,6 +13,7 @@
 namespace tj::py {
 void bind_jit(nb::module_& m);
 void bind_calls(nb::module_& m);
+void bind_nn(nb::module_& m);
 }
 
 NB_MODULE(_core, m) {
@@ -32,6 +33,7 @@ NB_MODULE(_core, m) {
   bind_arrays(m);
   bind_proxy(m);
   bind_ops(m);
+  bind_nn(m);
   bind_jit(m);
   bind_calls(m);
 }

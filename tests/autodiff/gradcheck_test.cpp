@@ -211,6 +211,12 @@ TEST(Gradcheck, ViewsAndDataMovement) {
     ValueId s = g.add(Op::slice, {x}, {{"axis", int64_t{1}}, {"start", Dim(2)}, {"end", Dim(5)}});
     g.set_outputs({g.add(Op::concat, {y, s, y}, {{"axis", int64_t{1}}})});
   });
+  gradcheck("slices with steps", [](Graph& g) {
+    ValueId x = g.add_input("x", f64({3, 10}));
+    ValueId a = g.add(Op::slice, {x}, {{"axis", int64_t{1}}, {"start", Dim(1)}, {"end", Dim(9)}, {"step", int64_t{3}}});  // 1, 4, 7
+    ValueId b = g.add(Op::slice, {x}, {{"axis", int64_t{0}}, {"start", Dim(0)}, {"end", Dim(3)}, {"step", int64_t{2}}});  // rows 0, 2
+    g.set_outputs({a, b});
+  });
   gradcheck("gather (repeated and negative indices)", [](Graph& g) {
     ValueId t = g.add_input("x", f64({2, 5, 3}));
     ValueId i = g.add_const({DType::i64, {2, 2}}, std::vector<double>{1, 4, -1, 1});

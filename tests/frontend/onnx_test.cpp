@@ -461,7 +461,7 @@ TEST(OnnxImport, WindowGeometryIsChecked) {
     output(g, "y");
     return m;
   };
-  EXPECT_NE(error_of(conv_t({"1", "2", "0", "3"}, {3, 2})).find("ConvTranspose node 'ConvTranspose_1': kernel sizes must be positive"), std::string::npos)
+  EXPECT_NE(error_of(conv_t({"1", "2", "0", "3"}, {3, 2})).find("ConvTranspose node 'ConvTranspose_1': conv_transpose: kernel sizes must be positive"), std::string::npos)
       << error_of(conv_t({"1", "2", "0", "3"}, {3, 2}));
   EXPECT_NE(error_of(conv_t({"1", "2", "100", "100"}, {1, 1})).find("a kernel of more than 4096 offsets is not supported"), std::string::npos);
   EXPECT_NE(error_of(conv_t({"1", "2", "2", "2"}, {int64_t{1} << 62, 1})).find("a stride, dilation or pad of 4611686018427387904 is out of range"), std::string::npos);
@@ -470,7 +470,7 @@ TEST(OnnxImport, WindowGeometryIsChecked) {
   input(pool.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"1", "1", "3", "3"});
   ints_attr(node(pool.mutable_graph(), "MaxPool", {"x"}, {"y"}), "kernel_shape", {0, 2});
   output(pool.mutable_graph(), "y");
-  EXPECT_NE(error_of(pool).find("MaxPool node 'MaxPool_1': kernel sizes must be positive"), std::string::npos) << error_of(pool);
+  EXPECT_NE(error_of(pool).find("MaxPool node 'MaxPool_1': max_pool: kernel sizes must be positive"), std::string::npos) << error_of(pool);
 }
 
 // 4-bit weights come packed two to a byte (raw_data, or int32_data) and are

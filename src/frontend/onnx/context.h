@@ -12,6 +12,7 @@
 #include <onnx/onnx_pb.h>  // defines ONNX_API, includes onnx-ml.pb.h
 
 #include "tensorjit/ndarray.h"
+#include "tensorjit/nn.h"  // the composite layers the converters share with the other frontends
 #include "tensorjit/tensor.h"
 
 namespace tj::onnx_import {
@@ -95,12 +96,5 @@ int64_t static_dim(const Ctx& c, const Tensor& x, int64_t axis, const char* why)
 std::vector<int64_t> static_shape(const Ctx& c, const Tensor& x, const char* why);
 // x's elements `idx` along `axis`: a gather with constant indices.
 Tensor take(Ctx& c, const Tensor& x, int64_t axis, const std::vector<int64_t>& idx);
-// x with `axis` (of static size, else Unsupported saying `why`) reversed.
-Tensor reverse_axis(Ctx& c, const Tensor& x, int64_t axis, const char* why);
-// x with `begin` and `end` elements of `fill` (a scalar) before and after it along `axis`.
-Tensor pad_axis(const Tensor& x, int64_t axis, int64_t begin, int64_t end, const Tensor& fill);
-// out[i..] = x[.., idx[i..], ..] along `axis` (GatherElements; idx of x's
-// rank, negative entries counting from the end; static shapes).
-Tensor take_along(Ctx& c, const Tensor& x, const Tensor& idx, int64_t axis);
 
 }  // namespace tj::onnx_import

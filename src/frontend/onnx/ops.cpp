@@ -30,52 +30,6 @@ Tensor take(Ctx& c, const Tensor& x, int64_t axis, const std::vector<int64_t>& i
   return gather(x, c.tracer.constant(NDArray::of<int64_t>({static_cast<int64_t>(idx.size())}, idx)), axis);
 }
 
-Tensor reverse_axis(Ctx& c, const Tensor& x, int64_t axis, const char* why) {
-  std::vector<int64_t> rev;
-  for (int64_t i = static_dim(c, x, axis, why) - 1; i >= 0; --i) rev.push_back(i);
-  return take(c, x, axis, rev);
-}
-
-Tensor pad_axis(const Tensor& x, int64_t axis, int64_t begin, int64_t end, const Tensor& fill) {
-  if (begin <= 0 && end <= 0) return x;
-  auto block = [&](int64_t len) {
-    Shape s = x.shape();
-    s[static_cast<size_t>(axis)] = Dim(len);
-    return expand(fill, s);
-  };
-  std::vector<Tensor> parts;
-  if (begin > 0) parts.push_back(block(begin));
-  parts.push_back(x);
-  if (end > 0) parts.push_back(block(end));
-  return concat(parts, axis);
-}
-
-// A gather from the flattened x at flat positions: the index along `axis`,
-// the element's own coordinate along every other.
-Tensor take_along(Ctx& c, const Tensor& x, const Tensor& idx, int64_t axis) {
-  std::vector<int64_t> xs = static_shape(c, x, "GatherElements of a symbolic shape");
-  std::vector<int64_t> is = static_shape(c, idx, "GatherElements of a symbolic shape");
-  if (is.size() != xs.size()) c.fail("data and indices differ in rank");
-  Tensor i64 = cast(idx, DType::i64);
-  i64 = where(i64 < 0.0, i64 + static_cast<double>(xs[static_cast<size_t>(axis)]), i64);
-  std::optional<Tensor> flat;
-  int64_t stride = 1;
-  for (int64_t d = x.rank() - 1; d >= 0; --d) {
-    Tensor coord = i64;
-    if (d != axis) {
-      Shape s(is.size(), Dim(1));
-      s[static_cast<size_t>(d)] = Dim(is[static_cast<size_t>(d)]);
-      coord = reshape(iota(x, Dim(is[static_cast<size_t>(d)])), s);
-    }
-    Tensor term = stride == 1 ? coord : coord * static_cast<double>(stride);
-    flat = flat ? *flat + term : term;
-    stride *= xs[static_cast<size_t>(d)];
-  }
-  Shape out(is.begin(), is.end());
-  Tensor at = expand(*flat, out);
-  return reshape(gather(reshape(x, {Dim(-1)}), reshape(at, {Dim(-1)}), 0), out);
-}
-
 const Converter* find_converter(const std::string& op_type) {
   static const ConverterTable table = [] {
     ConverterTable t;

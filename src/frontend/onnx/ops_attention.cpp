@@ -53,7 +53,11 @@ R attention_(Ctx& c) {
     Dim ms = m.shape().back();
     if (ms != S) {  // shorter than the keys: the rest masked
       if (!ms.is_const() || !S.is_const() || ms.value() > S.value()) c.unsupported("Attention with an attn_mask whose key length does not fit the keys");
-      m = pad_axis(m, m.rank() - 1, 0, S.value() - ms.value(), c.scalar(m.dtype() == DType::boolean ? 0 : -INFINITY, m.dtype()));
+      {
+        std::vector<int64_t> b(static_cast<size_t>(m.rank()), 0), e = b;
+        e.back() = S.value() - ms.value();
+        m = pad(m, b, e, PadMode::constant, c.scalar(m.dtype() == DType::boolean ? 0 : -INFINITY, m.dtype()));
+      }
     }
     bias = m.dtype() == DType::boolean ? where(m, c.scalar(0, dt), c.scalar(-INFINITY, dt)) : (m.dtype() == dt ? m : cast(m, dt));
   }

@@ -39,9 +39,6 @@ Tensor mul(const Tensor& a, const Tensor& b) { return a * b; }
 Tensor div(const Tensor& a, const Tensor& b) { return a / b; }
 Tensor logical_xor(const Tensor& a, const Tensor& b) { return ne(a, b); }
 Tensor is_nan(const Tensor& x) { return ne(x, x); }
-Tensor tan(const Tensor& x) { return sin(x) / cos(x); }
-Tensor sinh(const Tensor& x) { return (exp(x) - exp(neg(x))) * 0.5; }
-Tensor cosh(const Tensor& x) { return (exp(x) + exp(neg(x))) * 0.5; }
 Tensor softsign(const Tensor& x) { return x / (abs(x) + 1.0); }
 Tensor mish(const Tensor& x) { return x * tanh(softplus(x)); }
 Tensor prelu(const Tensor& x, const Tensor& slope) { return where(x < 0.0, x * slope, x); }
@@ -195,7 +192,8 @@ R reduce(Ctx& c) {
 // `key` along the axis. The last is the first of the reversed axis.
 Tensor arg_best(Ctx& c, const Tensor& key, int64_t axis, bool keep) {
   if (!c.attr_int("select_last_index", 0)) return argmax(key, axis, keep);
-  Tensor flipped = reverse_axis(c, key, axis, "select_last_index over a symbolic dim");
+  static_dim(c, key, axis, "select_last_index over a symbolic dim");
+  Tensor flipped = flip(key, {axis});
   return static_cast<double>(*key.shape()[static_cast<size_t>(axis)].as_const() - 1) - argmax(flipped, axis, keep);
 }
 
@@ -211,7 +209,7 @@ R argmin_(Ctx& c) {
 }
 
 // The k largest (or smallest) along the axis, sorted, ties to the lower
-// index: k rounds of argmax, each masking out what it took.
+// index (u64: ordered as i64 with the top bit flipped).
 R topk(Ctx& c) {
   Tensor x = c.in(0);
   int64_t axis = axis_of(c, c.attr_int("axis", -1), x.rank());
@@ -219,36 +217,12 @@ R topk(Ctx& c) {
   if (ks.size() != 1) c.fail("k must be one value");
   int64_t k = ks[0], n = static_dim(c, x, axis, "TopK over a symbolic dim");
   if (k < 0 || k > n) c.fail("k = " + std::to_string(k) + " for a dim of " + std::to_string(n));
-  if (k > 256) c.unsupported("TopK with k over 256 is not supported");
-  bool largest = c.attr_int("largest", 1) != 0;
-  Tensor in_order = x.dtype() == DType::u64 ? biased(x) : x;  // u64: ordered as i64
-  Tensor key = largest ? in_order : reversed(in_order);
-  const DType kd = key.dtype();
-  double floor_ = is_float(kd) ? -INFINITY : int_min(kd);
-  Shape s(static_cast<size_t>(x.rank()), Dim(1));
-  s[static_cast<size_t>(axis)] = Dim(n);
-  Tensor pos = reshape(iota(x, Dim(n)), s);
-  std::vector<Tensor> vals, idxs;
-  std::optional<Tensor> taken;  // positions already taken
-  for (int64_t i = 0; i < k; ++i) {
-    // NaN counts as the largest (argmax's rule); -inf is then a valid pick,
-    // so what is taken is masked by position, not by value alone.
-    Tensor masked = taken ? where(*taken, c.scalar(floor_, kd), key) : key;
-    Tensor idx = argmax(masked, axis, true);
-    if (taken) {  // a -inf row after masking: the first position not taken
-      Tensor free_ = logical_not(*taken);
-      Tensor best = take_along(c, masked, idx, axis);
-      Tensor at_floor = eq(best, c.scalar(floor_, kd));
-      idx = where(logical_and(at_floor, logical_not(take_along(c, free_, idx, axis))), argmax(cast(free_, DType::i32), axis, true), idx);
-    }
-    idxs.push_back(idx);
-    vals.push_back(take_along(c, x, idx, axis));
-    Tensor hit = eq(pos, idx);
-    taken = taken ? logical_or(*taken, hit) : hit;
+  if (x.dtype() != DType::u64) {
+    ValuesAndIndices r = tj::topk(x, k, axis, c.attr_int("largest", 1) != 0);
+    return {v(r.values), v(r.indices)};
   }
-  if (k == 0)
-    return {v(slice(x, axis, Dim(0), Dim(0))), v(cast(slice(x, axis, Dim(0), Dim(0)), DType::i64))};
-  return {v(vals.size() == 1 ? vals[0] : concat(vals, axis)), v(idxs.size() == 1 ? idxs[0] : concat(idxs, axis))};
+  Tensor idx = tj::topk(biased(x), k, axis, c.attr_int("largest", 1) != 0).indices;
+  return {v(take_along(x, idx, axis)), v(idx)};
 }
 
 R softmax_(Ctx& c) {
@@ -274,33 +248,13 @@ R hardmax(Ctx& c) {
   return {v(cast(eq(pos, idx), x.dtype()))};
 }
 
-// Along `axis`, as a matmul with a triangular matrix of ones: sum_j x[j]
-// m[j][i] with m[j][i] = 1 where j is counted for i (exclusive, reverse).
-R cumsum(Ctx& c) {
+R cumsum_(Ctx& c) {
   Tensor x = c.in(0);
   if (x.rank() == 0) c.fail("CumSum of a scalar");
   if (x.dtype() == DType::boolean) c.fail("CumSum of bool (ONNX allows numbers only)");
   std::vector<int64_t> ax = c.known_ints(1, "the axis");
   if (ax.size() != 1) c.fail("the axis must be one value");
-  int64_t axis = axis_of(c, ax[0], x.rank());
-  Dim n = x.shape()[static_cast<size_t>(axis)];
-  bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
-  Tensor j = reshape(iota(x, n), {n, Dim(1)}), i = reshape(iota(x, n), {Dim(1), n});
-  Tensor counted = reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
-  Tensor m = cast(counted, x.dtype());
-  // Move the axis last, contract, move it back.
-  std::vector<int64_t> perm;
-  for (int64_t k = 0; k < x.rank(); ++k)
-    if (k != axis) perm.push_back(k);
-  perm.push_back(axis);
-  std::vector<int64_t> back(perm.size());
-  for (size_t k = 0; k < perm.size(); ++k) back[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
-  // A vector is a row of one.
-  Tensor rows = x.rank() == 1 ? unsqueeze(x, {0}) : permute(x, perm);
-  // Floats: one product with the mask. Integers (matmul is for floats):
-  // each row times the mask's columns, summed, exact and wrapping.
-  Tensor r = is_float(x.dtype()) ? matmul(rows, m) : sum(unsqueeze(rows, {rows.rank()}) * m, {rows.rank() - 1});
-  return {v(x.rank() == 1 ? squeeze(r, {0}) : permute(r, back))};
+  return {v(cumsum(x, axis_of(c, ax[0], x.rank()), c.attr_int("exclusive", 0) != 0, c.attr_int("reverse", 0) != 0))};
 }
 
 }  // namespace
@@ -309,7 +263,9 @@ void add_math_ops(ConverterTable& t) {
   t.insert({
       {"Abs", unary<abs>}, {"Neg", unary<neg>}, {"Exp", unary<exp>}, {"Log", unary<log>}, {"Sqrt", unary<sqrt>},
       {"Reciprocal", unary<recip>}, {"Tanh", unary<tanh>}, {"Sigmoid", unary<sigmoid>}, {"Sin", unary<sin>}, {"Cos", unary<cos>},
-      {"Tan", unary<tan>}, {"Sinh", unary<sinh>}, {"Cosh", unary<cosh>},
+      {"Tan", unary<tan>}, {"Sinh", unary<sinh>}, {"Cosh", unary<cosh>}, {"Asin", unary<asin>}, {"Acos", unary<acos>}, {"Atan", unary<atan>},
+      {"Asinh", unary<asinh>}, {"Acosh", unary<acosh>}, {"Atanh", unary<atanh>},
+      {"BitwiseAnd", binary<bitwise_and>}, {"BitwiseOr", binary<bitwise_or>}, {"BitwiseXor", binary<bitwise_xor>}, {"BitwiseNot", unary<bitwise_not>},
       {"Erf", unary<erf>}, {"Floor", unary<floor>}, {"Ceil", unary<ceil>}, {"Round", unary<round>}, {"Sign", unary<sign>},
       {"Relu", unary<relu>}, {"Softplus", unary<softplus>}, {"HardSwish", unary<hardswish>}, {"Softsign", unary<softsign>},
       {"Mish", unary<mish>}, {"Not", unary<logical_not>}, {"IsNaN", unary<is_nan>}, {"IsInf", is_inf},
@@ -325,7 +281,7 @@ void add_math_ops(ConverterTable& t) {
       {"ReduceSumSquare", reduce<Red::sum_square, false>}, {"ReduceLogSum", reduce<Red::log_sum, false>},
       {"ReduceLogSumExp", reduce<Red::log_sum_exp, false>},
       {"ArgMax", argmax_}, {"ArgMin", argmin_}, {"TopK", topk}, {"Softmax", softmax_}, {"LogSoftmax", log_softmax}, {"Hardmax", hardmax},
-      {"CumSum", cumsum},
+      {"CumSum", cumsum_},
   });
 }
 

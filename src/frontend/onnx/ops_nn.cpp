@@ -1,7 +1,7 @@
 // ONNX converters: contractions (MatMul, Gemm, Einsum), normalizations,
-// convolution and pooling. Conv and the pools are written over the IR's ops
-// (static channels and spatial dims, any batch): one strided slice of the padded input per kernel offset;
-// Conv contracts them with the weights in one matmul per group.
+// convolution and pooling. Conv, the pools and the norms are the shared
+// builders of tensorjit/nn.h; here are ONNX's attributes (auto_pad,
+// output_shape, storage_order) turned into their options.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -195,63 +195,43 @@ R einsum(Ctx& c) {
 
 // ---- normalization ---------------------------------------------------------
 
-// Over axes [axis, rank); the fused layer_norm op when that is the last axis
-// alone and only Y is wanted. Mean and InvStdDev keep the reduced dims as 1.
+// Over axes [axis, rank). Mean and InvStdDev keep the reduced dims as 1.
+// Scale and B broadcast to the normalized dims.
 R layer_norm_(Ctx& c) {
   Tensor x = c.in(0);
   int64_t axis = axis_of(c, c.attr_int("axis", -1), x.rank());
   double eps = c.attr_float("epsilon", 1e-5);
-  bool stats = (c.node->output_size() > 1 && !c.node->output(1).empty()) || (c.node->output_size() > 2 && !c.node->output(2).empty());
-  if (axis == x.rank() - 1 && !stats && x.dtype() != DType::f64) {
-    Tensor b = c.has_input(2) ? c.in(2) : expand(c.scalar(0, x.dtype()), {x.shape().back()});
-    if (c.in(1).rank() == 1 && b.rank() == 1) return {v(layer_norm(x, c.in(1), b, eps))};
+  Shape normalized(x.shape().begin() + axis, x.shape().end());
+  Tensor w = c.in(1), b = c.has_input(2) ? c.in(2) : Tensor();
+  if (w.shape() == normalized && (!b.defined() || b.shape() == normalized)) {
+    Normalized n = layer_norm(x, axis, w, b, eps);
+    return {v(n.y), v(n.mean), v(n.rstd)};
   }
-  std::vector<int64_t> axes;
-  for (int64_t i = axis; i < x.rank(); ++i) axes.push_back(i);
-  Tensor m = mean(x, axes, true), d = x - m;
-  Tensor inv = rsqrt(mean(d * d, axes, true) + eps);
-  Tensor y = d * inv * c.in(1);
-  if (c.has_input(2)) y = y + c.in(2);
-  return {v(y), v(m), v(inv)};
-}
-
-// A per-channel vector [C] shaped to broadcast over [N, C, d1, ..].
-Tensor per_channel(const Ctx& c, const Tensor& p, int64_t rank) {
-  if (p.rank() != 1 || rank < 2) c.fail("per-channel operands must be vectors, and the input of rank 2 or more");
-  Shape s(static_cast<size_t>(std::max<int64_t>(rank - 1, 1)), Dim(1));
-  s[0] = p.shape()[0];
-  return reshape(p, s);
+  Normalized n = layer_norm(x, axis, Tensor(), Tensor(), eps);
+  Tensor y = n.y * w;
+  if (b.defined()) y = y + b;
+  return {v(y), v(n.mean), v(n.rstd)};
 }
 
 // Inference: the running statistics. Training mode (opset 14 on): the
-// batch's own mean and (population) variance over every axis but the
-// channels normalize, and the running statistics come out updated:
-// running * momentum + batch * (1 - momentum), as the spec's reference.
+// batch's own mean and (population) variance, and the running statistics
+// come out updated: running * momentum + batch * (1 - momentum), as the
+// spec's reference.
 R batch_norm(Ctx& c) {
   Tensor x = c.in(0);
-  int64_t r = x.rank();
   double eps = c.attr_float("epsilon", 1e-5);
-  Tensor scale = per_channel(c, c.in(1), r), bias = per_channel(c, c.in(2), r), m = per_channel(c, c.in(3), r), var = per_channel(c, c.in(4), r);
-  if (!c.attr_int("training_mode", 0)) return {v((x - m) * rsqrt(var + eps) * scale + bias)};
+  if (!c.attr_int("training_mode", 0)) return {v(tj::batch_norm(x, c.in(1), c.in(2), c.in(3), c.in(4), eps))};
   double momentum = c.attr_float("momentum", 0.9);
-  std::vector<int64_t> axes;
-  for (int64_t i = 0; i < r; ++i)
-    if (i != 1) axes.push_back(i);
-  Tensor bm = mean(x, axes, true), d = x - bm, bv = mean(d * d, axes, true);
-  Tensor y = d * rsqrt(bv + eps) * scale + bias;
-  Shape ch{x.shape()[1]};
-  Tensor new_mean = c.in(3) * momentum + reshape(bm, ch) * (1 - momentum);
-  Tensor new_var = c.in(4) * momentum + reshape(bv, ch) * (1 - momentum);
-  return {v(y), v(new_mean), v(new_var)};
+  Normalized n = batch_norm_train(x, c.in(1), c.in(2), eps);
+  return {v(n.y), v(c.in(3) * momentum + n.mean * (1 - momentum)), v(c.in(4) * momentum + n.var * (1 - momentum))};
 }
 
+// A group norm with a group per channel.
 R instance_norm(Ctx& c) {
   Tensor x = c.in(0);
-  std::vector<int64_t> axes;
-  for (int64_t i = 2; i < x.rank(); ++i) axes.push_back(i);
-  Tensor m = mean(x, axes, true), d = x - m;
-  Tensor inv = rsqrt(mean(d * d, axes, true) + c.attr_float("epsilon", 1e-5));
-  return {v(d * inv * per_channel(c, c.in(1), x.rank()) + per_channel(c, c.in(2), x.rank()))};
+  if (x.rank() < 3) c.fail("the input must be [N, C, d..], got " + x.type().str());
+  int64_t ch = static_dim(c, x, 1, "InstanceNormalization of a symbolic channel dim");
+  return {v(group_norm(x, ch, c.in(1), c.in(2), c.attr_float("epsilon", 1e-5)).y)};
 }
 
 template <bool Max>
@@ -264,162 +244,91 @@ R global_pool(Ctx& c) {
 
 // ---- convolution and pooling -------------------------------------------------
 
-// The geometry of a sliding window over the spatial dims of [N, C, d1, ..].
-struct Window {
-  std::vector<int64_t> in, kernel, stride, dilation, pad_begin, pad_end, out;
-};
-
-// Kernel sizes are positive, and their product (the window's offsets, each
-// lowered to a slice of its own) is at most 4096.
-void check_kernel(const Ctx& c, const std::vector<int64_t>& kernel) {
-  constexpr int64_t kMaxTaps = 4096;
-  int64_t taps = 1;
-  for (int64_t k : kernel) {
-    if (k < 1) c.fail("kernel sizes must be positive");
-    taps *= k;  // at most kMaxTaps * k: no overflow
-    if (taps > kMaxTaps) c.fail("a kernel of more than " + std::to_string(kMaxTaps) + " offsets is not supported (each is lowered to a slice of its own)");
-  }
-}
-
-// Strides, dilations and pads that keep the window's arithmetic far from
-// overflow (spatial sizes are far smaller).
-void check_geometry(const Ctx& c, std::initializer_list<const std::vector<int64_t>*> lists) {
-  constexpr int64_t kMax = int64_t{1} << 31;
-  for (const auto* l : lists)
-    for (int64_t v : *l)
-      if (v < -kMax || v > kMax) c.fail("a stride, dilation or pad of " + std::to_string(v) + " is out of range");
-}
-
-Window window(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel, bool ceil_mode) {
-  check_kernel(c, kernel);
-  size_t n = in.size();
-  Window w{in, kernel, c.attr_ints("strides", std::vector<int64_t>(n, 1)), c.attr_ints("dilations", std::vector<int64_t>(n, 1)), {}, {}, {}};
-  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
-  if (w.stride.size() != n || w.dilation.size() != n || pads.size() != 2 * n) c.fail("strides, dilations or pads do not match the spatial rank " + std::to_string(n));
-  check_geometry(c, {&w.stride, &w.dilation, &pads});
-  const auto* ap = c.attr("auto_pad");
-  std::string auto_pad = ap ? ap->s() : "NOTSET";
-  for (size_t i = 0; i < n; ++i) {
-    if (w.stride[i] < 1 || w.dilation[i] < 1) c.fail("strides and dilations must be positive");
-    int64_t span = (kernel[i] - 1) * w.dilation[i] + 1;
-    int64_t b = pads[i], e = pads[i + n];
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      int64_t out = (in[i] + w.stride[i] - 1) / w.stride[i];
-      int64_t total = std::max<int64_t>((out - 1) * w.stride[i] + span - in[i], 0);
-      b = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      e = total - b;
-    } else if (auto_pad == "VALID") {
-      b = e = 0;
-    } else if (auto_pad != "NOTSET") {
-      c.fail("unknown auto_pad '" + auto_pad + "'");
-    }
-    if (b < 0 || e < 0) c.fail("negative pads");
-    int64_t room = in[i] + b + e - span;
-    if (room < 0) c.fail("the kernel is larger than the padded input");
-    int64_t out = (ceil_mode ? (room + w.stride[i] - 1) / w.stride[i] : room / w.stride[i]) + 1;
-    // A window of ceil_mode must start inside the input or the begin pad.
-    if (ceil_mode && (out - 1) * w.stride[i] >= in[i] + b) --out;
-    e += std::max<int64_t>((out - 1) * w.stride[i] + span - (in[i] + b + e), 0);  // room for ceil_mode's last window
-    w.pad_begin.push_back(b), w.pad_end.push_back(e), w.out.push_back(out);
-  }
-  return w;
-}
-
-// x [N, C, d..] padded on the spatial dims with `fill`.
-Tensor pad_spatial(Ctx& c, Tensor x, const Window& w, double fill) {
-  Tensor f = c.scalar(fill, x.dtype());
-  for (size_t i = 0; i < w.in.size(); ++i) x = pad_axis(x, static_cast<int64_t>(i) + 2, w.pad_begin[i], w.pad_end[i], f);
-  return x;
-}
-
-// Per kernel offset (row-major over the kernel), the input under it at
-// every output position: [N, C, out..]. Every kernel size is at least 1.
-std::vector<Tensor> windows(const Tensor& padded, const Window& w) {
-  std::vector<Tensor> r;
-  size_t n = w.in.size();
-  std::vector<int64_t> off(n, 0);
-  for (;;) {
-    Tensor s = padded;
-    for (size_t i = 0; i < n; ++i) {
-      int64_t start = off[i] * w.dilation[i];
-      s = slice(s, static_cast<int64_t>(i) + 2, Dim(start), Dim(start + (w.out[i] - 1) * w.stride[i] + 1), w.stride[i]);
-    }
-    r.push_back(s);
-    size_t i = n;
-    while (i > 0 && ++off[i - 1] == w.kernel[i - 1]) off[--i] = 0;
-    if (i == 0) return r;
-  }
-}
-
-std::vector<int64_t> spatial(const std::vector<int64_t>& shape) { return {shape.begin() + 2, shape.end()}; }
-
-// [N, C, d..] with static C and d (N may be symbolic: the batch); N is given
-// back as 1 in the vector, its dim in *batch.
-std::vector<int64_t> image_shape(const Ctx& c, const Tensor& x, const char* why, Dim* batch = nullptr) {
+// The spatial sizes of [N, C, d..] (static; N may be symbolic).
+std::vector<int64_t> spatial_dims(const Ctx& c, const Tensor& x, const char* why) {
   if (x.rank() < 3) c.fail("the input must be [N, C, d..], got " + x.type().str());
-  std::vector<int64_t> s{1};
-  for (int64_t i = 1; i < x.rank(); ++i) s.push_back(static_dim(c, x, i, why));
-  if (batch) *batch = x.shape()[0];
+  std::vector<int64_t> s;
+  for (int64_t i = 2; i < x.rank(); ++i) s.push_back(static_dim(c, x, i, why));
   return s;
 }
 
-// The convolution of x (padded as w says) with weights [M, C/g, k..].
-Tensor conv_core(Ctx& c, const Tensor& x, const Tensor& wt, const Window& w, Dim n, int64_t ch, int64_t m, int64_t g) {
-  int64_t taps = 1, pos = 1;
-  for (int64_t k : w.kernel) taps *= k;
-  for (int64_t o : w.out) pos *= o;
-  std::vector<Tensor> cols = windows(pad_spatial(c, x, w, 0), w);
-  for (Tensor& t : cols) t = unsqueeze(t, {2});
-  // [N, C, taps, out..] -> [N, g, C/g * taps, P]; weights [g, M/g, C/g * taps].
-  Tensor col = reshape(cols.size() == 1 ? cols[0] : concat(cols, 2), {n, Dim(g), Dim(ch / g * taps), Dim(pos)});
-  Tensor wm = reshape(wt, {Dim(g), Dim(m / g), Dim(ch / g * taps)});
-  Shape out{n, Dim(m)};
-  for (int64_t o : w.out) out.push_back(Dim(o));
-  return reshape(matmul(wm, col), out);
+// ONNX's window attributes as a builder's options: strides and dilations
+// (default 1), pads [b.., e..], or auto_pad's: SAME_* pads to ceil(in /
+// stride) outputs, the odd one at the end (UPPER) or the beginning (LOWER).
+template <class Options>
+Options window_options(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel) {
+  size_t n = in.size();
+  Options o;
+  o.stride = c.attr_ints("strides", std::vector<int64_t>(n, 1));
+  o.dilation = c.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
+  if (kernel.size() != n || o.stride.size() != n || o.dilation.size() != n || pads.size() != 2 * n)
+    c.fail("kernel_shape, strides, dilations or pads do not match the spatial rank " + std::to_string(n));
+  for (int64_t s : o.stride)
+    if (s < 1 || s > (int64_t{1} << 31)) c.fail("a stride of " + std::to_string(s));
+  for (int64_t d : o.dilation)
+    if (d < 1 || d > (int64_t{1} << 31)) c.fail("a dilation of " + std::to_string(d));
+  const auto* ap = c.attr("auto_pad");
+  std::string auto_pad = ap ? ap->s() : "NOTSET";
+  o.pad_begin.assign(pads.begin(), pads.begin() + static_cast<int64_t>(n));
+  o.pad_end.assign(pads.begin() + static_cast<int64_t>(n), pads.end());
+  for (size_t i = 0; i < n; ++i) {
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      if (kernel[i] < 1 || kernel[i] > (int64_t{1} << 31)) c.fail("kernel sizes must be positive");
+      int64_t span = (kernel[i] - 1) * o.dilation[i] + 1;
+      int64_t out = (in[i] + o.stride[i] - 1) / o.stride[i];
+      int64_t total = std::max<int64_t>((out - 1) * o.stride[i] + span - in[i], 0);
+      o.pad_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      o.pad_end[i] = total - o.pad_begin[i];
+    } else if (auto_pad == "VALID") {
+      o.pad_begin[i] = o.pad_end[i] = 0;
+    } else if (auto_pad != "NOTSET") {
+      c.fail("unknown auto_pad '" + auto_pad + "'");
+    }
+  }
+  return o;
 }
 
 R conv(Ctx& c) {
   Tensor x = c.in(0), wt = c.in(1);
-  Dim n;
-  std::vector<int64_t> xs = image_shape(c, x, "Conv of a symbolic channel or spatial dim", &n), ws = static_shape(c, wt, "Conv of symbolic weights");
-  if (ws.size() != xs.size()) c.fail("Conv needs [N, C, d..] input and [M, C/group, k..] weights of the same rank");
-  int64_t g = c.attr_int("group", 1), ch = xs[1], m = ws[0];
-  if (g < 1 || ch % g != 0 || m % g != 0 || ws[1] != ch / g) c.fail("channels " + std::to_string(ch) + " and weights " + shape_str(Shape(ws.begin(), ws.end())) + " do not match group " + std::to_string(g));
-  std::vector<int64_t> ks = spatial(ws);
+  std::vector<int64_t> xs = spatial_dims(c, x, "Conv of a symbolic spatial dim");
+  std::vector<int64_t> ws = static_shape(c, wt, "Conv of symbolic weights");
+  if (ws.size() != xs.size() + 2) c.fail("Conv needs [N, C, d..] input and [M, C/group, k..] weights of the same rank");
+  std::vector<int64_t> ks(ws.begin() + 2, ws.end());
   if (auto k = c.attr_ints("kernel_shape", ks); k != ks) c.fail("kernel_shape differs from the weights'");
-  Tensor y = conv_core(c, x, wt, window(c, spatial(xs), ks, false), n, ch, m, g);
-  if (c.has_input(2)) y = y + per_channel(c, c.in(2), y.rank());
-  return {v(y)};
+  ConvOptions o = window_options<ConvOptions>(c, xs, ks);
+  o.groups = c.attr_int("group", 1);
+  return {v(tj::conv(x, wt, c.has_input(2) ? c.in(2) : Tensor(), o))};
 }
 
-// The transposed convolution as a convolution: the input with stride - 1
-// zeros between its elements, padded by span - 1 - pad on each side (plus
-// output_padding at the end; negative: cropped), with the weights' spatial
-// dims flipped and their channel dims swapped per group.
+// output_shape or SAME_* auto_pad decide the pads: the full result's size
+// less the one wanted, split as SAME_* splits (negative: zeros appended).
 R conv_transpose(Ctx& c) {
   Tensor x = c.in(0), wt = c.in(1);
-  Dim n;
-  std::vector<int64_t> xs = image_shape(c, x, "ConvTranspose of a symbolic channel or spatial dim", &n);
+  std::vector<int64_t> xs = spatial_dims(c, x, "ConvTranspose of a symbolic spatial dim");
   std::vector<int64_t> ws = static_shape(c, wt, "ConvTranspose of symbolic weights");
-  if (ws.size() != xs.size()) c.fail("ConvTranspose needs [N, C, d..] input and [C, M/group, k..] weights of the same rank");
-  size_t sp = xs.size() - 2;
-  int64_t g = c.attr_int("group", 1), ch = xs[1];
-  if (g < 1 || ch % g != 0 || ws[0] != ch) c.fail("channels " + std::to_string(ch) + " do not match the weights' " + std::to_string(ws[0]));
-  int64_t m = ws[1] * g;
-  std::vector<int64_t> ks = spatial(ws);
-  check_kernel(c, ks);
-  std::vector<int64_t> stride = c.attr_ints("strides", std::vector<int64_t>(sp, 1)), dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-  std::vector<int64_t> outpad = c.attr_ints("output_padding", std::vector<int64_t>(sp, 0)), pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  size_t sp = xs.size();
+  if (ws.size() != sp + 2) c.fail("ConvTranspose needs [N, C, d..] input and [C, M/group, k..] weights of the same rank");
+  std::vector<int64_t> ks(ws.begin() + 2, ws.end());
+  ConvTransposeOptions o;
+  o.groups = c.attr_int("group", 1);
+  o.stride = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  o.dilation = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  o.output_padding = c.attr_ints("output_padding", std::vector<int64_t>(sp, 0));
+  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
   std::vector<int64_t> out_shape = c.attr_ints("output_shape", {});
-  if (stride.size() != sp || dil.size() != sp || outpad.size() != sp || pads.size() != 2 * sp) c.fail("strides, dilations, pads or output_padding do not match the spatial rank");
-  check_geometry(c, {&stride, &dil, &outpad, &pads, &out_shape});
+  if (o.stride.size() != sp || o.dilation.size() != sp || o.output_padding.size() != sp || pads.size() != 2 * sp)
+    c.fail("strides, dilations, pads or output_padding do not match the spatial rank");
+  constexpr int64_t kMax = int64_t{1} << 31;
+  for (const auto* l : {&o.stride, &o.dilation, &o.output_padding, &pads, &out_shape, &ks})
+    for (int64_t e : *l)
+      if (e < -kMax || e > kMax) c.fail("a stride, dilation or pad of " + std::to_string(e) + " is out of range");
   const auto* ap = c.attr("auto_pad");
   std::string auto_pad = ap ? ap->s() : "NOTSET";
   for (size_t i = 0; i < sp; ++i) {
-    if (stride[i] < 1 || dil[i] < 1) c.fail("strides and dilations must be positive");
-    int64_t span = (ks[i] - 1) * dil[i] + 1, full = stride[i] * (xs[i + 2] - 1) + outpad[i] + span;
     if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      int64_t want = !out_shape.empty() ? out_shape.at(out_shape.size() - sp + i) : xs[i + 2] * stride[i];
+      int64_t span = (ks[i] - 1) * o.dilation[i] + 1, full = o.stride[i] * (xs[i] - 1) + o.output_padding[i] + span;
+      int64_t want = !out_shape.empty() ? out_shape.at(out_shape.size() - sp + i) : xs[i] * o.stride[i];
       int64_t total = full - want;  // negative: zeros appended at the end
       bool upper = auto_pad != "SAME_LOWER";
       pads[i] = total < 0 ? 0 : upper ? total / 2 : total - total / 2;
@@ -428,117 +337,49 @@ R conv_transpose(Ctx& c) {
       pads[i] = pads[i + sp] = 0;
     }
   }
-  // Zeros between the elements.
-  for (size_t i = 0; i < sp; ++i) {
-    int64_t axis = static_cast<int64_t>(i) + 2, len = xs[i + 2], s = stride[i];
-    if (s == 1 || len == 0) continue;
-    Tensor col = unsqueeze(x, {axis + 1});
-    Shape zs = col.shape();
-    zs[static_cast<size_t>(axis + 1)] = Dim(s - 1);
-    Shape merged = x.shape();
-    merged[static_cast<size_t>(axis)] = Dim(len * s);
-    x = slice(reshape(concat({col, expand(c.scalar(0, x.dtype()), zs)}, axis + 1), merged), axis, Dim(0), Dim((len - 1) * s + 1));
-  }
-  // Pad (or crop) to span - 1 - pad each side.
-  Window w;
-  for (size_t i = 0; i < sp; ++i) {
-    int64_t axis = static_cast<int64_t>(i) + 2, span = (ks[i] - 1) * dil[i] + 1;
-    int64_t b = span - 1 - pads[i], e = span - 1 - pads[i + sp] + outpad[i];
-    int64_t len = (xs[i + 2] - 1) * stride[i] + 1;
-    if (b < 0) x = slice(x, axis, Dim(-b), Dim(len)), len += b, b = 0;
-    if (e < 0) x = slice(x, axis, Dim(0), Dim(len + e)), len += e, e = 0;
-    int64_t out = len + b + e - span + 1;
-    if (out < 0) c.fail("the result would have a negative size");
-    w.in.push_back(len), w.kernel.push_back(ks[i]), w.stride.push_back(1), w.dilation.push_back(dil[i]);
-    w.pad_begin.push_back(b), w.pad_end.push_back(e), w.out.push_back(out);
-  }
-  // [C, M/g, k..] -> [g, C/g, M/g, k..] -> [g, M/g, C/g, k..] -> [M, C/g, k..], flipped.
-  std::vector<int64_t> perm = {0, 2, 1};
-  Shape grouped{Dim(g), Dim(ch / g), Dim(m / g)}, back{Dim(m), Dim(ch / g)};
-  for (size_t i = 0; i < sp; ++i) perm.push_back(static_cast<int64_t>(i) + 3), grouped.push_back(Dim(ks[i])), back.push_back(Dim(ks[i]));
-  Tensor wf = reshape(permute(reshape(wt, grouped), perm), back);
-  for (size_t i = 0; i < sp; ++i) wf = reverse_axis(c, wf, static_cast<int64_t>(i) + 2, "ConvTranspose of symbolic weights");
-  Tensor y = conv_core(c, x, wf, w, n, ch, m, g);
-  if (c.has_input(2)) y = y + per_channel(c, c.in(2), y.rank());
-  return {v(y)};
+  o.pad_begin.assign(pads.begin(), pads.begin() + static_cast<int64_t>(sp));
+  o.pad_end.assign(pads.begin() + static_cast<int64_t>(sp), pads.end());
+  return {v(tj::conv_transpose(x, wt, c.has_input(2) ? c.in(2) : Tensor(), o))};
 }
 
-std::vector<int64_t> pool_kernel(Ctx& c) {
+PoolOptions pool_options(Ctx& c, const Tensor& x, const char* why) {
   std::vector<int64_t> k = c.attr_ints("kernel_shape", {});
   if (k.empty()) c.fail("kernel_shape is required");
-  return k;
+  std::vector<int64_t> xs = spatial_dims(c, x, why);
+  if (k.size() != xs.size()) c.fail("kernel_shape does not match the input's spatial rank");
+  PoolOptions o = window_options<PoolOptions>(c, xs, k);
+  o.kernel = k;
+  o.ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+  return o;
 }
 
 // The maximum of each window; with the Indices output, also where it is:
 // the flat index into the input of each window's first maximum (with
 // storage_order 1, the spatial dims counted column-major).
 R max_pool(Ctx& c) {
-  const bool indices = c.node->output_size() > 1 && !c.node->output(1).empty();
-  const bool column_major = c.attr_int("storage_order", 0) != 0;
   Tensor x = c.in(0);
-  std::vector<int64_t> xs = image_shape(c, x, "MaxPool of a symbolic channel or spatial dim");
-  std::vector<int64_t> k = pool_kernel(c);
-  if (k.size() + 2 != xs.size()) c.fail("kernel_shape does not match the input's spatial rank");
-  Window w = window(c, spatial(xs), k, c.attr_int("ceil_mode", 0) != 0);
-  double low = is_float(x.dtype()) ? -INFINITY : int_min(x.dtype());
-  std::vector<Tensor> ws = windows(pad_spatial(c, x, w, low), w);
-  Tensor r = ws[0];
-  for (size_t i = 1; i < ws.size(); ++i) r = maximum(r, ws[i]);
-  if (!indices) return {v(r)};
-  Dim numel(1);
-  for (const Dim& d : x.shape()) numel = numel * d;
-  Tensor flat = reshape(iota(x, numel), x.shape());
-  if (column_major) {  // counted over the spatial dims reversed, then put back in place
-    Shape rev = {x.shape()[0], x.shape()[1]};
-    std::vector<int64_t> perm = {0, 1};
-    for (int64_t i = x.rank() - 1; i >= 2; --i) rev.push_back(x.shape()[static_cast<size_t>(i)]);
-    for (int64_t j = 2; j < x.rank(); ++j) perm.push_back(x.rank() + 1 - j);  // spatial axis j is at rev's rank + 1 - j
-    flat = permute(reshape(iota(x, numel), rev), perm);
-  }
-  std::vector<Tensor> at = windows(pad_spatial(c, flat, w, -1), w);
-  Tensor best = ws[0], where_ = at[0];
-  for (size_t i = 1; i < ws.size(); ++i) {
-    Tensor later = gt(ws[i], best);  // strictly: the first maximum stays
-    best = where(later, ws[i], best);
-    where_ = where(later, at[i], where_);
-  }
-  return {v(r), v(where_)};
+  PoolOptions o = pool_options(c, x, "MaxPool of a symbolic spatial dim");
+  const bool indices = c.node->output_size() > 1 && !c.node->output(1).empty();
+  if (!indices) return {v(tj::max_pool(x, o))};
+  ValuesAndIndices r = max_pool_with_indices(x, o, c.attr_int("storage_order", 0) != 0);
+  // The builder's index is within a [d..] plane; ONNX's counts every plane
+  // before it: + (n * C + c) * plane.
+  std::vector<int64_t> xs = spatial_dims(c, x, "MaxPool of a symbolic spatial dim");
+  int64_t plane = 1;
+  for (int64_t d : xs) plane *= d;
+  Dim planes = x.shape()[0] * x.shape()[1];
+  Shape s = {x.shape()[0], x.shape()[1]};
+  for (size_t i = 2; i < static_cast<size_t>(r.indices.rank()); ++i) s.push_back(Dim(1));
+  Tensor base = reshape(iota(x, planes), s) * static_cast<double>(plane);
+  return {v(r.values), v(r.indices + base)};
 }
 
-// The mean of each window; without count_include_pad, of its elements that
-// are not padding (counted by pooling ones padded with zeros). Padding that
-// ceil_mode adds is never counted.
 R average_pool(Ctx& c) {
   Tensor x = c.in(0);
-  std::vector<int64_t> xs = image_shape(c, x, "AveragePool of a symbolic channel or spatial dim");
-  std::vector<int64_t> k = pool_kernel(c);
-  if (k.size() + 2 != xs.size()) c.fail("kernel_shape does not match the input's spatial rank");
-  bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
-  Window w = window(c, spatial(xs), k, ceil_mode);
-  // The sum of each window of t padded (zeros) as `pads` says.
-  auto pooled_sum = [&](const Tensor& t, const Window& pads) {
-    std::vector<Tensor> ws = windows(pad_spatial(c, t, pads, 0), w);
-    Tensor r = ws[0];
-    for (size_t i = 1; i < ws.size(); ++i) r = r + ws[i];
-    return r;
-  };
-  Tensor s = pooled_sum(x, w);
-  if (c.attr_int("count_include_pad", 0)) {
-    // Ones over the input and its declared pads, zeros where ceil_mode's
-    // last windows reach beyond them.
-    Window declared = window(c, spatial(xs), k, false), extra = w;
-    Shape counted(2, Dim(1));
-    for (size_t i = 0; i < k.size(); ++i) {
-      counted.push_back(Dim(xs[i + 2] + w.pad_begin[i] + declared.pad_end[i]));
-      extra.pad_begin[i] = 0;
-      extra.pad_end[i] = w.pad_end[i] - declared.pad_end[i];
-    }
-    return {v(s / pooled_sum(expand(c.scalar(1, x.dtype()), counted), extra))};
-  }
-  Shape in(2, Dim(1));
-  for (int64_t d : spatial(xs)) in.push_back(Dim(d));
-  return {v(s / pooled_sum(expand(c.scalar(1, x.dtype()), in), w))};
+  PoolOptions o = pool_options(c, x, "AveragePool of a symbolic spatial dim");
+  return {v(avg_pool(x, o, c.attr_int("count_include_pad", 0) != 0))};
 }
+
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "frontend/onnx/context.h"
@@ -266,7 +267,7 @@ R gather_(Ctx& c) {
 
 R gather_elements(Ctx& c) {
   Tensor x = c.in(0);
-  return {v(take_along(c, x, c.in(1), axis_of(c, c.attr_int("axis", 0), x.rank())))};
+  return {v(take_along(x, c.in(1), axis_of(c, c.attr_int("axis", 0), x.rank())))};
 }
 
 // data[i[..., 0], .., i[..., k-1], ...] for each index tuple of the last
@@ -427,9 +428,8 @@ R tile(Ctx& c) {
 }
 
 // pads = [b_0, .., b_n, e_0, .., e_n] over `axes` (default all); negative
-// pads crop. constant: concatenated fill; edge, reflect, wrap: a gather with
-// the source index of each output position.
-R pad(Ctx& c) {
+// pads crop.
+R pad_(Ctx& c) {
   Tensor x = c.in(0);
   std::vector<int64_t> pads = c.known_ints(1, "the pads");
   std::vector<int64_t> axes;
@@ -439,39 +439,16 @@ R pad(Ctx& c) {
   if (pads.size() != 2 * axes.size()) c.fail(std::to_string(pads.size()) + " pads for " + std::to_string(axes.size()) + " axes");
   const auto* m = c.attr("mode");
   std::string mode = m ? m->s() : "constant";
-  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap") c.fail("unknown mode '" + mode + "'");
-  Tensor fill = c.has_input(2) ? reshape(c.in(2), {}) : c.scalar(0, x.dtype());
+  static const std::map<std::string, PadMode> modes = {
+      {"constant", PadMode::constant}, {"edge", PadMode::edge}, {"reflect", PadMode::reflect}, {"wrap", PadMode::wrap}};
+  auto it = modes.find(mode);
+  if (it == modes.end()) c.fail("unknown mode '" + mode + "'");
+  std::vector<int64_t> begin(static_cast<size_t>(x.rank()), 0), end = begin;
   for (size_t k = 0; k < axes.size(); ++k) {
-    int64_t axis = axis_of(c, axes[k], x.rank());
-    int64_t b = pads[k], e = pads[k + axes.size()];
-    int64_t n = static_dim(c, x, axis, "Pad of a symbolic dim");
-    if (b < 0 || e < 0) {
-      x = slice(x, axis, Dim(std::max<int64_t>(-b, 0)), Dim(n - std::max<int64_t>(-e, 0)));
-      n -= std::max<int64_t>(-b, 0) + std::max<int64_t>(-e, 0);
-      b = std::max<int64_t>(b, 0), e = std::max<int64_t>(e, 0);
-    }
-    if (b == 0 && e == 0) continue;
-    if (mode == "constant") {
-      x = pad_axis(x, axis, b, e, fill);
-      continue;
-    }
-    if (n == 0) c.fail(mode + " padding of an empty dim");
-    if (mode == "reflect" && n == 1) c.fail("reflect padding of a dim of 1");
-    std::vector<int64_t> idx;
-    for (int64_t i = -b; i < n + e; ++i) {
-      int64_t j = i;
-      if (mode == "edge") j = std::clamp<int64_t>(i, 0, n - 1);
-      else if (mode == "wrap") j = ((i % n) + n) % n;
-      else {  // reflect, period 2n - 2
-        int64_t p = 2 * n - 2;
-        j = ((i % p) + p) % p;
-        if (j >= n) j = p - j;
-      }
-      idx.push_back(j);
-    }
-    x = take(c, x, axis, idx);
+    size_t axis = static_cast<size_t>(axis_of(c, axes[k], x.rank()));
+    begin[axis] += pads[k], end[axis] += pads[k + axes.size()];
   }
-  return {v(x)};
+  return {v(pad(x, begin, end, it->second, c.has_input(2) ? c.in(2) : Tensor()))};
 }
 
 // start, limit, delta known: the values, computed here.
@@ -506,11 +483,7 @@ R trilu(Ctx& c) {
   if (x.rank() < 2) c.fail("the input needs rank 2 or more");
   int64_t k = 0;
   if (c.has_input(1)) k = c.known_ints(1, "k").at(0);
-  Dim rows = x.shape()[static_cast<size_t>(x.rank() - 2)], cols = x.shape()[static_cast<size_t>(x.rank() - 1)];
-  Tensor i = reshape(iota(x, rows), {rows, Dim(1)}), j = reshape(iota(x, cols), {Dim(1), cols});
-  Tensor diag = j - i;
-  Tensor keep = c.attr_int("upper", 1) ? diag >= static_cast<double>(k) : diag <= static_cast<double>(k);
-  return {v(where(keep, x, c.scalar(0, x.dtype())))};
+  return {v(c.attr_int("upper", 1) ? triu(x, k) : tril(x, k))};
 }
 
 }  // namespace
@@ -522,7 +495,7 @@ void add_shape_ops(ConverterTable& t) {
       {"Transpose", transpose_}, {"Reshape", reshape_}, {"Flatten", flatten}, {"Unsqueeze", unsqueeze_}, {"Squeeze", squeeze_},
       {"Expand", expand_}, {"Concat", concat_}, {"Split", split_}, {"Slice", slice_}, {"Gather", gather_},
       {"GatherElements", gather_elements}, {"GatherND", gather_nd}, {"ScatterND", scatter_nd},
-      {"ScatterElements", scatter_elements}, {"Tile", tile}, {"Pad", pad}, {"Range", range}, {"Trilu", trilu},
+      {"ScatterElements", scatter_elements}, {"Tile", tile}, {"Pad", pad_}, {"Range", range}, {"Trilu", trilu},
   });
 }
 

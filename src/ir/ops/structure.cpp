@@ -280,22 +280,38 @@ void d_permute(Differ& d) {
 void d_expand(Differ& d) { d.give(0, d.dy); }
 
 // The cotangent between zeros of the sliced-off lengths.
+// The cotangent back in place: with a step, spread out first (step - 1
+// zeros after each element, the last ones cut), then zeros before and after.
 void d_slice(Differ& d) {
-  if (d.n.attr_int("step") != 1) throw Unsupported("slice with a step is not differentiable here");
-  int64_t axis = d.n.attr_int("axis");
+  int64_t axis = d.n.attr_int("axis"), step = d.n.attr_int("step");
+  const size_t a = static_cast<size_t>(axis);
   const Type xt = d.type(d.x(0));
   const Dim& start = d.n.attr_dim("start");
-  Dim after = xt.shape[static_cast<size_t>(axis)] - d.n.attr_dim("end");
+  ValueId dy = d.dy;
+  Type yt = d.type(dy);
+  Dim len = yt.shape[a];
+  if (step != 1 && len != Dim(0)) {
+    Type col = yt;
+    col.shape.insert(col.shape.begin() + axis + 1, Dim(1));
+    Type gap = col;
+    gap.shape[a + 1] = Dim(step - 1);
+    ValueId cols = d.op(Op::concat, {d.op(Op::unsqueeze, {dy}, {{"axes", std::vector<int64_t>{axis + 1}}}), d.zeros(gap)}, {{"axis", axis + 1}});
+    Shape spread = yt.shape;
+    spread[a] = len * Dim(step);
+    len = (len - Dim(1)) * Dim(step) + Dim(1);
+    dy = d.op(Op::slice, {d.op(Op::reshape, {cols}, {{"shape", spread}})}, {{"axis", axis}, {"start", Dim(0)}, {"end", len}});
+  }
+  Dim after = xt.shape[a] - start - len;
   std::vector<ValueId> parts;
-  auto zeros = [&](const Dim& len) {
+  auto zeros = [&](const Dim& n) {
     Type t = xt;
-    t.shape[static_cast<size_t>(axis)] = len;
+    t.shape[a] = n;
     parts.push_back(d.zeros(t));
   };
   if (start != Dim(0)) zeros(start);
-  parts.push_back(d.dy);
+  parts.push_back(dy);
   if (after != Dim(0)) zeros(after);
-  d.give(0, parts.size() == 1 ? d.dy : d.op(Op::concat, parts, {{"axis", axis}}));
+  d.give(0, parts.size() == 1 ? dy : d.op(Op::concat, parts, {{"axis", axis}}));
 }
 
 void d_concat(Differ& d) {
