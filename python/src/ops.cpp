@@ -41,6 +41,18 @@ const Tensor& like_of(const Operand& a, const Operand& b, const char* what) {
   return p->get();
 }
 
+// A dim from an int or its text ("T", "2*T").
+Dim dim_of(nb::handle h) {
+  if (nb::isinstance<nb::str>(h)) return Dim::parse(nb::cast<std::string>(h));
+  return Dim(nb::cast<int64_t>(h));
+}
+
+Shape dims_of(nb::handle h) {
+  Shape s;
+  for (nb::handle e : h) s.push_back(dim_of(e));
+  return s;
+}
+
 }  // namespace
 
 void bind_ops(nb::module_& m) {
@@ -66,6 +78,17 @@ void bind_ops(nb::module_& m) {
   TJ_UNARY(softplus);
   TJ_UNARY(hardswish);
   TJ_UNARY(logical_not);
+  TJ_UNARY(tan);
+  TJ_UNARY(asin);
+  TJ_UNARY(acos);
+  TJ_UNARY(atan);
+  TJ_UNARY(sinh);
+  TJ_UNARY(cosh);
+  TJ_UNARY(asinh);
+  TJ_UNARY(acosh);
+  TJ_UNARY(atanh);
+  TJ_UNARY(trunc);
+  TJ_UNARY(bitwise_not);
 #undef TJ_UNARY
   m.def("negative", [](const Proxy& x) { return wrap(neg(x.get())); });
   m.def("reciprocal", [](const Proxy& x) { return wrap(recip(x.get())); });
@@ -94,6 +117,11 @@ void bind_ops(nb::module_& m) {
   TJ_BINARY(logical_and, logical_and(x, y));
   TJ_BINARY(logical_or, logical_or(x, y));
   TJ_BINARY(mod, mod(x, y));
+  TJ_BINARY(fmod, mod(x, y, true));
+  TJ_BINARY(arctan2, atan2(x, y));
+  TJ_BINARY(bitwise_and, bitwise_and(x, y));
+  TJ_BINARY(bitwise_or, bitwise_or(x, y));
+  TJ_BINARY(bitwise_xor, bitwise_xor(x, y));
 #undef TJ_BINARY
   m.def("where", [](const Proxy& c, const Operand& a, const Operand& b) {
     const Tensor& like = like_of(a, b, "where");
@@ -121,7 +149,7 @@ void bind_ops(nb::module_& m) {
         nb::arg("weight"), nb::arg("eps") = 1e-5);
   m.def("expand_dims", [](const Proxy& x, std::vector<int64_t> axes) { return wrap(unsqueeze(x.get(), axes)); });
   m.def("squeeze", [](const Proxy& x, std::vector<int64_t> axes) { return wrap(squeeze(x.get(), axes)); });
-  m.def("broadcast_to", [](const Proxy& x, std::vector<int64_t> shape) { return wrap(expand(x.get(), Shape(shape.begin(), shape.end()))); });
+  m.def("broadcast_to", [](const Proxy& x, nb::handle shape) { return wrap(expand(x.get(), dims_of(shape))); });
   m.def("swapaxes", [](const Proxy& x, int64_t a, int64_t b) { return wrap(transpose(x.get(), a, b)); });
   m.def("argmax", [](const Proxy& x, int64_t axis, bool keepdims) { return wrap(argmax(x.get(), axis, keepdims)); }, nb::arg("x"),
         nb::arg("axis"), nb::arg("keepdims") = false);
@@ -132,6 +160,52 @@ void bind_ops(nb::module_& m) {
     if (!dt) throw Error("arange: unknown dtype '" + dtype + "'");
     return wrap(iota(current_tracer("tensorjit.arange"), d, *dt));
   }, nb::arg("n"), nb::arg("dtype") = "i64");
+  // Sizes that may be symbolic (a dim's text, as x.shape gives it): what the
+  // torch backend's rows need for SymInt graphs.
+  m.def("full", [](nb::handle shape, double value, const std::string& dtype) {
+    auto dt = parse_dtype(dtype);
+    if (!dt) throw Error("full: unknown dtype '" + dtype + "'");
+    return wrap(expand(current_tracer("tensorjit.full").scalar(value, *dt), dims_of(shape)));
+  }, nb::arg("shape"), nb::arg("value"), nb::arg("dtype"));
+  m.def("slice_axis", [](const Proxy& x, int64_t axis, nb::handle start, nb::handle end, int64_t step) {
+    return wrap(slice(x.get(), axis, dim_of(start), dim_of(end), step));
+  }, nb::arg("x"), nb::arg("axis"), nb::arg("start"), nb::arg("end"), nb::arg("step") = 1);
+  m.def("dim_value", [](nb::handle d, const std::string& dtype) {
+    Tracer& t = current_tracer("tensorjit.dim_value");
+    Dim dim = dim_of(d);
+    auto dt = parse_dtype(dtype);
+    if (!dt) throw Error("dim_value: unknown dtype '" + dtype + "'");
+    Tensor v = dim.as_const() ? t.scalar(static_cast<double>(*dim.as_const()), DType::i64) : sum(expand(t.scalar(1, DType::i64), {dim}), {0});
+    return wrap(*dt == DType::i64 ? v : cast(v, *dt));
+  }, nb::arg("d"), nb::arg("dtype") = "i64", "A dim's value as a scalar tensor (computed at run time when symbolic).");
+  // Arithmetic on dims: an int when the result is constant, else its text.
+  m.def("dim_arith", [](const std::string& op, nb::handle a, nb::handle b) -> nb::object {
+    Dim x = dim_of(a), y = dim_of(b), r;
+    if (op == "add") r = x + y;
+    else if (op == "sub") r = x - y;
+    else if (op == "mul") r = x * y;
+    else if (op == "floordiv" || op == "truediv") {
+      auto q = x.div_exact(y);
+      if (!q) {
+        auto xc = x.as_const(), yc = y.as_const();
+        if (!xc || !yc || *yc == 0) throw UnsupportedOperand("a symbolic size " + x.str() + " divided by " + y.str() + " (only exact division of sizes is supported)");
+        int64_t qq = *xc / *yc;
+        if ((*xc % *yc != 0) && ((*xc < 0) != (*yc < 0))) --qq;
+        r = Dim(qq);
+      } else {
+        r = *q;
+      }
+    } else if (op == "mod") {
+      auto xc = x.as_const(), yc = y.as_const();
+      if (x.div_exact(y)) r = Dim(0);
+      else if (xc && yc && *yc != 0) r = Dim(((*xc % *yc) + *yc) % *yc);
+      else throw UnsupportedOperand("a symbolic size " + x.str() + " mod " + y.str());
+    } else {
+      throw Error("dim_arith: unknown op '" + op + "'");
+    }
+    if (auto c = r.as_const()) return nb::int_(*c);
+    return nb::str(r.str().c_str());
+  });
   m.def("asarray", [](nb::handle a) { return wrap(current_tracer("tensorjit.asarray").constant(as_array(a, "asarray"))); });
   m.def("causal_mask", [](const Proxy& offset, int64_t q, int64_t k) { return wrap(causal_mask(offset.get(), Dim(q), Dim(k))); });
   m.def("kv_write", [](const Proxy& cache, const Proxy& rows, const Proxy& pos, int64_t axis) {

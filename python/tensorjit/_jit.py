@@ -257,7 +257,8 @@ class JitFunction(_core._FastCalls):
     structure seen before (positional and keyword) are checked, converted and
     run there, with no Python in between; anything else comes here, to _call."""
 
-    def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=(), grad=None, weights="f32", device=""):
+    def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=(), grad=None, weights="f32", device="",
+                 dims=()):
         super().__init__(_unflatten)
         # grad: (argnums, with_value): the function returns one scalar, a call
         # returns its gradients with respect to those positional arguments
@@ -277,6 +278,8 @@ class JitFunction(_core._FastCalls):
         if device not in ("", "cpu", "opencl", "cuda"):
             raise ValueError(f"tensorjit.jit: device='{device}' is not a device (cpu, opencl or cuda)")
         self._device = device
+        # dims: [tensor, axis, policy] marks for every call (mark_dynamic's, fixed: the torch backend's SymInt dims).
+        self._dims = [list(d) for d in dims]
         self._by_structure = {}  # structure -> (C++ JIT, output structures by values)
         self._breaks = {}  # (file, line) -> count
         # freeze: arguments (by name or position) whose arrays are weights,
@@ -302,7 +305,7 @@ class JitFunction(_core._FastCalls):
         if len(self._by_structure) >= 64:
             raise RuntimeError(f"tensorjit.jit({self._name}): 64 argument structures seen; "
                                "pass varying values as arrays or numbers, not in lists of changing length")
-        dims = []
+        dims = [list(d) for d in self._dims]
         for i, t in enumerate(tensors):
             try:
                 marks = _marks.get(t, [])

@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""The model zoo: models built by transformers, torchvision and timm with
+their own code (random weights, seeded; batch 1), each through
+torch.compile(backend="tensorjit"), eager and Inductor, and through the
+ONNX door (torch.onnx.export, then tensorjit.onnx.load) against ONNX
+Runtime, at the same thread count, one process per model.
+
+    bench/zoo.py                          # every model, a table
+    bench/zoo.py --models resnet18,gpt2   # some
+    bench/zoo.py --busy 2                 # beside 2 background compile jobs
+    bench/zoo.py --json out.json          # the rows as JSON too
+    bench/zoo.py --list                   # the models
+
+Per model and door: passed (cosine >= 0.99999 and max |error| <= 1e-4 of
+the output's largest magnitude, against eager), the median and p90 ms per
+call (at least --calls calls, after a warm-up), the first call (compile)
+time, and the speedups over eager, Inductor and ONNX Runtime. A model that
+fails says where, in one line. bench/setup --zoo installs what it needs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MODELS = {
+    # name: (library, what it is)
+    "bert": ("transformers", "BertModel(BertConfig()), sequence 128"),
+    "gpt2": ("transformers", "GPT2LMHeadModel(GPT2Config()), sequence 128, use_cache=False"),
+    "llama": ("transformers", "LlamaForCausalLM, hidden 1024, intermediate 2816, 4 layers, 16 heads, 4 KV heads, vocab 32000; sequence 128"),
+    "distilbert": ("transformers", "DistilBertModel(DistilBertConfig()), sequence 128"),
+    "vit": ("transformers", "ViTModel(ViTConfig()), 224x224"),
+    "resnet18": ("torchvision", "resnet18(), 224x224"),
+    "resnet50": ("torchvision", "resnet50(), 224x224"),
+    "mobilenet_v3_small": ("torchvision", "mobilenet_v3_small(), 224x224"),
+    "efficientnet_b0": ("torchvision", "efficientnet_b0(), 224x224"),
+    "convnext_tiny": ("torchvision", "convnext_tiny(), 224x224"),
+    "deit_tiny_patch16_224": ("timm", "deit_tiny_patch16_224, 224x224"),
+}
+
+
+def build(name):
+    """(model in eval mode, inputs as keyword arguments), seeded."""
+    import torch
+    torch.manual_seed(0)
+    lib = MODELS[name][0] if name in MODELS else ("timm" if "_" in name else "torchvision")
+    if lib == "transformers":
+        import transformers as tf
+        ids = lambda vocab: torch.randint(0, vocab, (1, 128), generator=torch.Generator().manual_seed(1))  # noqa: E731
+        if name == "bert":
+            return tf.BertModel(tf.BertConfig()), {"input_ids": ids(30522)}
+        if name == "gpt2":
+            return tf.GPT2LMHeadModel(tf.GPT2Config()), {"input_ids": ids(50257), "use_cache": False}
+        if name == "llama":
+            c = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4, num_attention_heads=16,
+                               num_key_value_heads=4, vocab_size=32000)
+            return tf.LlamaForCausalLM(c), {"input_ids": ids(32000), "use_cache": False}
+        if name == "distilbert":
+            return tf.DistilBertModel(tf.DistilBertConfig()), {"input_ids": ids(30522)}
+        if name == "vit":
+            return tf.ViTModel(tf.ViTConfig()), {"pixel_values": torch.randn(1, 3, 224, 224)}
+        raise KeyError(name)
+    image = {"x": torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))}
+    if lib == "torchvision":
+        import torchvision.models as tv
+        return getattr(tv, name)(), image
+    import timm
+    return timm.create_model(name, pretrained=False), image
+
+
+def first_tensor(out):
+    import torch
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "last_hidden_state") and out.last_hidden_state is not None:
+        return out.last_hidden_state
+    if hasattr(out, "logits") and out.logits is not None:
+        return out.logits
+    if isinstance(out, dict):
+        return first_tensor(next(iter(out.values())))
+    return first_tensor(out[0])
+
+
+def agreement(got, want):
+    """(cosine, max |error| / max |want|) over the flattened outputs."""
+    import torch
+    g, w = got.detach().double().flatten(), want.detach().double().flatten()
+    cos = float(torch.dot(g, w) / (g.norm() * w.norm()).clamp_min(1e-300))
+    rel = float((g - w).abs().max() / w.abs().max().clamp_min(1e-300))
+    return cos, rel
+
+
+def timed(call, calls, seconds):
+    """Per-call times (ms) after one warm-up: at least `calls`, until `seconds` pass."""
+    call()
+    ts = []
+    start = time.perf_counter()
+    while len(ts) < calls or time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        call()
+        ts.append((time.perf_counter() - t0) * 1e3)
+        if len(ts) >= 200:
+            break
+    return ts
+
+
+def summary(ts):
+    s = sorted(ts)
+    return {"median_ms": statistics.median(s), "p90_ms": s[min(len(s) - 1, int(0.9 * len(s)))], "calls": len(s)}
+
+
+def run_one(name, args):
+    """One model in this process: a dict of results per door."""
+    import torch
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("TJ_NUM_THREADS", str(args.threads))
+    sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+    model, kw = build(name)
+    model.eval()
+    r = {"model": name, "threads": args.threads}
+    with torch.no_grad():
+        want = first_tensor(model(**kw))
+        eager = summary(timed(lambda: model(**kw), args.calls, args.seconds))
+        r["eager"] = eager
+        for backend in [b for b in ("tensorjit", "inductor") if b in args.doors]:
+            torch._dynamo.reset()
+            row = {}
+            try:
+                if backend == "tensorjit":
+                    import tensorjit._torch as tjt
+                    c = torch.compile(model, backend=tjt.backend)
+                else:
+                    c = torch.compile(model)
+                t0 = time.perf_counter()
+                got = first_tensor(c(**kw))
+                row["first_call_s"] = time.perf_counter() - t0
+                row["cosine"], row["max_rel_err"] = agreement(got, want)
+                row["passed"] = row["cosine"] >= 0.99999 and row["max_rel_err"] <= 1e-4
+                row.update(summary(timed(lambda: c(**kw), args.calls, args.seconds)))
+            except Exception as e:  # noqa: BLE001 - a failing model is a row of the table
+                row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+            r[backend] = row
+        if "onnx" in args.doors:
+            r.update(run_onnx(model, kw, want, args))
+    return r
+
+
+def run_onnx(model, kw, want, args):
+    """torch.onnx.export, then tensorjit.onnx.load and ONNX Runtime on the same file."""
+    import numpy as np
+    import torch
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "model.onnx")
+        names = list(kw)
+        tensors = {k: v for k, v in kw.items() if isinstance(v, torch.Tensor)}
+        consts = {k: v for k, v in kw.items() if not isinstance(v, torch.Tensor)}
+
+        class Wrap(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = model
+
+            def forward(self, *xs):
+                return first_tensor(self.m(**dict(zip(tensors, xs)), **consts))
+
+        try:
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(Wrap(), tuple(tensors.values()), path, input_names=list(tensors), output_names=["out"],
+                                  dynamo=False, opset_version=17)
+        except Exception as e:  # noqa: BLE001
+            return {"onnx_export_error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+        feeds = {k: v.numpy() for k, v in tensors.items()}
+        row = {}
+        try:
+            import tensorjit
+            t0 = time.perf_counter()
+            m = tensorjit.onnx.load(path)
+            (got,) = m(**feeds)
+            row["first_call_s"] = time.perf_counter() - t0
+            row["cosine"], row["max_rel_err"] = agreement(torch.from_numpy(np.asarray(got)), want)
+            row["passed"] = row["cosine"] >= 0.99999 and row["max_rel_err"] <= 1e-4
+            row.update(summary(timed(lambda: m(**feeds), args.calls, args.seconds)))
+        except Exception as e:  # noqa: BLE001
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        out["onnx_tensorjit"] = row
+        row = {}
+        try:
+            import onnxruntime as ort
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = args.threads
+            so.inter_op_num_threads = 1
+            s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            t0 = time.perf_counter()
+            (got,) = s.run(None, feeds)
+            row["first_call_s"] = time.perf_counter() - t0
+            row["cosine"], row["max_rel_err"] = agreement(torch.from_numpy(got), want)
+            row.update(summary(timed(lambda: s.run(None, feeds), args.calls, args.seconds)))
+        except Exception as e:  # noqa: BLE001
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        out["onnx_ort"] = row
+    return out
+
+
+def table(results):
+    def ms(r):
+        return f"{r['median_ms']:8.2f} {r['p90_ms']:8.2f}" if "median_ms" in r else f"{'-':>8s} {'-':>8s}"
+
+    def ratio(a, b):
+        return f"{b['median_ms'] / a['median_ms']:6.2f}x" if "median_ms" in a and "median_ms" in b else f"{'-':>7s}"
+
+    lines = [f"{'model':24s} {'door':16s} {'pass':5s} {'cosine':>10s} {'rel.err':>8s} {'median':>8s} {'p90':>8s} {'first':>7s} "
+             f"{'vs eager':>8s} {'vs ind.':>8s} {'vs ORT':>8s}"]
+    speed = {"eager": [], "inductor": []}
+    for r in results:
+        name = r["model"]
+        if "error" in r:
+            lines.append(f"{name:24s} {'-':16s} FAILED: {r['error']}")
+            continue
+        e = r.get("eager", {})
+        lines.append(f"{name:24s} {'eager':16s} {'':5s} {'':>10s} {'':>8s} {ms(e)}")
+        for door in ("tensorjit", "inductor", "onnx_tensorjit", "onnx_ort"):
+            if door not in r:
+                continue
+            d = r[door]
+            if "error" in d:
+                lines.append(f"{'':24s} {door:16s} FAIL  {d['error']}")
+                continue
+            ok = "yes" if d.get("passed") else ("no" if "passed" in d else "")
+            vs_ort = ratio(d, r.get("onnx_ort", {})) if door == "onnx_tensorjit" else f"{'':>7s}"
+            lines.append(f"{'':24s} {door:16s} {ok:5s} {d['cosine']:10.7f} {d['max_rel_err']:8.1e} {ms(d)} {d['first_call_s']:6.1f}s "
+                         f"{ratio(d, e) if door != 'onnx_ort' else '':>8s} {ratio(d, r.get('inductor', {})) if door == 'tensorjit' else '':>8s} {vs_ort:>8s}")
+            if door == "tensorjit" and d.get("passed"):
+                speed["eager"].append(e["median_ms"] / d["median_ms"])
+                if "median_ms" in r.get("inductor", {}):
+                    speed["inductor"].append(r["inductor"]["median_ms"] / d["median_ms"])
+        if "onnx_export_error" in r:
+            lines.append(f"{'':24s} {'onnx':16s} export failed: {r['onnx_export_error']}")
+    passed = sum(1 for r in results if r.get("tensorjit", {}).get("passed"))
+    lines.append(f"torch.compile(backend=tensorjit): {passed} of {len(results)} passed")
+    for k, v in speed.items():
+        if v:
+            lines.append(f"geomean speedup of tensorjit over {k} (passing models): {statistics.geometric_mean(v):.2f}x over {len(v)}")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated (other torchvision or timm names work too)")
+    ap.add_argument("--doors", default="tensorjit,inductor,onnx", help="of tensorjit, inductor, onnx")
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("TJ_THREADS", "2")))
+    ap.add_argument("--calls", type=int, default=5, help="at least this many timed calls per door")
+    ap.add_argument("--seconds", type=float, default=2.0, help="and at least this long")
+    ap.add_argument("--busy", type=int, default=0, help="background compile jobs while timing")
+    ap.add_argument("--json", help="write the rows here too")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per model")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.doors = args.doors.split(",")
+    if args.list:
+        for k, (lib, what) in MODELS.items():
+            print(f"{k:24s} {lib:13s} {what}")
+        return 0
+    if args.one:
+        try:
+            r = run_one(args.one, args)
+        except Exception as e:  # noqa: BLE001
+            r = {"model": args.one, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
+        print("ZOO-RESULT " + json.dumps(r))
+        return 0
+    results = []
+    import contextlib
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    busy = contextlib.nullcontext()
+    if args.busy:
+        from compare_numpy import BusyLoad
+        tmp = tempfile.mkdtemp()
+        busy = BusyLoad(args.busy, args.timeout * len(args.models.split(",")), tmp)
+    with busy:
+        for name in args.models.split(","):
+            cmd = [sys.executable, os.path.abspath(__file__), "--one", name, "--threads", str(args.threads), "--calls", str(args.calls),
+                   "--seconds", str(args.seconds), "--doors", ",".join(args.doors)]
+            print(f"[zoo] {name} ...", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+                line = next((l for l in p.stdout.splitlines() if l.startswith("ZOO-RESULT ")), None)
+                r = json.loads(line[len("ZOO-RESULT "):]) if line else {"model": name, "error": f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1:] }"}
+            except subprocess.TimeoutExpired:
+                r = {"model": name, "error": f"timed out after {args.timeout:.0f} s"}
+            print(f"[zoo] {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+            results.append(r)
+    print(table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""PyTorch's own samples as the torch backend's conformance check
+(scripts/torch-conformance runs this in the bench venv).
+
+For every OpInfo of torch's op database (op_db, the samples torch tests
+its own ops with) that supports float32 on the CPU, each sample is wrapped
+in a function compiled with torch.compile(backend=tensorjit,
+fullgraph=True, dynamic=False) and compared with eager at torch's float32
+tolerances (rtol 1.3e-6, atol 1e-5; wider where the OpInfo overrides
+them). tensorjit runs strictly: an op without a row is an error, not an
+eager fallback. A sample is
+
+  passed       the outputs match;
+  failed       they do not, or something other than a clear refusal broke;
+  unsupported  tensorjit refused it with an error naming the op and node
+               (no row, or arguments the row does not lower);
+  skipped      torch itself could not run it (eager or Dynamo failed).
+
+By default the graphs run on tensorjit's reference interpreter (what the
+lowering means); --compiled runs the generated code (slower: a C++
+compile per sample).
+
+    scripts/torch-conformance                      # every op, a table
+    scripts/torch-conformance --filter '^(add|conv)'
+    scripts/torch-conformance --json out.json --markdown docs-table.md
+    scripts/torch-conformance --require tests/data/torch/passing.txt   # exit 1 on a regression
+    scripts/torch-conformance --write-baseline tests/data/torch/passing.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout()
+
+
+def tolerances(op):
+    """(rtol, atol) for float32: torch's defaults, or the widest override the OpInfo declares."""
+    import torch
+    rtol, atol = 1.3e-6, 1e-5
+    for d in getattr(op, "decorators", ()) or ():
+        dec = getattr(d, "decorators", None) or [d]
+        for x in dec if isinstance(dec, (list, tuple)) else [dec]:
+            over = getattr(x, "d", None)
+            if isinstance(over, dict) and torch.float32 in over:
+                t = over[torch.float32]
+                if isinstance(t, float):  # precisionOverride: an atol
+                    atol = max(atol, t)
+                else:  # toleranceOverride: tol(atol, rtol)
+                    rtol, atol = max(rtol, t.rtol), max(atol, t.atol)
+    return rtol, atol
+
+
+def flatten(out):
+    import torch
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        r = []
+        for o in out:
+            r.extend(flatten(o))
+        return r
+    if hasattr(out, "_fields"):
+        return flatten(tuple(out))
+    return [out]
+
+
+def compare(got, want, rtol, atol):
+    import torch
+    g, w = flatten(got), flatten(want)
+    if len(g) != len(w):
+        return f"{len(g)} outputs, eager has {len(w)}"
+    for a, b in zip(g, w):
+        if isinstance(b, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                return f"a {type(a).__name__} where eager has a tensor"
+            if a.dtype != b.dtype:
+                return f"dtype {a.dtype}, eager {b.dtype}"
+            if a.shape != b.shape:
+                return f"shape {tuple(a.shape)}, eager {tuple(b.shape)}"
+            try:
+                torch.testing.assert_close(a, b, rtol=rtol, atol=atol, equal_nan=True, check_stride=False)
+            except AssertionError as e:
+                return " ".join(str(e).split())[:240]
+        elif isinstance(b, float) and isinstance(a, (float, int)):
+            if not (abs(a - b) <= atol + rtol * abs(b) or (a != a and b != b)):
+                return f"{a} where eager has {b}"
+        elif a != b:
+            return f"{a!r} where eager has {b!r}"
+    return None
+
+
+def refusal(e):
+    """A clear refusal of tensorjit's naming the op (unsupported), or None."""
+    from tensorjit import _core
+    from tensorjit._torch.aten import Unsupported
+    from tensorjit._torch.lower import LoweringError
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (LoweringError, Unsupported, _core.UnsupportedOperand, _core.Unsupported)):
+            return str(e).splitlines()[0][:240]
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def run_sample(op, sample, options, rtol, atol):
+    import torch
+    import tensorjit._torch as tjt
+
+    def fn(x, args, kwargs):
+        return op(x, *args, **kwargs)
+
+    try:
+        with torch.no_grad():
+            want = fn(sample.input, sample.args, sample.kwargs)
+    except Exception as e:  # noqa: BLE001
+        return "skipped", f"eager: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    torch._dynamo.reset()
+    c = torch.compile(fn, backend=tjt.backend, fullgraph=True, dynamic=False, options=options)
+    try:
+        with torch.no_grad():
+            got = c(sample.input, sample.args, sample.kwargs)
+    except Timeout:
+        raise
+    except Exception as e:  # noqa: BLE001
+        why = refusal(e)
+        if why:
+            return "unsupported", why
+        text = f"{type(e).__name__}: {str(e).splitlines()[0][:240] if str(e) else ''}"
+        if "torch._dynamo" in type(e).__module__ or "Unsupported" in type(e).__name__ and "dynamo" in repr(type(e)):
+            return "skipped", "dynamo: " + text
+        return "failed", text
+    bad = compare(got, want, rtol, atol)
+    return ("failed", bad) if bad else ("passed", "")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--filter", default="", help="regex on the OpInfo name (name.variant)")
+    ap.add_argument("--max-samples", type=int, default=0, help="at most this many samples per op (0: all)")
+    ap.add_argument("--compiled", action="store_true", help="run generated code, not the interpreter")
+    ap.add_argument("--json", help="per-sample results as JSON")
+    ap.add_argument("--markdown", help="the per-op table as markdown")
+    ap.add_argument("--require", help="a baseline: every sample listed must pass")
+    ap.add_argument("--write-baseline", help="write the passing samples here")
+    ap.add_argument("--timeout", type=int, default=60, help="seconds per sample")
+    ap.add_argument("-v", action="count", default=0)
+    args = ap.parse_args()
+
+    warnings.filterwarnings("ignore")
+    import logging
+    logging.disable(logging.WARNING)
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    torch.set_num_threads(int(os.environ.get("TJ_THREADS", "2")))
+    options = {"eager_fallback": False, "interpret": not args.compiled, "freeze_parameters": False}
+    pattern = re.compile(args.filter)
+    signal.signal(signal.SIGALRM, _alarm)
+    rows, results = [], []
+    t_start = time.time()
+    for op in op_db:
+        name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        if not pattern.search(name):
+            continue
+        if torch.float32 not in op.supported_dtypes("cpu"):
+            continue
+        rtol, atol = tolerances(op)
+        counts = {"passed": 0, "failed": 0, "unsupported": 0, "skipped": 0}
+        first_reason = {}
+        try:
+            samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=False))
+        except Exception as e:  # noqa: BLE001
+            print(f"{name}: the samples could not be made: {e}", file=sys.stderr)
+            continue
+        if args.max_samples:
+            samples = samples[:args.max_samples]
+        for k, s in enumerate(samples):
+            signal.alarm(args.timeout)
+            try:
+                status, why = run_sample(op, s, options, rtol, atol)
+            except Timeout:
+                status, why = "failed", f"timed out after {args.timeout} s"
+            except Exception as e:  # noqa: BLE001
+                status, why = "failed", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            finally:
+                signal.alarm(0)
+            counts[status] += 1
+            first_reason.setdefault(status, why)
+            results.append({"op": name, "sample": k, "status": status, "why": why})
+            if args.v > 1 or (args.v and status in ("failed",)):
+                print(f"  {name}[{k}] {status} {why}", file=sys.stderr)
+        rows.append((name, len(samples), counts, first_reason))
+        total = max(len(samples), 1)
+        print(f"{name:40s} {len(samples):5d} {counts['passed']:6d} {counts['failed']:6d} {counts['unsupported']:6d} {counts['skipped']:6d}"
+              f"  {100 * counts['passed'] / total:5.1f}%", flush=True)
+    samples = sum(r[1] for r in rows)
+    agg = {k: sum(r[2][k] for r in rows) for k in ("passed", "failed", "unsupported", "skipped")}
+    lowered = [r for r in rows if r[2]["passed"] + r[2]["failed"] > 0]
+    below = [r for r in lowered if r[2]["passed"] < 0.9 * (r[1] - r[2]["skipped"])]
+    print(f"{'total':40s} {samples:5d} {agg['passed']:6d} {agg['failed']:6d} {agg['unsupported']:6d} {agg['skipped']:6d}")
+    print(f"ops: {len(rows)}; with a lowering (a sample lowered): {len(lowered)}; of those below 90% of their samples passing: {len(below)}"
+          f"; {time.time() - t_start:.0f} s")
+    for name, n, c, why in below:
+        print(f"  below 90%: {name}: {c['passed']}/{n - c['skipped']} ({'; '.join(f'{k}: {v}' for k, v in why.items() if k != 'passed')})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=0)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("| OpInfo | samples | passed | failed | unsupported | skipped |\n|---|---:|---:|---:|---:|---:|\n")
+            for name, n, c, _ in rows:
+                f.write(f"| {name} | {n} | {c['passed']} | {c['failed']} | {c['unsupported']} | {c['skipped']} |\n")
+    if args.write_baseline:
+        with open(args.write_baseline, "w") as f:
+            f.write(f"# OpInfo samples (torch {torch.__version__}) that pass under torch.compile(backend=tensorjit):\n"
+                    "# scripts/torch-conformance --require fails if one of them does not. Regenerate after adding rows.\n")
+            for r in results:
+                if r["status"] == "passed":
+                    f.write(f"{r['op']} {r['sample']}\n")
+    if args.require:
+        want = set()
+        with open(args.require) as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    want.add(line)
+        got = {f"{r['op']} {r['sample']}": r for r in results}
+        lost = [w for w in sorted(want) if w in got and got[w]["status"] != "passed"]
+        for w in lost:
+            print(f"REGRESSION: {w}: {got[w]['status']}: {got[w]['why']}", file=sys.stderr)
+        if lost:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
