@@ -30,8 +30,9 @@ namespace jitimpl {
 
 Program::Program(Graph g, Bindings p, bool compile, const SymEnv& size_hint, DType weights, const std::string& device)
     : graph(std::move(g)), params(std::move(p)) {
-  bool f64 = true;
-  for (const Node& n : graph.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
+  // Interpreted (no compilation): in f64 when any value is, outputs rounded to their dtypes.
+  bool f64 = false;
+  for (const Node& n : graph.nodes()) f64 |= n.type.dtype == DType::f64;
   compute = f64 ? DType::f64 : DType::f32;
   CompileOptions co;
   co.size_hint = size_hint;
@@ -48,7 +49,7 @@ std::vector<NDArray> Program::run(Bindings& inputs, const RunOptions& o) {
   }
   Bindings all = params;
   for (auto& [k, v] : inputs) all[k] = v;
-  return interpret(graph, all, {compute});
+  return interpret(graph, all, {compute, true});
 }
 
 }  // namespace jitimpl

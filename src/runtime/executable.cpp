@@ -15,6 +15,7 @@
 #include "compiler/driver.h"
 #include "memory/lifetimes.h"
 #include "passes/rewriter.h"
+#include "ir/text.h"
 #include "jit/specialize.h"
 #include "runtime/autotune.h"
 #include "runtime/call_checks.h"
@@ -117,6 +118,9 @@ Executable Executable::compile(const Graph& graph, const Bindings& params, const
     for (size_t d = 0; fits && d < a.shape().size(); ++d) fits = !n.type.shape[d].is_const() || n.type.shape[d].value() == a.shape()[d];
     if (!fits) throw Error("compile: param '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
   }
+  // The graph as compiled (its weights still params): `tjc bench FILE
+  // --profile` times its kernels. Constants over 4096 elements are summarized.
+  if (log_enabled("ir")) std::fprintf(stderr, "[ir] compiling:\n%s", print_graph(graph, PrintOptions{4096}).c_str());
   std::optional<GemmWarmup> warm;
   if (needs_gemm_warmup(graph)) warm.emplace();
   Compilation c;
@@ -156,8 +160,8 @@ Executable Executable::finish(Compilation& c, const Bindings& params, const Comp
     warn_once_no_compiler();
     s->graph = std::move(c.graph);
     s->fallback_params = params;
-    bool f64 = true;
-    for (const Node& n : s->graph.nodes()) f64 &= !is_float(n.type.dtype) || n.type.dtype == DType::f64;
+    bool f64 = false;  // in f64 when any value is; outputs rounded to their dtypes, as compiled code gives them
+    for (const Node& n : s->graph.nodes()) f64 |= n.type.dtype == DType::f64;
     s->fallback_compute = f64 ? DType::f64 : DType::f32;
     Executable e;
     e.s_ = s;
@@ -432,7 +436,7 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   if (!s.stats.compiled) {
     Bindings all = s.fallback_params;
     for (const auto& [k, v] : inputs) all[k] = v;
-    outputs = interpret(g, all, {s.fallback_compute});
+    outputs = interpret(g, all, {s.fallback_compute, true});
     return;
   }
   check_input_names(g, inputs);

@@ -207,9 +207,19 @@ std::vector<NDArray> run(const Graph& g, const Bindings& inputs, DType compute) 
 }  // namespace
 
 std::vector<NDArray> interpret(const Graph& g, const Bindings& inputs, const InterpretOptions& opts) {
-  if (opts.compute == DType::f64) return run<double>(g, inputs, DType::f64);
-  if (opts.compute == DType::f32) return run<float>(g, inputs, DType::f32);
-  throw Error("interpret: compute dtype must be f32 or f64, not " + std::string(dtype_name(opts.compute)));
+  std::vector<NDArray> outs;
+  if (opts.compute == DType::f64) outs = run<double>(g, inputs, DType::f64);
+  else if (opts.compute == DType::f32) outs = run<float>(g, inputs, DType::f32);
+  else throw Error("interpret: compute dtype must be f32 or f64, not " + std::string(dtype_name(opts.compute)));
+  if (opts.declared_dtypes)
+    for (size_t i = 0; i < outs.size(); ++i) {
+      DType want = g.type(g.outputs()[i]).dtype;
+      if (outs[i].dtype() == want) continue;
+      NDArray o(want, outs[i].shape());
+      for (int64_t k = 0; k < o.numel(); ++k) o.set(k, outs[i].get(k));  // rounded to the declared format
+      outs[i] = std::move(o);
+    }
+  return outs;
 }
 
 }  // namespace tj

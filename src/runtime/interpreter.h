@@ -23,10 +23,14 @@ namespace tj {
 
 struct InterpretOptions {
   DType compute = DType::f32;  // f32 or f64
+  // Floating outputs in their declared dtypes (rounded from the compute
+  // dtype), as compiled code gives them: what a caller that stands in for
+  // compiled code (the JIT's interpreted entries, no compiler) wants.
+  bool declared_dtypes = false;
 };
 
 // Inputs and params by name. Returns the graph's outputs: floating outputs in
-// the compute dtype, others in their own dtype. Throws tj::Error for missing,
+// the compute dtype (or their own with declared_dtypes), others in their own dtype. Throws tj::Error for missing,
 // unknown or mis-shaped inputs and for out-of-range runtime indices.
 std::vector<NDArray> interpret(const Graph& g, const Bindings& inputs, const InterpretOptions& opts = {});
 
