@@ -3,8 +3,11 @@ heads, SwiGLU 344, RoPE, vocab 256; batch 8 x 64 tokens; AdamW), side by
 side in one run at the same thread count:
   - tensorjit's compiled step (forward, backward and AdamW in one graph):
     `tjc train --json`, whose every step is timed;
-  - PyTorch eager, and torch.compile (Inductor) of the model, with
-    torch.optim.AdamW (fused where torch offers it).
+  - PyTorch eager, torch.compile (Inductor) of the model and
+    torch.compile(backend="tensorjit") of it (forward and backward graphs
+    compiled by tensorjit through AOTAutograd), each with
+    torch.optim.AdamW; the losses of the first steps are checked against
+    eager's.
 The systems run in turn over five rounds (each round: a tjc process of N
 steps after its warm compile, then N steps of each torch form); per-step
 medians and p90 over the pooled steps. --busy N runs everything again
@@ -93,9 +96,14 @@ def torch_steps(step, n, data):
     return times, losses
 
 
-def make_step(model, compiled):
+def make_step(model, backend):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
-    fwd = torch.compile(model) if compiled else model
+    if backend == "tensorjit":
+        sys.path.insert(0, os.path.join(root, "build", "python"))
+        import tensorjit._torch as tjt
+        fwd = torch.compile(model, backend=tjt.backend)
+    else:
+        fwd = torch.compile(model) if backend else model
 
     def step(tokens, targets):
         opt.zero_grad(set_to_none=True)
@@ -123,14 +131,21 @@ def measure(n, rounds=5):
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1)
     data = [(torch.randint(0, V, (B, T), generator=gen), torch.randint(0, V, (B, T), generator=gen)) for _ in range(8)]
-    eager = make_step(Model(), False)
-    compiled = make_step(Model(), True)
-    torch_steps(eager, 3, data)
-    torch_steps(compiled, 3, data)  # compiles (forward and backward graphs)
-    pooled = {"tensorjit (tjc train)": [], "torch eager": [], "torch.compile": []}
+    steps = {}
+    for name, backend in (("torch eager", None), ("torch.compile", "inductor"), ("torch.compile(backend=tensorjit)", "tensorjit")):
+        torch.manual_seed(0)
+        steps[name] = make_step(Model(), backend)
+    # The same initial weights and data: the first losses agree (compiles the graphs).
+    first = {name: torch_steps(step, 3, data)[1] for name, step in steps.items()}
+    for name, losses in first.items():
+        diff = max(abs(a - b) for a, b in zip(losses, first["torch eager"]))
+        if diff > 1e-4:
+            print(f"{name}: losses {losses} differ from eager's {first['torch eager']}", file=sys.stderr)
+    pooled = {"tensorjit (tjc train)": []}
+    pooled.update({name: [] for name in steps})
     for _ in range(rounds):
         pooled["tensorjit (tjc train)"] += tjc_steps(n)[0]
-        for name, step in (("torch eager", eager), ("torch.compile", compiled)):
+        for name, step in steps.items():
             pooled[name] += torch_steps(step, n, data)[0]
     return {k: stats(v) for k, v in pooled.items()}
 

