@@ -264,6 +264,7 @@ def main():
     ap.add_argument("--json", help="write the rows here too")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per model")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--check", action="store_true", help="exit 1 unless every model passes through torch.compile(backend=tensorjit)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.doors = args.doors.split(",")
@@ -304,6 +305,9 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    if args.check and not all(r.get("tensorjit", {}).get("passed") for r in results):
+        print("zoo: a model did not pass through torch.compile(backend=tensorjit)", file=sys.stderr)
+        return 1
     return 0
 
 

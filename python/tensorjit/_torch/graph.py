@@ -157,7 +157,8 @@ class CompiledGraph:
         # Per output: ("none",), ("input", placeholder) for an input given
         # back (AOTAutograd saves parameters so: passed through, not
         # copied), ("same", k) for output k again, or what the JIT computes:
-        # ("tensor",), ("int",), ("bool",), ("float",).
+        # ("tensor",), ("bf16",) (computed as f32: numpy has no bf16),
+        # ("int",), ("bool",), ("float",).
         self.out_kinds = []
         index = {n: i for i, n in enumerate(placeholders)}
         first = {}
@@ -171,7 +172,7 @@ class CompiledGraph:
                 kind = ("same", first[o])
             else:
                 first[o] = k
-                kind = ("tensor",) if isinstance(v, torch.Tensor) else ("bool",) if isinstance(v, bool) else \
+                kind = (("bf16",) if v.dtype == torch.bfloat16 else ("tensor",)) if isinstance(v, torch.Tensor) else ("bool",) if isinstance(v, bool) else \
                     ("int",) if isinstance(v, (int, torch.SymInt)) else ("float",) if isinstance(v, (float, torch.SymFloat)) else ("tensor",)
             self.out_kinds.append(kind)
         self.by_layout = {}  # layouts -> (JitFunction, positions it takes)
@@ -206,7 +207,7 @@ class CompiledGraph:
                 sources.append(("arg", len(take), None))
                 take.append(i)
         fn = lower(self.gm, sources)
-        computed = [k for k, kind in enumerate(self.out_kinds) if kind[0] in ("tensor", "int", "bool", "float")]
+        computed = [k for k, kind in enumerate(self.out_kinds) if kind[0] in ("tensor", "bf16", "int", "bool", "float")]
 
         def traced(*xs):
             outs = fn(*xs)
@@ -273,5 +274,6 @@ class CompiledGraph:
             else:
                 o = next(it)
                 t = torch.from_numpy(o) if isinstance(o, np.ndarray) else torch.from_dlpack(o)
-                r.append(int(t) if k == "int" else bool(t) if k == "bool" else float(t) if k == "float" else t)
+                r.append(int(t) if k == "int" else bool(t) if k == "bool" else float(t) if k == "float" else
+                         t.to(torch.bfloat16) if k == "bf16" else t)
         return r

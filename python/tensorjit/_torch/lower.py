@@ -198,7 +198,7 @@ def _constant(t):
 def _as_output(o):
     """A graph output as a tensor: a size (a SymInt saved for the backward) as an i64 scalar."""
     if isinstance(o, _core.Tensor):
-        return o
+        return o.astype("f32") if o.dtype == "bf16" else o  # numpy has no bf16: back to bf16 in torch (exactly)
     if isinstance(o, Sym):
         return _core.dim_value(o.text, "i64")
     if isinstance(o, bool):
