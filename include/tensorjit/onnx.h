@@ -54,4 +54,31 @@ struct OnnxProgram {
 // time.
 OnnxProgram compile_onnx(const std::string& path, const OnnxOptions& o = {}, const AotOptions& a = {});
 
+// A model some of whose shapes, axes or counts arrive as graph inputs (a
+// Reshape's or Expand's shape, Slice's starts, TopK's k, Trilu's k that
+// are not constants of the model): compiled per value of those inputs, as
+// tj::jit specializes on Python numbers. A call with values seen before
+// runs their program (the values are its guard); new values import the
+// model with them fixed and compile it, up to `limit` programs (then an
+// error says so). The inputs specialized are the model's integer and bool
+// inputs of at most 4096 elements; a model that needs none is compiled
+// once, at construction, as compile_onnx does.
+class OnnxFunction {
+ public:
+  explicit OnnxFunction(std::string path, OnnxOptions o = {}, AotOptions a = {}, size_t limit = 8);
+  // Every graph input by name (the specialized ones included).
+  std::vector<NDArray> operator()(const Bindings& inputs);
+  const std::vector<std::string>& input_names() const;  // the graph's inputs, in order
+  const std::vector<std::string>& output_names() const;
+  // The inputs the programs are specialized on (empty: one program).
+  const std::vector<std::string>& specialized() const;
+  size_t programs() const;  // compiled so far
+  bool imported() const;    // false: the one program came from the cache
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> p_;
+};
+
 }  // namespace tj

@@ -76,6 +76,32 @@ void bind_jit(nb::module_& m) {
       .def_prop_ro("kernels", &Program::kernels)
       .def_prop_ro("source", &Program::source);
 
+  // A model compiled per value of the inputs that decide its shapes
+  // (tensorjit.onnx.load uses it; tensorjit/onnx.h's OnnxFunction).
+  nb::class_<OnnxFunction>(m, "_OnnxFunction")
+      .def("__init__", [](OnnxFunction* self, const std::string& path, const std::string& weights, const std::string& device) {
+        AotOptions o;
+        o.weights = weights_format(weights);
+        o.device = device;
+        nb::gil_scoped_release released;
+        new (self) OnnxFunction(path, {}, o);
+      }, nb::arg("path"), nb::arg("weights") = "f32", nb::arg("device") = "")
+      .def("run", [](OnnxFunction& f, const nb::dict& inputs) {
+        Bindings b;
+        for (auto [k, v] : inputs) b.emplace(nb::cast<std::string>(k), as_array(v, "input '" + nb::cast<std::string>(k) + "'"));
+        std::vector<NDArray> out;
+        {
+          nb::gil_scoped_release released;
+          out = f(b);
+        }
+        return results(std::move(out));
+      })
+      .def_prop_ro("input_names", &OnnxFunction::input_names)
+      .def_prop_ro("output_names", &OnnxFunction::output_names)
+      .def_prop_ro("specialized", &OnnxFunction::specialized)
+      .def_prop_ro("programs", &OnnxFunction::programs)
+      .def_prop_ro("imported", &OnnxFunction::imported);
+
   m.def("_compile_onnx", [](const std::string& path, const std::string& weights, const std::string& device) {
     OnnxProgram r;
     AotOptions o;

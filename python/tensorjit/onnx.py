@@ -1,6 +1,9 @@
 """ONNX models from Python: tensorjit.onnx.load(path) compiles a model file
 (or takes its program from the cache when the file was compiled before) and
-returns a callable."""
+returns a callable. A model whose shapes, axes or counts arrive as inputs
+(a Reshape's shape, Slice's starts, TopK's k) is compiled per value of
+those inputs (`specialized` names them), as tensorjit.jit specializes on
+Python numbers."""
 
 from . import _core
 
@@ -10,8 +13,20 @@ class OnnxModel:
     it returns the outputs in order (output_names names them)."""
 
     def __init__(self, path, weights="f32", device=""):
-        self.program, self.output_names, self.imported = _core._compile_onnx(str(path), weights, device)
-        self.input_names = list(self.program.inputs)
+        self._f = _core._OnnxFunction(str(path), weights, device)
+        self.input_names = list(self._f.input_names)
+        self.output_names = list(self._f.output_names)
+        self.imported = self._f.imported
+
+    @property
+    def specialized(self):
+        """The inputs the model is compiled per value of (empty: one program)."""
+        return list(self._f.specialized)
+
+    @property
+    def programs(self):
+        """How many programs have been compiled (one per value of the specialized inputs)."""
+        return self._f.programs
 
     def __call__(self, *args, **kwargs):
         if len(args) > len(self.input_names):
@@ -24,7 +39,7 @@ class OnnxModel:
         missing = [n for n in self.input_names if n not in inputs]
         if missing:
             raise TypeError(f"missing input(s): {', '.join(missing)}")
-        return self.program.run(inputs)
+        return self._f.run(inputs)
 
     def __repr__(self):
         return f"tensorjit.onnx.OnnxModel(inputs={self.input_names}, outputs={self.output_names})"

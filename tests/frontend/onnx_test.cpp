@@ -617,6 +617,38 @@ TEST(OnnxImport, ShapeOperandsFromInputsAreKnownOnRequest) {
   }
 }
 
+// tj::OnnxFunction: a shape given as an input is specialized on its value,
+// one program per value, the values seen before running their program.
+TEST(OnnxImport, ShapeInputsAreSpecializedPerValue) {
+  auto m = model();
+  auto* g = m.mutable_graph();
+  input(g, "x", onnx::TensorProto::FLOAT, {"2", "3"});
+  input(g, "shape", onnx::TensorProto::INT64, {"2"});
+  node(g, "Reshape", {"x", "shape"}, {"y"});
+  output(g, "y");
+  std::string path = std::string(::testing::TempDir()) + "tj_onnx_spec_" + std::to_string(::getpid()) + ".onnx";
+  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  OnnxFunction f(path, {}, {}, 2);
+  EXPECT_EQ(f.specialized(), std::vector<std::string>{"shape"});
+  NDArray x = NDArray::of<float>({2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  auto run = [&](std::vector<int64_t> shape) {
+    Bindings in{{"x", x}, {"shape", NDArray::of<int64_t>({2}, shape)}};
+    return f(in).at(0);
+  };
+  EXPECT_EQ(run({3, 2}).shape(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(run({1, -1}).shape(), (std::vector<int64_t>{1, 6}));
+  NDArray again = run({3, 2});
+  EXPECT_EQ(again.data<float>()[5], 6.0f);
+  EXPECT_EQ(f.programs(), 2u);
+  try {  // past the limit: a clear error
+    run({6, 1});
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 programs compiled for values of the inputs that decide its shapes (shape)"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
 // The shape arithmetic of exported transformers, evaluated at import:
 // Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
 TEST(OnnxImport, ShapeArithmeticIsEvaluatedAtImport) {

@@ -74,3 +74,26 @@ def test_load_with_narrow_weights(tmp_path, monkeypatch):
         seen.add(fmt)
         err = np.abs(got - exact).max() / np.abs(exact).max()
         assert 0 < err < (1e-2 if fmt == "bf16" else 5e-2), (fmt, err)
+
+
+def test_shapes_given_as_inputs_are_specialized_on_their_values(tmp_path, monkeypatch):
+    """A Reshape's shape and TopK's k arriving as graph inputs: one program
+    per value of them (their values are its guard), not an error."""
+    monkeypatch.setenv("TJ_CACHE_DIR", str(tmp_path / "cache"))
+    g = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("TopK", ["r", "k"], ["v", "i"], axis=-1)],
+        "spec",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]), helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+         helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, None), helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+    )
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "spec.onnx"))
+    m = tj.onnx.load(tmp_path / "spec.onnx")
+    assert m.specialized == ["shape", "k"] and m.programs == 0
+    x = np.random.default_rng(0).standard_normal((2, 6)).astype(np.float32)
+    for shape, k in (((3, 4), 2), ((4, 3), 1), ((3, 4), 2)):
+        v, i = m(x, np.array(shape, np.int64), np.array([k], np.int64))
+        want_i = np.argsort(-x.reshape(shape), axis=-1, kind="stable")[:, :k]
+        np.testing.assert_array_equal(i, want_i)
+        np.testing.assert_allclose(v, np.take_along_axis(x.reshape(shape), want_i, -1))
+    assert m.programs == 2  # (3, 4) with k 2 was seen before

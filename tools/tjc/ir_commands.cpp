@@ -263,6 +263,48 @@ void write_outputs(const std::string& dir, const std::vector<NDArray>& outs, con
   }
 }
 
+// The ONNX model; one whose shapes, axes or counts are graph inputs is
+// imported with their values (given by --input or --set, which are taken
+// out of `a`) fixed: a specialization, as tj::OnnxFunction makes per value.
+onnx_import::OnnxModel import_specialized(RunArgs& a, bool* specialized) {
+  *specialized = false;
+  try {
+    return onnx_import::import_file(a.file);
+  } catch (const onnx_import::MustBeKnown& e) {
+    Graph declared("inputs");
+    std::vector<std::string> small;
+    for (const auto& [name, type] : e.inputs) {
+      declared.add_input(name, type);
+      auto n = numel_const(type.shape);
+      if ((is_int(type.dtype) || type.dtype == DType::boolean) && n && *n <= 4096) small.push_back(name);
+    }
+    auto given = [&](const std::string& name) {
+      for (const auto* list : {&a.inputs, &a.sets})
+        for (const auto& arg : *list)
+          if (arg.substr(0, arg.find('=')) == name) return true;
+      return false;
+    };
+    std::vector<std::string> fixed;
+    for (const auto& name : small)
+      if (given(name)) fixed.push_back(name);
+    if (fixed.empty())
+      throw Error(std::string(e.what()) + ": give the value of the input that decides it with --input NAME=FILE.npy or --set NAME=V (of " +
+                  joined(small) + ")");
+    Bindings values = make_inputs(declared, a);
+    onnx_import::ImportOptions io;
+    for (const auto& name : fixed) io.known_inputs[name] = values.at(name);
+    std::fprintf(stderr, "specialized on the values of %s (they decide shapes)\n", joined(fixed).c_str());
+    auto keep = [&](std::vector<std::string>& list) {
+      std::erase_if(list, [&](const std::string& arg) {
+        return std::find(fixed.begin(), fixed.end(), arg.substr(0, arg.find('='))) != fixed.end();
+      });
+    };
+    keep(a.inputs), keep(a.sets);
+    *specialized = true;
+    return onnx_import::import_file(a.file, io);
+  }
+}
+
 void cmd_run(RunArgs a) {
   if (a.compiled && a.check) throw Error("run: --check runs both; give --compiled or --check, not both");
   if (a.interpret && (a.compiled || a.check)) throw Error("run: --interpret runs the interpreter only; not with --compiled or --check");
@@ -311,7 +353,8 @@ void cmd_run(RunArgs a) {
   // An ONNX model brings its weights (the initializers), unless --weights
   // gives others; random ones otherwise.
   std::optional<onnx_import::OnnxModel> onnx;
-  if (ends_with(a.file, ".onnx")) onnx = onnx_import::import_file(a.file);
+  bool specialized = false;  // then not the file's program: not for the model cache
+  if (ends_with(a.file, ".onnx")) onnx = import_specialized(a, &specialized);
   Graph g = onnx ? onnx->graph : load_graph(a.file);
   verify(g);
   if (!a.output.empty()) make_folder(a.output);  // before the work, so that a bad folder fails fast
@@ -333,7 +376,7 @@ void cmd_run(RunArgs a) {
     std::string key;
     outs = run_compiled(g, in, format, parse_device(a.device), &key);
     dt = seconds_since(t0);
-    if (model_file && !onnx->external_data) store_model_entry(a.file, g, onnx->output_names, key, variant);
+    if (model_file && !onnx->external_data && !specialized) store_model_entry(a.file, g, onnx->output_names, key, variant);
   }
   print_outputs(outs);
   if (a.compiled) std::fprintf(stderr, "compiled and ran %zu nodes in %.3f s\n", g.size(), dt);

@@ -421,6 +421,7 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
     out.params.emplace(init.name(), std::move(a));
     c.values.emplace(init.name(), std::move(v));
   }
+  std::vector<std::pair<std::string, Type>> declared;  // the graph inputs left as inputs
   for (const auto& in : g.input()) {
     if (c.values.count(in.name())) continue;  // an initializer listed as an input too (older exporters)
     Shape s = shape_of(in);
@@ -433,9 +434,16 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
       c.values.emplace(in.name(), Value{t.constant(a), a});
       continue;
     }
+    declared.push_back({in.name(), Type{dt, s}});
     c.values.emplace(in.name(), Value{t.input(in.name(), dt, s), std::nullopt});
   }
-  convert_nodes(c, g);
+  try {
+    convert_nodes(c, g);
+  } catch (MustBeKnown& e) {
+    e.inputs = std::move(declared);
+    for (const auto& o : g.output()) e.outputs.push_back(o.name());
+    throw;
+  }
   c.node = nullptr;
   std::vector<Tensor> outs;
   for (const auto& o : g.output()) {

@@ -38,10 +38,14 @@ struct ImportOptions {
 };
 
 // An operand that must be known at import (a shape, axes, split sizes)
-// depends on a graph input: known_inputs can fix it.
+// depends on a graph input: known_inputs can fix it. Carries the graph's
+// inputs (not known, not initializers) with their declared types, and its
+// output names, for a caller that specializes on values (tj::OnnxFunction).
 class MustBeKnown : public Unsupported {
  public:
   using Unsupported::Unsupported;
+  std::vector<std::pair<std::string, Type>> inputs;
+  std::vector<std::string> outputs;
 };
 
 OnnxModel import_file(const std::string& path, const ImportOptions& o = {});
