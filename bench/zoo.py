@@ -14,8 +14,9 @@ Runtime, at the same thread count, one process per model.
 Per model and door: passed (cosine >= 0.99999 and max |error| <= 1e-4 of
 the output's largest magnitude, against eager), the median and p90 ms per
 call (at least --calls calls, after a warm-up), the first call (compile)
-time, and the speedups over eager, Inductor and ONNX Runtime. A model that
-fails says where, in one line. bench/setup --zoo installs what it needs."""
+time (warm caches unless --cold), and the speedups over eager, Inductor
+and ONNX Runtime. A model that fails says where, in one line.
+bench/setup --zoo installs what it needs."""
 
 from __future__ import annotations
 
@@ -263,6 +264,8 @@ def main():
     ap.add_argument("--busy", type=int, default=0, help="background compile jobs while timing")
     ap.add_argument("--json", help="write the rows here too")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per model")
+    ap.add_argument("--cold", action="store_true", help="each model's process with empty compile caches (tensorjit's and Inductor's): "
+                    "the first call's time is a cold compile")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--check", action="store_true", help="exit 1 unless every model passes through torch.compile(backend=tensorjit)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
@@ -293,12 +296,20 @@ def main():
                    "--seconds", str(args.seconds), "--doors", ",".join(args.doors)]
             print(f"[zoo] {name} ...", file=sys.stderr, flush=True)
             t0 = time.perf_counter()
+            env = dict(os.environ)
+            cold = tempfile.mkdtemp() if args.cold else None
+            if cold:
+                env.update(TJ_CACHE_DIR=os.path.join(cold, "tj"), TORCHINDUCTOR_CACHE_DIR=os.path.join(cold, "inductor"))
             try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
                 line = next((l for l in p.stdout.splitlines() if l.startswith("ZOO-RESULT ")), None)
                 r = json.loads(line[len("ZOO-RESULT "):]) if line else {"model": name, "error": f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1:] }"}
             except subprocess.TimeoutExpired:
                 r = {"model": name, "error": f"timed out after {args.timeout:.0f} s"}
+            finally:
+                if cold:
+                    import shutil
+                    shutil.rmtree(cold, ignore_errors=True)
             print(f"[zoo] {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
             results.append(r)
     print(table(results))

@@ -70,8 +70,8 @@ struct ValuesAndIndices {
 ValuesAndIndices max_pool_with_indices(const Tensor& x, const PoolOptions& o, bool column_major = false);
 // The mean of each window: with count_include_pad, over the window's
 // positions in the input and its declared pads (not the room ceil_mode
-// adds), else over its positions in the input; `divisor` > 0 divides every
-// window by that instead (torch's divisor_override).
+// adds), else over its positions in the input; a `divisor` other than 0
+// divides every window by that instead (torch's divisor_override).
 Tensor avg_pool(const Tensor& x, const PoolOptions& o, bool count_include_pad, int64_t divisor = 0);
 // The gradient of avg_pool's input x given its output's.
 Tensor avg_pool_grad(const Tensor& grad, const Tensor& x, const PoolOptions& o, bool count_include_pad, int64_t divisor = 0);

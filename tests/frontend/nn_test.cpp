@@ -158,7 +158,7 @@ TEST(NnBuilders, BadGeometryIsAClearError) {
   EXPECT_NE(message([&] { max_pool(x, p); }).find("max_pool: kernel sizes must be positive"), std::string::npos);
   EXPECT_NE(message([&] { pad(t.input("one", DType::f32, {3, 1}), {0, 2}, {0, 0}, PadMode::reflect); }).find("pad: reflect padding of a dim of 1"),
             std::string::npos);
-  EXPECT_NE(message([&] { sort(t.input("big", DType::f32, {5000})); }).find("sort: sorting 5000 elements"), std::string::npos);
+  EXPECT_NE(message([&] { sort(t.input("big", DType::f32, {2000000})); }).find("sort: sorting 2000000 elements"), std::string::npos);
   EXPECT_NE(message([&] { topk(x, 9, -1); }).find("topk: k = 9"), std::string::npos);
 }
 

@@ -62,7 +62,58 @@ Tensor same(const Tensor& b, const Tensor& a) {
   return is_float(a.dtype()) ? logical_or(e, logical_and(ne(a, a), ne(b, b))) : e;
 }
 
-constexpr int64_t kMaxSort = 4096;  // the rank of each element is counted against every other: n^2 work
+constexpr int64_t kRankSort = 1024;    // up to here each element's place is counted against every other (n^2 work)
+constexpr int64_t kMaxSort = 1 << 20;  // beyond, a bitonic network (log^2 n stages of compare-and-swap)
+
+// A bitonic sorting network over the last axis of xs [.., n]: padded to a
+// power of two with elements that sort after every real one, each stage a
+// gather of every position's partner (i xor j, constants) and a
+// compare-and-swap of (value, index) pairs, so equal values keep their
+// order (stable) and NaN sorts as the largest.
+// [1, .., 1, d] of `rank` dims: a vector along the last axis, broadcasting over the others.
+Shape along_last(int64_t rank, Dim d) {
+  Shape s(static_cast<size_t>(rank - 1), Dim(1));
+  s.push_back(d);
+  return s;
+}
+
+ValuesAndIndices bitonic(const Tensor& xs, int64_t n, bool descending) {
+  int64_t last = xs.rank() - 1, size = 1;
+  while (size < n) size *= 2;
+  Shape row = xs.shape();
+  row.back() = Dim(size - n);
+  Tensor x = xs;
+  Tensor idx = expand(reshape(iota(xs, Dim(n)), along_last(xs.rank(), Dim(n))), xs.shape());
+  if (size > n) {
+    x = concat({x, expand(xs.tracer()->scalar(0, xs.dtype()), row)}, last);
+    idx = concat({idx, expand(reshape(iota(xs, Dim(size - n)), along_last(xs.rank(), Dim(size - n))), row) + static_cast<double>(n)}, last);
+  }
+  Tensor nn = xs.tracer()->scalar(static_cast<double>(n), DType::i64);
+  // a strictly before b: a padding element never is; a real one is before padding; then by value, then by index.
+  auto first = [&](const Tensor& a, const Tensor& ia, const Tensor& b, const Tensor& ib) {
+    Tensor pad_a = ge(ia, nn), pad_b = ge(ib, nn);
+    Tensor by_value = logical_or(before(a, b, descending), logical_and(same(a, b), lt(ia, ib)));
+    return logical_and(logical_not(pad_a), logical_or(pad_b, by_value));
+  };
+  for (int64_t k = 2; k <= size; k *= 2)
+    for (int64_t j = k / 2; j >= 1; j /= 2) {
+      std::vector<int64_t> partner(static_cast<size_t>(size));
+      std::vector<uint8_t> keep_min(static_cast<size_t>(size));
+      for (int64_t i = 0; i < size; ++i) {
+        int64_t p = i ^ j;
+        partner[static_cast<size_t>(i)] = p;
+        bool ascending = (i & k) == 0;
+        keep_min[static_cast<size_t>(i)] = ascending == (i < p);  // this position takes the earlier of the pair
+      }
+      Tensor y = take_static(x, last, partner), iy = take_static(idx, last, partner);
+      Tensor mine = first(x, idx, y, iy);
+      Tensor want = reshape(xs.tracer()->constant(NDArray::of<uint8_t>({size}, keep_min)), along_last(xs.rank(), Dim(size)));
+      Tensor keep = eq(cast(want, DType::boolean), mine);
+      x = where(keep, x, y), idx = where(keep, idx, iy);
+    }
+  if (size > n) x = slice(x, last, Dim(0), Dim(n)), idx = slice(idx, last, Dim(0), Dim(n));
+  return {x, idx};
+}
 
 }  // namespace
 
@@ -75,8 +126,12 @@ ValuesAndIndices sort(const Tensor& x, int64_t axis_, bool descending) {
   int64_t axis = axis_of(op, axis_, x.rank());
   const Dim n = x.shape()[static_cast<size_t>(axis)];
   if (auto k = n.as_const(); k && *k > kMaxSort)
-    unsupported(op, "sorting " + std::to_string(*k) + " elements (at most " + std::to_string(kMaxSort) + ": the sort counts places in n^2 steps)");
+    unsupported(op, "sorting " + std::to_string(*k) + " elements (at most " + std::to_string(kMaxSort) + ")");
   Moved mv = move_last(x, axis);
+  if (auto k = n.as_const(); k && *k > kRankSort) {
+    ValuesAndIndices r = bitonic(mv.x, *k, descending);
+    return {move_back(mv, r.values), move_back(mv, r.indices)};
+  }
   const Tensor& xs = mv.x;
   int64_t last = xs.rank() - 1;
   Tensor a = unsqueeze(xs, {last + 1}), b = unsqueeze(xs, {last});  // a: element i [.., n, 1]; b: element j [.., 1, n]

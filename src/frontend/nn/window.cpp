@@ -356,10 +356,9 @@ void check_pool_float(const char* op, const Tensor& x) {
 Tensor avg_pool(const Tensor& x, const PoolOptions& o, bool count_include_pad, int64_t divisor) {
   const char* op = "avg_pool";
   check_pool_float(op, x);
-  if (divisor < 0) fail(op, "a negative divisor");
   Geometry g = pool_geometry(op, x, o);
   Tensor s = pooled_sum(x, g, g);
-  if (divisor > 0) return s / static_cast<double>(divisor);
+  if (divisor != 0) return s / static_cast<double>(divisor);
   return s / window_counts(op, x, g, o, count_include_pad);
 }
 
@@ -370,13 +369,12 @@ Tensor avg_pool(const Tensor& x, const PoolOptions& o, bool count_include_pad, i
 Tensor avg_pool_grad(const Tensor& grad, const Tensor& x, const PoolOptions& o, bool count_include_pad, int64_t divisor) {
   const char* op = "avg_pool_grad";
   check_pool_float(op, x);
-  if (divisor < 0) fail(op, "a negative divisor");
   Geometry g = pool_geometry(op, x, o);
   if (grad.rank() != x.rank()) fail(op, "the gradient " + grad.type().str() + " does not match the input " + x.type().str());
   const int64_t first = x.rank() - static_cast<int64_t>(g.k());
   for (size_t i = 0; i < g.k(); ++i)
     if (grad.shape()[static_cast<size_t>(first) + i] != Dim(g.out[i])) fail(op, "the gradient " + grad.type().str() + " does not match the pooling's output");
-  Tensor gd = divisor > 0 ? grad / static_cast<double>(divisor) : grad / window_counts(op, x, g, o, count_include_pad);
+  Tensor gd = divisor != 0 ? grad / static_cast<double>(divisor) : grad / window_counts(op, x, g, o, count_include_pad);
   Tensor zero = x.tracer()->scalar(0, gd.dtype());
   // gd spread by the strides: [.., (out - 1) * stride + 1, ..].
   Tensor spread = gd;
