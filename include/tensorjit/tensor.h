@@ -183,6 +183,9 @@ Tensor bitwise_and(const Tensor& a, const Tensor& b);
 Tensor bitwise_or(const Tensor& a, const Tensor& b);
 Tensor bitwise_xor(const Tensor& a, const Tensor& b);
 Tensor bitwise_not(const Tensor& x);
+// a * 2^b and floor(a / 2^b) (arithmetic; not for u64), 0 (or the sign) once b reaches 64.
+Tensor shift_left(const Tensor& a, const Tensor& b);
+Tensor shift_right(const Tensor& a, const Tensor& b);
 
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);

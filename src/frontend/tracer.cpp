@@ -248,6 +248,8 @@ Tensor bitwise_and(const Tensor& a, const Tensor& b) { return binary(Op::bitwise
 Tensor bitwise_or(const Tensor& a, const Tensor& b) { return binary(Op::bitwise_or, a, b); }
 Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return binary(Op::bitwise_xor, a, b); }
 Tensor bitwise_not(const Tensor& x) { return unary(Op::bitwise_not, x); }
+Tensor shift_left(const Tensor& a, const Tensor& b) { return binary(Op::shift_left, a, b); }
+Tensor shift_right(const Tensor& a, const Tensor& b) { return binary(Op::shift_right, a, b); }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::max, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::min, a, b); }

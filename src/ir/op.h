@@ -33,7 +33,7 @@ enum class Op : uint8_t {
   bitwise_not,
   // binary elementwise (numpy broadcasting)
   add, sub, mul, div, max, min, pow, mod, atan2,
-  bitwise_and, bitwise_or, bitwise_xor,
+  bitwise_and, bitwise_or, bitwise_xor, shift_left, shift_right,
   // comparisons, logic and selection
   eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, where, clip,
   // reductions

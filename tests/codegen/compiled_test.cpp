@@ -163,7 +163,8 @@ TEST_F(Compiled, MathAndBitwiseOps) {
   for (DType dt : {DType::i64, DType::i32, DType::u8, DType::i8}) {
     Tracer t("bits");
     Tensor a = t.input("a", dt, {7, 3}), b = t.input("b", dt, {3});
-    Graph g = t.finish({bitwise_and(a, b), bitwise_or(a, b), bitwise_xor(bitwise_not(a), b)});
+    Tensor s = abs(b) - (abs(b) / t.scalar(9, dt)) * t.scalar(9, dt);  // shift counts from 0 to 8
+    Graph g = t.finish({bitwise_and(a, b), bitwise_or(a, b), bitwise_xor(bitwise_not(a), b), shift_left(a, s), shift_right(a, s)});
     Bindings in = random_inputs(g, {});
     auto want = interpret(g, in, {DType::f64});
     auto got = Executable::compile(g, {}).run(in);

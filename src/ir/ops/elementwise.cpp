@@ -293,6 +293,17 @@ std::vector<OpDef> elementwise() {
       binary(Op::bitwise_and, "bitwise_and", infer::integer_binary, true, ints<2>([](I a, I b) { return a & b; }), C_FORM("(($T)(($0) & ($1)))")),
       binary(Op::bitwise_or, "bitwise_or", infer::integer_binary, true, ints<2>([](I a, I b) { return a | b; }), C_FORM("(($T)(($0) | ($1)))")),
       binary(Op::bitwise_xor, "bitwise_xor", infer::integer_binary, true, ints<2>([](I a, I b) { return a ^ b; }), C_FORM("(($T)(($0) ^ ($1)))")),
+      // Shifts computed on the value as an int64 and wrapped to the dtype:
+      // bits shifted past the width are gone (0 for a shift of the width or
+      // more); right shifts are arithmetic (for unsigned values, below 2^63
+      // here, the same as logical: u64 is refused). A negative count acts
+      // as one of 64 or more.
+      binary(Op::shift_left, "shift_left", infer::integer_binary, false,
+             ints<2>([](I a, I b) { return b < 0 || b > 63 ? I(0) : static_cast<I>(static_cast<uint64_t>(a) << b); }),
+             C_FORM("(($T)((($1) < 0 || ($1) > 63) ? (int64_t)0 : (int64_t)((uint64_t)(int64_t)($0) << ($1))))")),
+      binary(Op::shift_right, "shift_right", infer::integer_binary, false,
+             ints<2>([](I a, I b) { return b < 0 || b > 63 ? (a < 0 ? I(-1) : I(0)) : a >> b; }),
+             C_FORM("(($T)((($1) < 0 || ($1) > 63) ? ((int64_t)($0) < 0 ? (int64_t)-1 : (int64_t)0) : ((int64_t)($0) >> ($1))))")),
 
       binary(Op::eq, "eq", infer::compare, true, any<2>([](auto a, auto b) { return a == b; }), C_FORM("(uint8_t)($0==$1)")),
       binary(Op::ne, "ne", infer::compare, true, any<2>([](auto a, auto b) { return a != b; }), C_FORM("(uint8_t)($0!=$1)")),

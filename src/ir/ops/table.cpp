@@ -134,7 +134,7 @@ Type infer_type(Op op, const std::vector<Type>& operand_types, std::vector<AttrV
     bool differs = false;
     switch (op) {
       case Op::div: case Op::mod: case Op::max: case Op::min: case Op::lt: case Op::le: case Op::gt: case Op::ge:
-      case Op::sign: case Op::abs: case Op::relu: case Op::clip: case Op::amax: case Op::argmax:
+      case Op::sign: case Op::abs: case Op::relu: case Op::clip: case Op::amax: case Op::argmax: case Op::shift_right:
         differs = true;
         break;
       case Op::cast: differs = !attrs.empty() && std::holds_alternative<DType>(attrs[0]) && is_float(std::get<DType>(attrs[0])); break;
