@@ -45,6 +45,10 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvOpti
 // The gradient of conv's weights [M, C/groups, kernel..] given its input x
 // [N, C, d..] and the gradient of its output [N, M, o..].
 Tensor conv_weight_grad(const Tensor& x, const Tensor& grad, const std::vector<int64_t>& kernel, const ConvOptions& o = {});
+// im2col's adjoint: input [N, C * taps, L] (column l is the window at output
+// position l, its rows channel-major over the kernel's offsets) summed back
+// into [N, C, image..] (torch's col2im, ONNX Col2Im).
+Tensor col2im(const Tensor& cols, const std::vector<int64_t>& image, const std::vector<int64_t>& kernel, const ConvOptions& o = {});
 // The transposed convolution (gradient of conv with respect to its input):
 // weights [C, M/groups, k..]; each output dim is
 // (d - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + 1 + output_padding.

@@ -55,6 +55,11 @@ void bind_nn(nb::module_& m) {
     return wrap(conv_weight_grad(x.get(), grad.get(), kernel, o));
   }, nb::arg("x"), nb::arg("grad"), nb::arg("kernel"), ints("stride"), ints("dilation"), ints("pad_begin"), ints("pad_end"), nb::arg("groups") = 1,
         "The gradient of conv's weights.");
+  m.def("col2im", [](const Proxy& cols, Ints image, Ints kernel, Ints stride, Ints dilation, Ints pad_begin, Ints pad_end) {
+    ConvOptions o;
+    o.stride = std::move(stride), o.dilation = std::move(dilation), o.pad_begin = std::move(pad_begin), o.pad_end = std::move(pad_end);
+    return wrap(col2im(cols.get(), image, kernel, o));
+  }, nb::arg("cols"), nb::arg("image"), nb::arg("kernel"), ints("stride"), ints("dilation"), ints("pad_begin"), ints("pad_end"));
   m.def("conv_transpose", [](const Proxy& x, const Proxy& w, const Opt& bias, Ints stride, Ints dilation, Ints pad_begin, Ints pad_end,
                              Ints output_padding, int64_t groups) {
     ConvTransposeOptions o;

@@ -1546,6 +1546,13 @@ def _convolution(x, w, bias, stride, padding, dilation, transposed, output_paddi
     return _core.conv(x, w, bias, s, d, pad, pad, int(groups))
 
 
+@row(aten.col2im)
+def _col2im(x, output_size, kernel_size, dilation, padding, stride):
+    k = len(output_size)
+    p = _spatial(padding, k, 0)
+    return _core.col2im(x, list(output_size), _spatial(kernel_size, k, 1), _spatial(stride, k, 1), _spatial(dilation, k, 1), p, p)
+
+
 @row(aten.convolution_backward)
 def _convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask):
     """The input's gradient is the transposed convolution of the output's;

@@ -5,6 +5,7 @@
 // convolution contracts them with the weights in one matmul per group.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "frontend/nn/common.h"
@@ -122,6 +123,9 @@ int64_t product(const std::vector<int64_t>& v) {
   for (int64_t x : v) p *= x;
   return p;
 }
+
+// The sum, at every position of the input, of the window values per kernel offset (below).
+Tensor windows_adjoint(const std::function<Tensor(int64_t tap)>& at, const Geometry& g);
 
 // The windows of x [N, C, d..] under geometry g as columns: [N, groups,
 // C/groups * taps, P] (P the output positions).
@@ -375,30 +379,35 @@ Tensor avg_pool_grad(const Tensor& grad, const Tensor& x, const PoolOptions& o, 
   for (size_t i = 0; i < g.k(); ++i)
     if (grad.shape()[static_cast<size_t>(first) + i] != Dim(g.out[i])) fail(op, "the gradient " + grad.type().str() + " does not match the pooling's output");
   Tensor gd = divisor != 0 ? grad / static_cast<double>(divisor) : grad / window_counts(op, x, g, o, count_include_pad);
-  Tensor zero = x.tracer()->scalar(0, gd.dtype());
-  // gd spread by the strides: [.., (out - 1) * stride + 1, ..].
-  Tensor spread = gd;
-  for (size_t i = 0; i < g.k(); ++i) {
-    int64_t axis = first + static_cast<int64_t>(i), s = g.stride[i], len = g.out[i];
-    if (s == 1 || len == 0) continue;
-    Tensor col = unsqueeze(spread, {axis + 1});
-    Shape zs = col.shape();
-    zs[static_cast<size_t>(axis + 1)] = Dim(s - 1);
-    Shape merged = spread.shape();
-    merged[static_cast<size_t>(axis)] = Dim(len * s);
-    spread = slice(reshape(concat({col, expand(zero, zs)}, axis + 1), merged), axis, Dim(0), Dim((len - 1) * s + 1));
-  }
+  return windows_adjoint([&](int64_t) { return gd; }, g);
+}
+
+namespace {
+
+// The sum, at every position of the input, of the window values (per
+// kernel offset, in windows()' order, over [.., out..]) that cover it.
+Tensor windows_adjoint(const std::function<Tensor(int64_t tap)>& at, const Geometry& g) {
   std::optional<Tensor> acc;
   std::vector<int64_t> off(g.k(), 0);
-  for (;;) {
-    Tensor t = spread;
+  for (int64_t tap = 0;; ++tap) {
+    Tensor t = at(tap);
+    const int64_t first = t.rank() - static_cast<int64_t>(g.k());
+    Tensor zero = t.tracer()->scalar(0, t.dtype());
     for (size_t i = 0; i < g.k(); ++i) {
-      int64_t axis = first + static_cast<int64_t>(i);
+      int64_t axis = first + static_cast<int64_t>(i), s = g.stride[i], len = g.out[i];
+      if (s != 1 && len != 0) {  // spread by the stride: [.., (out - 1) * stride + 1, ..]
+        Tensor col = unsqueeze(t, {axis + 1});
+        Shape zs = col.shape();
+        zs[static_cast<size_t>(axis + 1)] = Dim(s - 1);
+        Shape merged = t.shape();
+        merged[static_cast<size_t>(axis)] = Dim(len * s);
+        t = slice(reshape(concat({col, expand(zero, zs)}, axis + 1), merged), axis, Dim(0), Dim((len - 1) * s + 1));
+      }
       int64_t padded = g.in[i] + g.pad_begin[i] + g.pad_end[i], begin = off[i] * g.dilation[i];
-      int64_t len = g.out[i] == 0 ? 0 : (g.out[i] - 1) * g.stride[i] + 1;
+      int64_t spread = len == 0 ? 0 : (len - 1) * s + 1;
       std::vector<int64_t> b(static_cast<size_t>(t.rank()), 0), e = b;
       b[static_cast<size_t>(axis)] = begin - g.pad_begin[i];  // shifted, then the pads cut off (negative: cropped)
-      e[static_cast<size_t>(axis)] = padded - begin - len - g.pad_end[i];
+      e[static_cast<size_t>(axis)] = padded - begin - spread - g.pad_end[i];
       t = pad(t, b, e, PadMode::constant, zero);
     }
     acc = acc ? *acc + t : t;
@@ -407,6 +416,29 @@ Tensor avg_pool_grad(const Tensor& grad, const Tensor& x, const PoolOptions& o, 
     if (i == 0) break;
   }
   return *acc;
+}
+
+}  // namespace
+
+// Column l of input [N, C * taps, L] is the window at output position l:
+// its values added back where they were taken from.
+Tensor col2im(const Tensor& cols, const std::vector<int64_t>& image, const std::vector<int64_t>& kernel, const ConvOptions& o) {
+  const char* op = "col2im";
+  size_t k = image.size();
+  if (k == 0 || kernel.size() != k) fail(op, "the image and kernel sizes differ in rank");
+  if (cols.rank() != 3 && cols.rank() != 2) fail(op, "the input must be [N, C * kernel, L] (or unbatched), got " + cols.type().str());
+  Geometry g = geometry(op, image, kernel, o.stride, o.dilation, o.pad_begin, o.pad_end, false);
+  int64_t taps = product(kernel), pos = product(g.out);
+  Tensor x = cols.rank() == 2 ? unsqueeze(cols, {0}) : cols;
+  int64_t ck = static_dim(op, x, 1), l = static_dim(op, x, 2);
+  if (ck % taps) fail(op, "the input's " + std::to_string(ck) + " rows are not channels times the kernel's " + std::to_string(taps) + " offsets");
+  if (l != pos) fail(op, "the input has " + std::to_string(l) + " columns, the windows " + std::to_string(pos));
+  int64_t c = ck / taps;
+  Shape s{x.shape()[0], Dim(c), Dim(taps)};
+  for (int64_t d : g.out) s.push_back(Dim(d));
+  Tensor w = reshape(x, s);  // [N, C, taps, out..]
+  Tensor r = windows_adjoint([&](int64_t tap) { return squeeze(slice(w, 2, Dim(tap), Dim(tap + 1)), {2}); }, g);
+  return cols.rank() == 2 ? squeeze(r, {0}) : r;
 }
 
 namespace {

@@ -71,6 +71,7 @@ void add_nn_ops(ConverterTable& t);     // ops_nn.cpp: contractions, normalizati
 void add_control_ops(ConverterTable& t);  // ops_control.cpp: If, Loop
 void add_attention_ops(ConverterTable& t);  // ops_attention.cpp: Attention
 void add_quant_ops(ConverterTable& t);      // ops_quant.cpp: (Dynamic)QuantizeLinear, DequantizeLinear
+void add_loss_ops(ConverterTable& t);       // ops_loss.cpp: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 
 // The nodes of `g` in order, their results into c.values (import.cpp; If
 // and Loop convert their subgraphs with it).

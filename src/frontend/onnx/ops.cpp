@@ -39,6 +39,7 @@ const Converter* find_converter(const std::string& op_type) {
     add_control_ops(t);
     add_attention_ops(t);
     add_quant_ops(t);
+    add_loss_ops(t);
     return t;
   }();
   auto it = table.find(op_type);

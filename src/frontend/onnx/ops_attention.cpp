@@ -98,6 +98,86 @@ R attention_(Ctx& c) {
 
 }  // namespace
 
-void add_attention_ops(ConverterTable& t) { t.insert({{"Attention", attention_}}); }
+namespace {
+
+// RotaryEmbedding (opset 23): input [B, H, S, D] or [B, S, H*D]
+// (num_heads); the first rotary_embedding_dim (default D) of each head
+// rotated by the cos and sin of its position (the caches indexed by
+// position_ids, or given per [B, S]), as pairs of halves or, interleaved,
+// of even and odd elements; the rest as it was.
+R rotary_embedding(Ctx& c) {
+  Tensor x = c.in(0);
+  const bool three_d = x.rank() == 3;
+  if (x.rank() != 3 && x.rank() != 4) c.fail("the input must be [B, H, S, D] or [B, S, H*D]");
+  Tensor t = three_d ? x : permute(x, {0, 2, 1, 3});  // [B, S, H, D]
+  if (three_d) {
+    int64_t heads = c.attr_int("num_heads", 0);
+    int64_t hidden = static_dim(c, x, 2, "RotaryEmbedding of a symbolic hidden size");
+    if (heads < 1 || hidden % heads) c.fail("num_heads must divide the hidden size");
+    t = reshape(t, {x.shape()[0], x.shape()[1], Dim(heads), Dim(hidden / heads)});
+  }
+  int64_t d = static_dim(c, t, 3, "RotaryEmbedding of a symbolic head size");
+  int64_t rot = c.attr_int("rotary_embedding_dim", 0);
+  if (rot == 0) rot = d;
+  if (rot < 2 || rot > d || rot % 2) c.fail("rotary_embedding_dim must be even and at most the head size");
+  Tensor cos_ = c.in(1), sin_ = c.in(2);
+  if (c.has_input(3)) {
+    Tensor pos = cast(c.in(3), DType::i64);
+    cos_ = gather(cos_, pos, 0), sin_ = gather(sin_, pos, 0);  // [B, S, D/2]
+  }
+  cos_ = unsqueeze(slice(cos_, 2, Dim(0), Dim(rot / 2)), {2}), sin_ = unsqueeze(slice(sin_, 2, Dim(0), Dim(rot / 2)), {2});
+  Tensor xr = slice(t, 3, Dim(0), Dim(rot));
+  const bool interleaved = c.attr_int("interleaved", 0) != 0;
+  Tensor x1 = interleaved ? slice(xr, 3, Dim(0), Dim(rot), 2) : slice(xr, 3, Dim(0), Dim(rot / 2));
+  Tensor x2 = interleaved ? slice(xr, 3, Dim(1), Dim(rot), 2) : slice(xr, 3, Dim(rot / 2), Dim(rot));
+  Tensor real = cos_ * x1 - sin_ * x2, imag = sin_ * x1 + cos_ * x2;
+  Tensor rotated = interleaved ? reshape(concat({unsqueeze(real, {4}), unsqueeze(imag, {4})}, 4), xr.shape()) : concat({real, imag}, 3);
+  Tensor out = rot == d ? rotated : concat({rotated, slice(t, 3, Dim(rot), Dim(d))}, 3);
+  return {v(three_d ? reshape(out, x.shape()) : permute(out, {0, 2, 1, 3}))};
+}
+
+// AffineGrid: theta [N, 2, 3] (or [N, 3, 4]) applied to the normalized
+// coordinates of every position of size [N, C, H, W] (or [N, C, D, H, W]):
+// [N, H, W, 2] (x first). Coordinates span [-1, 1] from pixel centre to
+// centre with align_corners, else from edge to edge.
+R affine_grid(Ctx& c) {
+  Tensor theta = c.in(0);
+  std::vector<int64_t> size = c.known_ints(1, "the size");
+  const bool align = c.attr_int("align_corners", 0) != 0;
+  size_t k = size.size() - 2;  // spatial dims
+  if ((k != 2 && k != 3) || theta.rank() != 3) c.fail("size must be [N, C, H, W] or [N, C, D, H, W] and theta [N, k, k+1]");
+  std::vector<int64_t> sp(size.begin() + 2, size.end());
+  int64_t positions = 1;
+  for (int64_t s : sp) {
+    if (s < 1 || s > (int64_t{1} << 24) || positions * s > (int64_t{1} << 24)) c.fail("an output of more than 2^24 positions (or an empty one)");
+    positions *= s;
+  }
+  // Base grid [positions, k + 1]: (x, y[, z], 1), x along the last dim.
+  NDArray base(theta.dtype() == DType::f64 ? DType::f64 : DType::f32, {positions, static_cast<int64_t>(k) + 1});
+  for (int64_t p = 0; p < positions; ++p) {
+    int64_t rest = p;
+    std::vector<int64_t> coord(k);
+    for (size_t d = k; d-- > 0;) coord[d] = rest % sp[d], rest /= sp[d];
+    for (size_t d = 0; d < k; ++d) {
+      double n = static_cast<double>(sp[d]), i = static_cast<double>(coord[d]);
+      double v = align ? (n > 1 ? -1 + 2 * i / (n - 1) : 0) : (2 * i + 1) / n - 1;
+      base.set(p * static_cast<int64_t>(k + 1) + static_cast<int64_t>(k - 1 - d), v);  // x is the last spatial dim
+    }
+    base.set(p * static_cast<int64_t>(k + 1) + static_cast<int64_t>(k), 1);
+  }
+  Tensor b = c.tracer.constant(base);
+  if (b.dtype() != theta.dtype()) b = cast(b, theta.dtype());
+  Tensor grid = matmul(b, transpose(theta, 1, 2));  // [N, positions, k]
+  Shape out{theta.shape()[0]};
+  for (int64_t s : sp) out.push_back(Dim(s));
+  out.push_back(Dim(static_cast<int64_t>(k)));
+  return {v(reshape(grid, out))};
+}
+
+}  // namespace
+
+void add_attention_ops(ConverterTable& t) {
+  t.insert({{"Attention", attention_}, {"RotaryEmbedding", rotary_embedding}, {"AffineGrid", affine_grid}});
+}
 
 }  // namespace tj::onnx_import

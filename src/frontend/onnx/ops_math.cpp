@@ -248,6 +248,46 @@ R hardmax(Ctx& c) {
   return {v(cast(eq(pos, idx), x.dtype()))};
 }
 
+// Reversed by flips; exclusive: each element's predecessors alone (a 1 first).
+R cumprod_(Ctx& c) {
+  Tensor x = c.in(0);
+  if (x.rank() == 0) c.fail("CumProd of a scalar");
+  std::vector<int64_t> ax = c.known_ints(1, "the axis");
+  if (ax.size() != 1) c.fail("the axis must be one value");
+  int64_t axis = axis_of(c, ax[0], x.rank());
+  bool reverse = c.attr_int("reverse", 0) != 0;
+  if (reverse) x = flip(x, {axis});
+  if (c.attr_int("exclusive", 0)) {
+    int64_t n = static_dim(c, x, axis, "an exclusive CumProd over a symbolic dim");
+    std::vector<int64_t> b(static_cast<size_t>(x.rank()), 0), e = b;
+    b[static_cast<size_t>(axis)] = 1, e[static_cast<size_t>(axis)] = -1;
+    x = n == 0 ? x : pad(x, b, e, PadMode::constant, c.scalar(1, x.dtype()));
+  }
+  Tensor r = cumprod(x, axis);
+  return {v(reverse ? flip(r, {axis}) : r)};
+}
+
+R shrink(Ctx& c) {
+  Tensor x = c.in(0);
+  double lambd = c.attr_float("lambd", 0.5), bias = c.attr_float("bias", 0.0);
+  return {v(where(x < -lambd, x + bias, where(x > lambd, x - bias, c.scalar(0, x.dtype()))))};
+}
+
+R bit_shift(Ctx& c) {
+  const auto* d = c.attr("direction");
+  if (!d || (d->s() != "LEFT" && d->s() != "RIGHT")) c.fail("direction must be LEFT or RIGHT");
+  Tensor a = c.in(0), b = c.in(1);
+  if (d->s() == "LEFT") return {v(shift_left(a, b))};
+  if (a.dtype() != DType::u64) return {v(shift_right(a, b))};
+  // u64 (held as i64 bits, whose right shift is arithmetic): one step with
+  // the top bit cleared after it, then the rest, in i64.
+  Tensor ai = cast(a, DType::i64), bi = cast(b, DType::i64);
+  Tensor one = c.scalar(1, DType::i64);
+  Tensor top_clear = bitwise_not(shift_left(one, c.scalar(63, DType::i64)));
+  Tensor rest = shift_right(bitwise_and(shift_right(ai, one), top_clear), bi - one);
+  return {v(cast(where(eq(bi, c.scalar(0, DType::i64)), ai, rest), DType::u64))};
+}
+
 R cumsum_(Ctx& c) {
   Tensor x = c.in(0);
   if (x.rank() == 0) c.fail("CumSum of a scalar");
@@ -281,7 +321,7 @@ void add_math_ops(ConverterTable& t) {
       {"ReduceSumSquare", reduce<Red::sum_square, false>}, {"ReduceLogSum", reduce<Red::log_sum, false>},
       {"ReduceLogSumExp", reduce<Red::log_sum_exp, false>},
       {"ArgMax", argmax_}, {"ArgMin", argmin_}, {"TopK", topk}, {"Softmax", softmax_}, {"LogSoftmax", log_softmax}, {"Hardmax", hardmax},
-      {"CumSum", cumsum_},
+      {"CumSum", cumsum_}, {"CumProd", cumprod_}, {"Shrink", shrink}, {"BitShift", bit_shift},
   });
 }
 

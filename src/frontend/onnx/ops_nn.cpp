@@ -213,6 +213,29 @@ R layer_norm_(Ctx& c) {
   return {v(y), v(n.mean), v(n.rstd)};
 }
 
+// x / sqrt(mean(x^2 over [axis, rank)) + eps) * scale: the fused rms_norm
+// op over the last axis with a [D] scale.
+R rms_norm_(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t axis = axis_of(c, c.attr_int("axis", -1), x.rank());
+  double eps = c.attr_float("epsilon", 1e-5);
+  Tensor scale = c.in(1);
+  if (axis == x.rank() - 1 && scale.rank() == 1 && scale.shape()[0] == x.shape().back()) return {v(rms_norm(x, scale, eps))};
+  std::vector<int64_t> axes;
+  for (int64_t i = axis; i < x.rank(); ++i) axes.push_back(i);
+  return {v(x * rsqrt(mean(x * x, axes, true) + eps) * scale)};
+}
+
+// x / its p-norm along the axis (p 1 or 2).
+R lp_norm(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t axis = axis_of(c, c.attr_int("axis", -1), x.rank());
+  int64_t p = c.attr_int("p", 2);
+  if (p != 1 && p != 2) c.fail("p must be 1 or 2, got " + std::to_string(p));
+  Tensor norm = p == 1 ? sum(abs(x), {axis}, true) : sqrt(sum(x * x, {axis}, true));
+  return {v(where(eq(norm, c.scalar(0, x.dtype())), c.scalar(0, x.dtype()), x / norm))};  // a zero vector stays 0
+}
+
 // Inference: the running statistics. Training mode (opset 14 on): the
 // batch's own mean and (population) variance, and the running statistics
 // come out updated: running * momentum + batch * (1 - momentum), as the
@@ -374,6 +397,29 @@ R max_pool(Ctx& c) {
   return {v(r.values), v(r.indices + base)};
 }
 
+// (sum of |x|^p over each window)^(1/p): the windows' sums (an average
+// pool divided by 1, zeros in the pads).
+R lp_pool(Ctx& c) {
+  Tensor x = c.in(0);
+  PoolOptions o = pool_options(c, x, "LpPool of a symbolic spatial dim");
+  double p = static_cast<double>(c.attr_int("p", 2));
+  Tensor s = avg_pool(pow(abs(x), p), o, true, 1);
+  return {v(pow(s, 1.0 / p))};
+}
+
+R col2im_(Ctx& c) {
+  std::vector<int64_t> image = c.known_ints(1, "image_shape"), block = c.known_ints(2, "block_shape");
+  size_t k = image.size();
+  ConvOptions o;
+  o.stride = c.attr_ints("strides", std::vector<int64_t>(k, 1));
+  o.dilation = c.attr_ints("dilations", std::vector<int64_t>(k, 1));
+  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
+  if (pads.size() != 2 * k) c.fail("pads do not match the image's rank");
+  o.pad_begin.assign(pads.begin(), pads.begin() + static_cast<int64_t>(k));
+  o.pad_end.assign(pads.begin() + static_cast<int64_t>(k), pads.end());
+  return {v(col2im(c.in(0), image, block, o))};
+}
+
 R average_pool(Ctx& c) {
   Tensor x = c.in(0);
   PoolOptions o = pool_options(c, x, "AveragePool of a symbolic spatial dim");
@@ -388,7 +434,8 @@ void add_nn_ops(ConverterTable& t) {
       {"MatMul", matmul_}, {"Gemm", gemm}, {"Einsum", einsum},
       {"LayerNormalization", layer_norm_}, {"BatchNormalization", batch_norm}, {"InstanceNormalization", instance_norm},
       {"GlobalAveragePool", global_pool<false>}, {"GlobalMaxPool", global_pool<true>},
-      {"Conv", conv}, {"ConvTranspose", conv_transpose}, {"MaxPool", max_pool}, {"AveragePool", average_pool},
+      {"Conv", conv}, {"ConvTranspose", conv_transpose}, {"MaxPool", max_pool}, {"AveragePool", average_pool}, {"LpPool", lp_pool}, {"Col2Im", col2im_},
+      {"RMSNormalization", rms_norm_}, {"LpNormalization", lp_norm},
   });
 }
 

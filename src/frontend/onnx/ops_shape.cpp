@@ -66,9 +66,7 @@ R identity(Ctx& c) { return {c.input(0)}; }
 // Inference: the input unchanged; the mask (when asked for) all true.
 R dropout(Ctx& c) {
   if (c.has_input(2)) {
-    const Value& tm = c.input(2);
-    if (!tm.known) c.unsupported("Dropout with a training_mode that is not known at import");
-    if (tm.known->get(0) != 0) {
+    if (c.known(2, "training_mode").get(0) != 0) {
       double ratio = c.has_input(1) ? c.known(1, "the ratio").get(0) : 0.5;
       if (ratio != 0) c.unsupported("Dropout in training mode (random) is not supported");
     }
@@ -477,6 +475,115 @@ R range(Ctx& c) {
   return {known_value(c, std::move(out))};
 }
 
+// on_value where the index (negative: from depth) is the position along
+// the new axis, off_value elsewhere.
+R one_hot(Ctx& c) {
+  Tensor idx = c.in(0);
+  const NDArray& depth_a = c.known(1, "the depth");  // any numeric type, one value
+  if (depth_a.numel() != 1 || !(depth_a.get(0) >= 1) || depth_a.get(0) > (1 << 24)) c.fail("the depth must be one value from 1 to 2^24");
+  Tensor vals = c.in(2);  // [off, on], read at run time
+  if (vals.rank() != 1 || vals.shape()[0] != Dim(2)) c.fail("values must be [off, on], got " + vals.type().str());
+  int64_t depth = static_cast<int64_t>(depth_a.get(0)), rank = idx.rank() + 1;
+  int64_t axis = axis_of(c, c.attr_int("axis", -1), rank);
+  Tensor i = is_float(idx.dtype()) ? cast(trunc(idx), DType::i64) : cast(idx, DType::i64);
+  i = where(lt(i, c.scalar(0, DType::i64)), i + static_cast<double>(depth), i);
+  Shape s(static_cast<size_t>(rank), Dim(1));
+  s[static_cast<size_t>(axis)] = Dim(depth);
+  Tensor hot = eq(unsqueeze(i, {axis}), reshape(iota(idx, Dim(depth)), s));
+  Tensor off = reshape(slice(vals, 0, Dim(0), Dim(1)), {}), on = reshape(slice(vals, 0, Dim(1), Dim(2)), {});
+  return {v(where(hot, on, off))};
+}
+
+// Ones on diagonal k of a 2-D input's shape, in its dtype (or `dtype`).
+R eye_like(Ctx& c) {
+  Tensor x = c.in(0);
+  if (x.rank() != 2) c.fail("the input must be 2-D");
+  int64_t n = static_dim(c, x, 0, "EyeLike of a symbolic shape"), m = static_dim(c, x, 1, "EyeLike of a symbolic shape");
+  DType dt = c.attr("dtype") ? dtype_of_onnx(static_cast<int32_t>(c.attr_int("dtype", 1)), "dtype") : x.dtype();
+  int64_t k = c.attr_int("k", 0);
+  if (k < -(int64_t{1} << 40) || k > (int64_t{1} << 40)) c.fail("k is out of range");
+  Tensor i = reshape(iota(x, Dim(n)), {Dim(n), Dim(1)}), j = reshape(iota(x, Dim(m)), {Dim(1), Dim(m)});
+  return {v(cast(eq(i + static_cast<double>(k), j), dt))};
+}
+
+// The slices along the axis (or of the flattened input) whose condition is
+// true: the condition must be known (its count decides the shape).
+R compress(Ctx& c) {
+  Tensor x = c.in(0);
+  const NDArray& cond = c.known(1, "the condition");
+  const auto* a = c.attr("axis");
+  if (!a) x = reshape(x, {Dim(-1)});
+  int64_t axis = a ? axis_of(c, a->i(), x.rank()) : 0;
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < cond.numel(); ++i)
+    if (cond.get(i) != 0) keep.push_back(i);
+  int64_t n = static_dim(c, x, axis, "Compress over a symbolic dim");
+  for (int64_t i : keep)
+    if (i >= n) c.fail("the condition selects index " + std::to_string(i) + " of a dim of " + std::to_string(n));
+  return {v(take(c, x, axis, keep))};
+}
+
+// Per batch entry b, its first lens[b] time steps reversed (lens known).
+R reverse_sequence(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> lens = c.known_ints(1, "sequence_lens");
+  int64_t batch_axis = c.attr_int("batch_axis", 1), time_axis = c.attr_int("time_axis", 0);
+  if (x.rank() < 2 || (batch_axis != 0 && batch_axis != 1) || time_axis != 1 - batch_axis) c.fail("batch_axis and time_axis must be 0 and 1");
+  int64_t B = static_dim(c, x, batch_axis, "ReverseSequence of a symbolic batch"), T = static_dim(c, x, time_axis, "ReverseSequence of a symbolic time");
+  if (static_cast<int64_t>(lens.size()) != B) c.fail("sequence_lens needs one length per batch entry");
+  // The source time step of each position: l - 1 - t within the sequence's length l, t after it.
+  for (int64_t& l : lens) l = std::clamp<int64_t>(l, 0, T);
+  Shape bs(static_cast<size_t>(x.rank()), Dim(1)), ts = bs;
+  bs[static_cast<size_t>(batch_axis)] = Dim(B), ts[static_cast<size_t>(time_axis)] = Dim(T);
+  Tensor l = reshape(c.tracer.constant(NDArray::of<int64_t>({B}, lens)), bs), t = reshape(iota(x, Dim(T)), ts);
+  Tensor idx = expand(where(lt(t, l), l - 1.0 - t, t), x.shape());
+  return {v(take_along(x, idx, time_axis))};
+}
+
+// [N, C, H, W] <-> [N, C*b*b, H/b, W/b]: a reshape, a permutation, a reshape.
+template <bool ToDepth>
+R space_depth(Ctx& c) {
+  Tensor x = c.in(0);
+  if (x.rank() != 4) c.fail("the input must be [N, C, H, W]");
+  int64_t b = c.attr_int("blocksize", 0);
+  if (b < 1) c.fail("blocksize must be positive");
+  const Dim n = x.shape()[0];
+  int64_t C = static_dim(c, x, 1, "a symbolic channel dim"), H = static_dim(c, x, 2, "a symbolic spatial dim"), W = static_dim(c, x, 3, "a symbolic spatial dim");
+  const auto* m = c.attr("mode");
+  bool crd = m && m->s() == "CRD";  // channels then the block's rows and columns; DCR: the block first
+  if (ToDepth) {
+    if (H % b || W % b) c.fail("H and W must be multiples of blocksize");
+    Tensor t = reshape(x, {n, Dim(C), Dim(H / b), Dim(b), Dim(W / b), Dim(b)});
+    std::vector<int64_t> perm = crd ? std::vector<int64_t>{0, 1, 3, 5, 2, 4} : std::vector<int64_t>{0, 3, 5, 1, 2, 4};
+    return {v(reshape(permute(t, perm), {n, Dim(C * b * b), Dim(H / b), Dim(W / b)}))};
+  }
+  if (C % (b * b)) c.fail("C must be a multiple of blocksize^2");
+  Tensor t = crd ? permute(reshape(x, {n, Dim(C / (b * b)), Dim(b), Dim(b), Dim(H), Dim(W)}), {0, 1, 4, 2, 5, 3})
+                 : permute(reshape(x, {n, Dim(b), Dim(b), Dim(C / (b * b)), Dim(H), Dim(W)}), {0, 3, 4, 1, 5, 2});
+  return {v(reshape(t, {n, Dim(C / (b * b)), Dim(H * b), Dim(W * b)}))};
+}
+
+// Each axis cropped (centred, the extra element at the end) or padded with
+// zeros (centred, the extra one at the end) to the given size.
+R center_crop_pad(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> shape = c.known_ints(1, "the shape");
+  std::vector<int64_t> axes = c.attr_ints("axes", {});
+  if (axes.empty())
+    for (int64_t i = 0; i < x.rank(); ++i) axes.push_back(i);
+  if (axes.size() != shape.size()) c.fail("shape and axes differ in length");
+  std::vector<int64_t> b(static_cast<size_t>(x.rank()), 0), e = b;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    size_t a = static_cast<size_t>(axis_of(c, axes[k], x.rank()));
+    int64_t n = static_dim(c, x, static_cast<int64_t>(a), "CenterCropPad of a symbolic dim"), want = shape[k];
+    if (want < 0) c.fail("a negative size");
+    int64_t diff = want - n;  // > 0: pad, < 0: crop
+    if (diff >= 0) b[a] = diff / 2, e[a] = diff - diff / 2;
+    else b[a] = -((-diff) / 2), e[a] = -((-diff) - (-diff) / 2);
+  }
+  return {v(pad(x, b, e, PadMode::constant, c.scalar(0, x.dtype())))};
+}
+
 // The upper (or lower) triangle of the last two dims from diagonal k.
 R trilu(Ctx& c) {
   Tensor x = c.in(0);
@@ -496,6 +603,8 @@ void add_shape_ops(ConverterTable& t) {
       {"Expand", expand_}, {"Concat", concat_}, {"Split", split_}, {"Slice", slice_}, {"Gather", gather_},
       {"GatherElements", gather_elements}, {"GatherND", gather_nd}, {"ScatterND", scatter_nd},
       {"ScatterElements", scatter_elements}, {"Tile", tile}, {"Pad", pad_}, {"Range", range}, {"Trilu", trilu},
+      {"OneHot", one_hot}, {"EyeLike", eye_like}, {"Compress", compress}, {"ReverseSequence", reverse_sequence},
+      {"SpaceToDepth", space_depth<true>}, {"DepthToSpace", space_depth<false>}, {"CenterCropPad", center_crop_pad},
   });
 }
 
