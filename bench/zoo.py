@@ -172,14 +172,22 @@ def run_onnx(model, kw, want, args):
             def forward(self, *xs):
                 return first_tensor(self.m(**dict(zip(tensors, xs)), **consts))
 
-        try:
-            import warnings
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(Wrap(), tuple(tensors.values()), path, input_names=list(tensors), output_names=["out"],
-                                  dynamo=False, opset_version=17)
-        except Exception as e:  # noqa: BLE001
-            return {"onnx_export_error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+        # The TorchScript exporter, or where it cannot (aten::diff in
+        # transformers' causal masks), the torch.export one (onnxscript).
+        import warnings
+        errors = []
+        for dynamo in (False, True):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    torch.onnx.export(Wrap().eval(), tuple(tensors.values()), path, input_names=list(tensors), output_names=["out"],
+                                      dynamo=dynamo, opset_version=18 if dynamo else 17)
+                out["onnx_exporter"] = "torch.export" if dynamo else "TorchScript"
+                break
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+        else:
+            return {"onnx_export_error": "; ".join(errors)}
         feeds = {k: v.numpy() for k, v in tensors.items()}
         row = {}
         try:

@@ -23,6 +23,7 @@ compile per sample).
     scripts/torch-conformance --filter '^(add|conv)'
     scripts/torch-conformance --json out.json --markdown docs-table.md
     scripts/torch-conformance --require tests/data/torch/passing.txt   # exit 1 on a regression
+    scripts/torch-conformance --jobs 2          # two processes, a share of the ops each
     scripts/torch-conformance --write-baseline tests/data/torch/passing.txt
 """
 
@@ -155,19 +156,9 @@ def run_sample(op, sample, options, rtol, atol):
     return ("failed", bad) if bad else ("passed", "")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--filter", default="", help="regex on the OpInfo name (name.variant)")
-    ap.add_argument("--max-samples", type=int, default=0, help="at most this many samples per op (0: all)")
-    ap.add_argument("--compiled", action="store_true", help="run generated code, not the interpreter")
-    ap.add_argument("--json", help="per-sample results as JSON")
-    ap.add_argument("--markdown", help="the per-op table as markdown")
-    ap.add_argument("--require", help="a baseline: every sample listed must pass")
-    ap.add_argument("--write-baseline", help="write the passing samples here")
-    ap.add_argument("--timeout", type=int, default=60, help="seconds per sample")
-    ap.add_argument("-v", action="count", default=0)
-    args = ap.parse_args()
-
+def run_ops(args, shard=(0, 1)):
+    """The OpInfos of this shard (their index in op_db modulo shard[1]):
+    per op (name, samples, counts, first reason of each status), and per sample a result."""
     warnings.filterwarnings("ignore")
     import logging
     logging.disable(logging.WARNING)
@@ -179,8 +170,9 @@ def main():
     pattern = re.compile(args.filter)
     signal.signal(signal.SIGALRM, _alarm)
     rows, results = [], []
-    t_start = time.time()
-    for op in op_db:
+    for index, op in enumerate(op_db):
+        if index % shard[1] != shard[0]:
+            continue
         name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
         if not pattern.search(name):
             continue
@@ -212,10 +204,73 @@ def main():
             results.append({"op": name, "sample": k, "status": status, "why": why})
             if args.v > 1 or (args.v and status in ("failed",)):
                 print(f"  {name}[{k}] {status} {why}", file=sys.stderr)
-        rows.append((name, len(samples), counts, first_reason))
-        total = max(len(samples), 1)
-        print(f"{name:40s} {len(samples):5d} {counts['passed']:6d} {counts['failed']:6d} {counts['unsupported']:6d} {counts['skipped']:6d}"
-              f"  {100 * counts['passed'] / total:5.1f}%", flush=True)
+        rows.append((index, name, len(samples), counts, first_reason))
+        if args.jobs <= 1:
+            print_row(rows[-1])
+    return rows, results
+
+
+def print_row(row):
+    _, name, n, counts, _ = row
+    total = max(n, 1)
+    print(f"{name:40s} {n:5d} {counts['passed']:6d} {counts['failed']:6d} {counts['unsupported']:6d} {counts['skipped']:6d}"
+          f"  {100 * counts['passed'] / total:5.1f}%", flush=True)
+
+
+def run_sharded(args):
+    """--jobs N: N processes, each a shard of the ops; their rows merged in op_db's order."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        procs = []
+        for k in range(args.jobs):
+            out = os.path.join(d, f"shard{k}.json")
+            cmd = [sys.executable, os.path.abspath(__file__), "--shard", f"{k}/{args.jobs}", "--shard-out", out, "--filter", args.filter,
+                   "--max-samples", str(args.max_samples), "--timeout", str(args.timeout)] + (["--compiled"] if args.compiled else []) + \
+                ["-v"] * args.v
+            procs.append((subprocess.Popen(cmd, env=dict(os.environ, TJ_NUM_THREADS="1", OMP_NUM_THREADS="1")), out))
+        rows, results = [], []
+        for p, out in procs:
+            if p.wait() != 0:
+                sys.exit(f"torch_conformance: a shard failed (status {p.returncode})")
+            with open(out) as f:
+                part = json.load(f)
+            rows += [tuple(r) for r in part["rows"]]
+            results += part["results"]
+    rows.sort(key=lambda r: r[0])
+    order = {r[1]: r[0] for r in rows}
+    results.sort(key=lambda r: (order.get(r["op"], 0), r["sample"]))
+    for r in rows:
+        print_row(r)
+    return rows, results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--filter", default="", help="regex on the OpInfo name (name.variant)")
+    ap.add_argument("--max-samples", type=int, default=0, help="at most this many samples per op (0: all)")
+    ap.add_argument("--compiled", action="store_true", help="run generated code, not the interpreter")
+    ap.add_argument("--jobs", type=int, default=1, help="processes, each running a share of the ops (one thread each)")
+    ap.add_argument("--json", help="per-sample results as JSON")
+    ap.add_argument("--markdown", help="the per-op table as markdown")
+    ap.add_argument("--require", help="a baseline: every sample listed must pass")
+    ap.add_argument("--write-baseline", help="write the passing samples here")
+    ap.add_argument("--timeout", type=int, default=60, help="seconds per sample")
+    ap.add_argument("-v", action="count", default=0)
+    ap.add_argument("--shard", help=argparse.SUPPRESS)
+    ap.add_argument("--shard-out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        args.jobs = n
+        rows, results = run_ops(args, (k, n))
+        with open(args.shard_out, "w") as f:
+            json.dump({"rows": rows, "results": results}, f)
+        return 0
+    t_start = time.time()
+    rows, results = run_sharded(args) if args.jobs > 1 else run_ops(args)
+    import torch
+    rows = [r[1:] for r in rows]
     samples = sum(r[1] for r in rows)
     agg = {k: sum(r[2][k] for r in rows) for k in ("passed", "failed", "unsupported", "skipped")}
     lowered = [r for r in rows if r[2]["passed"] + r[2]["failed"] > 0]

@@ -1,5 +1,6 @@
 // Observability switches: TJ_LOG is a comma-separated list of topics
-// ("passes", "fusion", "memory", "compile", or "all"), read once.
+// ("passes", "fusion", "memory", "compile", "ir": each graph compiled, or
+// "all"), read once.
 #pragma once
 
 #include <string_view>
