@@ -78,14 +78,9 @@ OnnxFunction::OnnxFunction(std::string path, OnnxOptions o, AotOptions a, size_t
     p_->imported = prog.imported;
     p_->programs.emplace("", std::move(prog.program));
   } catch (const onnx_import::MustBeKnown& e) {
-    // Which inputs decide shapes: the small integer and bool ones, by their
-    // declared types (the model's symbolic dims: not small).
     p_->outputs = e.outputs;
-    for (const auto& [name, type] : e.inputs) {
-      p_->inputs.push_back(name);
-      auto n = numel_const(type.shape);
-      if ((is_int(type.dtype) || type.dtype == DType::boolean) && n && *n <= 4096) p_->specialized.push_back(name);
-    }
+    for (const auto& [name, type] : e.inputs) p_->inputs.push_back(name);
+    p_->specialized = e.deciding();
     if (p_->specialized.empty()) throw;
   }
 }

@@ -97,3 +97,24 @@ def test_shapes_given_as_inputs_are_specialized_on_their_values(tmp_path, monkey
         np.testing.assert_array_equal(i, want_i)
         np.testing.assert_allclose(v, np.take_along_axis(x.reshape(shape), want_i, -1))
     assert m.programs == 2  # (3, 4) with k 2 was seen before
+
+
+def test_unique_is_specialized_on_its_data(tmp_path, monkeypatch):
+    """Unique's output shape depends on its input's values: the float input
+    is specialized on (one program per value), and the result is numpy's."""
+    monkeypatch.setenv("TJ_CACHE_DIR", str(tmp_path / "cache"))
+    g = helper.make_graph(
+        [helper.make_node("Unique", ["x"], ["y", "first", "inverse", "counts"], sorted=1)], "uniq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+        [helper.make_tensor_value_info(n, t, None) for n, t in
+         (("y", TensorProto.FLOAT), ("first", TensorProto.INT64), ("inverse", TensorProto.INT64), ("counts", TensorProto.INT64))])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "u.onnx"))
+    m = tj.onnx.load(tmp_path / "u.onnx")
+    assert m.specialized == ["x"]
+    for x in ([2.0, 1.0, 2.0, np.nan, -0.0, np.nan], [3.0, 3.0, 3.0, 3.0, 3.0, 3.0]):
+        x = np.array(x, np.float32)
+        got = m(x)
+        want = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+    assert m.programs == 2

@@ -272,12 +272,8 @@ onnx_import::OnnxModel import_specialized(RunArgs& a, bool* specialized) {
     return onnx_import::import_file(a.file);
   } catch (const onnx_import::MustBeKnown& e) {
     Graph declared("inputs");
-    std::vector<std::string> small;
-    for (const auto& [name, type] : e.inputs) {
-      declared.add_input(name, type);
-      auto n = numel_const(type.shape);
-      if ((is_int(type.dtype) || type.dtype == DType::boolean) && n && *n <= 4096) small.push_back(name);
-    }
+    for (const auto& [name, type] : e.inputs) declared.add_input(name, type);
+    std::vector<std::string> small = e.deciding();
     auto given = [&](const std::string& name) {
       for (const auto* list : {&a.inputs, &a.sets})
         for (const auto& arg : *list)

@@ -150,10 +150,10 @@ Outcome run_set(const ModelFile& model, const DataSet& d, const Case& c, const s
   try {
     try {
       m = import_model(model, {});
-    } catch (const onnx_import::MustBeKnown&) {
+    } catch (const onnx_import::MustBeKnown& e) {
       onnx_import::ImportOptions o;
       for (const auto& [name, a] : d.inputs)
-        if ((is_int(a.dtype()) && a.numel() <= 4096) || a.dtype() == DType::boolean || a.numel() == 1) o.known_inputs[name] = a;
+        if ((is_int(a.dtype()) && a.numel() <= 4096) || a.dtype() == DType::boolean || a.numel() == 1 || name == e.operand) o.known_inputs[name] = a;
       m = import_model(model, std::move(o));
       *specialized = true;
     }

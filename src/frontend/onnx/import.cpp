@@ -47,9 +47,21 @@ const Value& Ctx::input(size_t i) const {
 
 const NDArray& Ctx::known(size_t i, const char* what) const {
   const Value& v = input(i);
-  if (!v.known)
-    throw MustBeKnown("onnx: " + where(node) + ": " + what + " (operand " + std::to_string(i) + ") must be known when the model is imported");
+  if (!v.known) {
+    MustBeKnown e("onnx: " + where(node) + ": " + what + " (operand " + std::to_string(i) + ") must be known when the model is imported");
+    e.operand = node->input(static_cast<int>(i));
+    throw e;
+  }
   return *v.known;
+}
+
+std::vector<std::string> MustBeKnown::deciding() const {
+  std::vector<std::string> r;
+  for (const auto& [name, type] : inputs) {
+    auto n = numel_const(type.shape);
+    if (((is_int(type.dtype) || type.dtype == DType::boolean) && n && *n <= 4096) || name == operand) r.push_back(name);
+  }
+  return r;
 }
 
 std::vector<int64_t> Ctx::known_ints(size_t i, const char* what) const {
@@ -440,6 +452,9 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
   try {
     convert_nodes(c, g);
   } catch (MustBeKnown& e) {
+    bool is_input = false;
+    for (const auto& d : declared) is_input |= d.first == e.operand;
+    if (!is_input) e.operand.clear();
     e.inputs = std::move(declared);
     for (const auto& o : g.output()) e.outputs.push_back(o.name());
     throw;
