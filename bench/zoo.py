@@ -47,11 +47,79 @@ MODELS = {
 }
 
 
+# Other models of the same libraries (--models others): not tuned for, a
+# check that the backend was built for the libraries and not for the list.
+# Decoders get small configs (4 layers) so the sweep stays minutes long.
+OTHER_HF = {
+    "roberta": lambda tf: (tf.RobertaModel(tf.RobertaConfig()), 50265),
+    "albert": lambda tf: (tf.AlbertModel(tf.AlbertConfig(hidden_size=768, intermediate_size=3072, num_attention_heads=12)), 30000),
+    "electra": lambda tf: (tf.ElectraModel(tf.ElectraConfig()), 30522),
+    "mobilebert": lambda tf: (tf.MobileBertModel(tf.MobileBertConfig()), 30522),
+    "deberta_v2": lambda tf: (tf.DebertaV2Model(tf.DebertaV2Config(hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
+                                                                   intermediate_size=3072)), 128100),
+    "t5_encoder": lambda tf: (tf.T5EncoderModel(tf.T5Config()), 32128),
+    "bart": lambda tf: (tf.BartModel(tf.BartConfig(encoder_layers=4, decoder_layers=4)), 50265),
+    "opt": lambda tf: (tf.OPTForCausalLM(tf.OPTConfig(num_hidden_layers=4)), 50272),
+    "gpt_neo": lambda tf: (tf.GPTNeoForCausalLM(tf.GPTNeoConfig(hidden_size=768, num_layers=4, num_heads=12,
+                                                                 attention_types=[[["global", "local"], 2]])), 50257),
+    "qwen2": lambda tf: (tf.Qwen2ForCausalLM(tf.Qwen2Config(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                                                             num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)), 32000),
+    "mistral": lambda tf: (tf.MistralForCausalLM(tf.MistralConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                                                                   num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)), 32000),
+    "gemma": lambda tf: (tf.GemmaForCausalLM(tf.GemmaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                                                             num_attention_heads=16, num_key_value_heads=4, head_dim=64,
+                                                             vocab_size=32000)), 32000),
+    "phi": lambda tf: (tf.PhiForCausalLM(tf.PhiConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                                                       num_attention_heads=16, vocab_size=32000)), 32000),
+    "clip_vision": lambda tf: (tf.CLIPVisionModel(tf.CLIPVisionConfig()), None),
+    "swin": lambda tf: (tf.SwinModel(tf.SwinConfig()), None),
+}
+OTHERS = list(OTHER_HF) + [
+    # torchvision
+    "vgg11", "densenet121", "squeezenet1_1", "shufflenet_v2_x1_0", "mnasnet1_0", "regnet_y_400mf", "googlenet",
+    "mobilenet_v2", "swin_t", "vit_b_16", "resnext50_32x4d", "efficientnet_v2_s", "maxvit_t", "wide_resnet50_2",
+    # timm
+    "timm:resnet50d", "timm:mobilevit_s", "timm:levit_128", "timm:poolformer_s12", "timm:swin_tiny_patch4_window7_224",
+    "timm:regnetx_002", "timm:cspresnet50", "timm:dla34", "timm:ghostnet_100", "timm:mixer_b16_224",
+    "timm:vit_small_patch16_224", "timm:beit_base_patch16_224", "timm:coat_lite_tiny", "timm:xcit_nano_12_p16_224",
+    "timm:rexnet_100", "timm:lcnet_050", "timm:edgenext_small", "timm:efficientformer_l1", "timm:convmixer_768_32",
+    "timm:hrnet_w18_small",
+]
+
+
 def build(name):
-    """(model in eval mode, inputs as keyword arguments), seeded."""
+    """(model, inputs as keyword arguments), seeded; a weight matrix that its
+    library initializes to zeros (torchvision's ViT head, timm's Mixer head)
+    is drawn at random, so that the output is not zeros whatever runs it."""
+    import torch
+    model, kw = _build(name)
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2 and not p.any():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+    return model, kw
+
+
+def _build(name):
     import torch
     torch.manual_seed(0)
-    lib = MODELS[name][0] if name in MODELS else ("timm" if "_" in name else "torchvision")
+    if name in OTHER_HF:
+        import transformers as tf
+        model, vocab = OTHER_HF[name](tf)
+        if vocab is None:
+            return model, {"pixel_values": torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))}
+        kw = {"input_ids": torch.randint(0, vocab, (1, 128), generator=torch.Generator().manual_seed(1))}
+        if hasattr(model.config, "use_cache"):
+            kw["use_cache"] = False
+        return model, kw
+    if name.startswith("timm:"):
+        lib, name = "timm", name[len("timm:"):]
+    else:
+        lib = MODELS[name][0] if name in MODELS else ("timm" if "_" in name else "torchvision")
+        import torchvision.models as tv
+        if lib == "timm" and hasattr(tv, name):
+            lib = "torchvision"
     if lib == "transformers":
         import transformers as tf
         ids = lambda vocab: torch.randint(0, vocab, (1, 128), generator=torch.Generator().manual_seed(1))  # noqa: E731
@@ -264,7 +332,8 @@ def table(results):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated (other torchvision or timm names work too)")
+    ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated; 'others' is {len(OTHERS)} other models of the same libraries; "
+                    "other torchvision names and timm:NAME work too")
     ap.add_argument("--doors", default="tensorjit,inductor,onnx", help="of tensorjit, inductor, onnx")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("TJ_THREADS", "2")))
     ap.add_argument("--calls", type=int, default=5, help="at least this many timed calls per door")
@@ -279,9 +348,11 @@ def main():
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.doors = args.doors.split(",")
+    args.models = ",".join(",".join(OTHERS) if m == "others" else m for m in args.models.split(","))
     if args.list:
         for k, (lib, what) in MODELS.items():
             print(f"{k:24s} {lib:13s} {what}")
+        print("others: " + ", ".join(OTHERS))
         return 0
     if args.one:
         try:
