@@ -194,7 +194,7 @@ Tensor maximum(double a, const Tensor& b);
 Tensor minimum(const Tensor& a, double b);
 Tensor minimum(double a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double b);  // x^2, x^3, roots and reciprocals as products and roots (as ATen)
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);

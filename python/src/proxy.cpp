@@ -217,7 +217,10 @@ void bind_proxy(nb::module_& m) {
       .def("__rfloordiv__", rbinop(floordiv))
       .def("__mod__", binop([](const Tensor& a, const Tensor& b) { return mod(a, b); }))
       .def("__rmod__", rbinop([](const Tensor& a, const Tensor& b) { return mod(a, b); }))
-      .def("__pow__", binop([](const Tensor& a, const Tensor& b) { return pow(a, b); }))
+      .def("__pow__", [](const Proxy& a, const Operand& b) {  // a Python number: tj::pow(Tensor, double)'s products
+        if (auto* d = std::get_if<double>(&b)) return wrap(pow(a.get(), *d));
+        return wrap(pow(a.get(), operand(b, a.get())));
+      })
       .def("__rpow__", rbinop([](const Tensor& a, const Tensor& b) { return pow(a, b); }))
       .def("__matmul__", binop([](const Tensor& a, const Tensor& b) { return matmul(a, b); }))
       .def("__rmatmul__", rbinop([](const Tensor& a, const Tensor& b) { return matmul(a, b); }))

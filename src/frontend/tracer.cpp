@@ -258,7 +258,21 @@ Tensor maximum(double a, const Tensor& b) { return maximum(scalar_like(b, a), b)
 Tensor minimum(const Tensor& a, double b) { return minimum(a, scalar_like(a, b)); }
 Tensor minimum(double a, const Tensor& b) { return minimum(scalar_like(b, a), b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(Op::pow, a, b); }
-Tensor pow(const Tensor& a, double b) { return pow(a, scalar_like(a, b)); }
+// Float powers by the exponents that ATen's and ONNX Runtime's kernels
+// multiply out (or take roots for) instead of calling pow: faster, and the
+// results those frameworks give. Other exponents, and integers, are pow.
+Tensor pow(const Tensor& a, double b) {
+  if (is_float(a.dtype())) {
+    if (b == 1.0) return a;
+    if (b == 2.0) return a * a;
+    if (b == 3.0) return a * a * a;
+    if (b == 0.5) return sqrt(a);
+    if (b == -0.5) return rsqrt(a);
+    if (b == -1.0) return recip(a);
+    if (b == -2.0) return recip(a * a);
+  }
+  return pow(a, scalar_like(a, b));
+}
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(Op::eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(Op::ne, a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return binary(Op::lt, a, b); }

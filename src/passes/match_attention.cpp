@@ -4,7 +4,11 @@
 //   s = matmul(q', kt')         q' = q | q*c;  kt' = kt | kt*c;
 //                               kt = permute(K, [..,-1,-2]) with K [B,Hq,S,D],
 //                               or any permute whose last two axes swapped
-//                               make K from its operand (K = permute(x, p))
+//                               make K from its operand (K = permute(x, p)),
+//                               or a chain of permutes and reshapes that only
+//                               add or drop unit dims, which is one such
+//                               permute (torch.export's ONNX: [1,H,S,D] ->
+//                               [H,S,D] -> [H,D,S] -> [1,H,D,S])
 //   s = s * c  |  c * s  |  s / c                (scalar scales, any number)
 //   s = s + causal_mask(offset){q=T, k=S}         (optional, either side)
 //   s = s + bias  |  where(M, -inf, s)            (optional: an additive bias
@@ -25,6 +29,7 @@
 // match. flash_attn applies the scale inside the dot product (about 1 ulp),
 // and a masked score is s + (-inf), which differs from where(M, -inf, s) only
 // where s is +inf or NaN.
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -91,6 +96,54 @@ ValueId unexpand_heads(const Graph& g, ValueId v) {
   if (without_ones(before) != without_ones(Shape{bs[0], bs[1]}) || without_ones(after) != without_ones(Shape{bs[2], bs[3]})) return v;
   if (rs != Shape{bs[0], bs[1] * es[static_cast<size_t>(grown)], bs[2], bs[3]}) return v;
   return base;
+}
+
+// `v` as permute(x, perm) with x of rank 4, when `v` is a chain of permutes
+// and of reshapes that only add or drop unit dims, with at least one permute.
+std::optional<std::pair<ValueId, std::vector<int64_t>>> view_as_permute(const Graph& g, ValueId v) {
+  const Shape& vs = g.type(v).shape;
+  if (vs.size() != 4) return std::nullopt;
+  // to[j]: the non-unit axis (by order among the non-unit axes) of the
+  // current tensor that v's j-th non-unit axis is.
+  auto non_unit = [](const Shape& s) {
+    std::vector<size_t> r;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] != Dim(1)) r.push_back(i);
+    return r;
+  };
+  std::vector<size_t> to(non_unit(vs).size());
+  for (size_t j = 0; j < to.size(); ++j) to[j] = j;
+  ValueId cur = v;
+  bool permuted = false;
+  for (;;) {
+    const Node& n = g.node(cur);
+    if (n.op == Op::reshape && without_ones(g.type(n.inputs[0]).shape) == without_ones(n.type.shape)) {
+      cur = n.inputs[0];
+      continue;
+    }
+    if (n.op != Op::permute) break;
+    const Shape& ys = g.type(n.inputs[0]).shape;
+    std::vector<int64_t> q = n.attr_ints("perm");
+    std::vector<size_t> here = non_unit(n.type.shape), there = non_unit(ys);
+    for (size_t& t : to) {
+      size_t axis = static_cast<size_t>(q[here[t]]);  // an axis of the operand
+      t = static_cast<size_t>(std::find(there.begin(), there.end(), axis) - there.begin());
+    }
+    cur = n.inputs[0];
+    permuted = true;
+  }
+  const Shape& xs = g.type(cur).shape;
+  if (!permuted || cur == v || xs.size() != 4) return std::nullopt;
+  std::vector<size_t> x_non = non_unit(xs), v_non = non_unit(vs), x_unit;
+  for (size_t i = 0; i < 4; ++i)
+    if (xs[i] == Dim(1)) x_unit.push_back(i);
+  std::vector<int64_t> perm(4);
+  size_t next_unit = 0;
+  for (size_t i = 0, j = 0; i < 4; ++i) {
+    if (j < v_non.size() && v_non[j] == i) perm[i] = static_cast<int64_t>(x_non[to[j++]]);
+    else perm[i] = static_cast<int64_t>(x_unit[next_unit++]);
+  }
+  return std::make_pair(cur, perm);
 }
 
 // Peels scalar scales off `v` (mul by a scalar constant on either side, div
@@ -195,10 +248,16 @@ std::optional<Attention> match(const Graph& g, ValueId out) {
   ValueId ktv = peel_scales(g, prod.inputs[1], scale);
   a.scale = scale;
   const Node& kt = g.node(ktv);
-  if (kt.op != Op::permute || kt.type.rank() != 4) return std::nullopt;
-  std::vector<int64_t> perm = kt.attr_ints("perm");
+  std::vector<int64_t> perm;
+  ValueId kx;
+  if (kt.op == Op::permute && kt.type.rank() == 4) {
+    perm = kt.attr_ints("perm"), kx = kt.inputs[0];
+  } else if (auto chain = view_as_permute(g, ktv)) {
+    kx = chain->first, perm = chain->second;
+  } else {
+    return std::nullopt;
+  }
   std::swap(perm[2], perm[3]);  // K = permute(x, perm): kt = K with its last two axes swapped
-  ValueId kx = kt.inputs[0];
   if (perm != std::vector<int64_t>{0, 1, 2, 3}) {
     // A permuted K cannot also be a grouped-query expansion (not matched).
     a.k = kx;

@@ -335,10 +335,6 @@ def _floor_divide(a, b):
     return _div(a, b, "floor")
 
 
-_POW_SPECIAL = {2: lambda a: a * a, 3: lambda a: a * a * a, 0.5: _core.sqrt, -0.5: _core.rsqrt, -1: _core.reciprocal,
-                -2: lambda a: _core.reciprocal(a * a), 1: lambda a: a}
-
-
 @row(aten.pow)
 def _pow(a, b):
     dt = out_dtype()
@@ -346,9 +342,7 @@ def _pow(a, b):
         a, b = to(a, dt), to(b, dt)
         if not is_tensor(a):
             a = scalar(a, dt)
-        # The exponents ATen's kernel computes by multiplication (and roots) rather than pow.
-        if not is_tensor(b) and b in _POW_SPECIAL:
-            return _POW_SPECIAL[b](a)
+        # A number b: tj::pow(Tensor, double) multiplies out the exponents ATen's kernel does (2, 3, roots).
         return a ** b
     # Integers: exact in f64 up to 2^53, then back.
     af, bf = to(a, "f64"), to(b, "f64")
