@@ -37,6 +37,7 @@ from .graph import log, stats  # noqa: F401
 _OPTIONS = ("freeze_parameters", "weights", "eager_fallback", "interpret")
 
 
+@functools.lru_cache(maxsize=None)
 def _decompositions(training):
     import torch
     from torch._decomp import core_aten_decompositions, get_decompositions
