@@ -153,7 +153,40 @@ def run_sample(op, sample, options, rtol, atol):
             return "skipped", "dynamo: " + text
         return "failed", text
     bad = compare(got, want, rtol, atol, values=op.name not in UNSPECIFIED)
+    if bad and closer_to_f64(fn, sample, got, want):
+        return "passed", "eager's f32 result is farther from the f64 one than tensorjit's"
     return ("failed", bad) if bad else ("passed", "")
+
+
+def closer_to_f64(fn, sample, got, want):
+    """Whether every floating tensor of `got` is at least as close as eager's
+    `want` to eager's result on the inputs in f64 (as Inductor's accuracy
+    check uses an fp64 reference): eager's own f32 error, not tensorjit's,
+    broke the tolerance. False where f64 does not run."""
+    import torch
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    def f64(x):
+        return x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+    try:
+        with torch.no_grad():
+            ref = fn(f64(sample.input), tree_map(f64, sample.args), tree_map(f64, sample.kwargs))
+    except Exception:  # noqa: BLE001
+        return False
+    gs, ws, rs = (tree_flatten(x)[0] for x in (got, want, ref))
+    if not (len(gs) == len(ws) == len(rs)):
+        return False
+    floats = 0
+    for g, w, r in zip(gs, ws, rs):
+        if not isinstance(w, torch.Tensor) or not w.is_floating_point():
+            continue
+        if not isinstance(g, torch.Tensor) or not isinstance(r, torch.Tensor) or g.shape != r.shape or w.shape != r.shape:
+            return False
+        floats += 1
+        mine, eager = (g.double() - r).abs().nan_to_num(), (w.double() - r).abs().nan_to_num()
+        if mine.max() > eager.max():
+            return False
+    return floats > 0
 
 
 def run_ops(args, shard=(0, 1)):
