@@ -931,6 +931,30 @@ def _embedding(w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     return _core.take(w, idx, 0)
 
 
+@row(aten.embedding_renorm)
+def _embedding_renorm(w, idx, max_norm, norm_type):
+    """embedding(max_norm=...)'s functional form of embedding_renorm_: the
+    rows the indices name whose norm_type-norm exceeds max_norm are scaled
+    by max_norm / (norm + 1e-7), as ATen's kernel does; other rows as they are."""
+    if w.ndim != 2:
+        raise Unsupported("aten.embedding_renorm of a weight that is not 2-D")
+    flat = idx_of(idx).reshape([-1])
+    rows = _core.arange(text(w.shape[0]), "i64")
+    named = (flat.reshape([1, -1]) == rows.reshape([-1, 1])).astype("i64").max(axis=[1], keepdims=True) > 0
+    p = float(norm_type)
+    a = abs(w)
+    if p == 1:
+        norm = a.sum(axis=[1], keepdims=True)
+    elif p == 2:
+        norm = _core.sqrt((w * w).sum(axis=[1], keepdims=True))
+    elif p == math.inf:
+        norm = a.max(axis=[1], keepdims=True)
+    else:
+        norm = (a ** p).sum(axis=[1], keepdims=True) ** (1.0 / p)
+    scale = float(max_norm) / (norm + 1e-7)
+    return _core.where(named & (norm > float(max_norm)), w * scale, w)
+
+
 def _flat_index(x, given):
     """The index tensors on axes `given` (of x) as one flat index over those
     axes (broadcast together; negative counted from the end)."""
