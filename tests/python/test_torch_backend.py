@@ -206,6 +206,22 @@ def test_in_place_updates_of_inputs_and_buffers():
 
 
 @torch.no_grad()
+def test_embedding_max_norm_renormalizes_the_weight_in_place():
+    """embedding(max_norm=...) rescales the rows it reads, in the weight
+    itself (embedding_renorm_): the compiled call writes the same weight."""
+    w = torch.randn(10, 4) * 3
+    idx = torch.tensor([[1, 3, 3], [7, 0, 9]])
+    for p in (2.0, 1.0, float("inf")):
+        w_eager, w_tj = w.clone(), w.clone()
+        want = F.embedding(idx, w_eager, max_norm=1.5, norm_type=p)
+        got = compiled(lambda i, t: F.embedding(i, t, max_norm=1.5, norm_type=p), eager_fallback=False)(idx, w_tj)
+        close(got, want, 1e-6)
+        close(w_tj, w_eager, 1e-6)
+        assert not torch.equal(w_tj, w)  # rows 0, 1, 3, 7, 9 were rescaled, the others not
+        assert torch.equal(w_tj[[2, 4, 5, 6, 8]], w[[2, 4, 5, 6, 8]])
+
+
+@torch.no_grad()
 def test_aliases_scalars_and_graph_breaks():
     x = torch.randn(3, 4)
     flat, same, row = compiled(lambda x: (x.view(-1), x, x[0]))(x)
