@@ -591,15 +591,21 @@ TEST(OnnxImport, ExternalDataAndTruncatedFiles) {
   fs::remove_all(dir);
 }
 
-// A shape that is a graph input must be known at import: MustBeKnown says
-// so, and known_inputs fixes it (the input becomes a constant).
-TEST(OnnxImport, ShapeOperandsFromInputsAreKnownOnRequest) {
+// x f32[2,3] reshaped to `shape`, an i64[2] graph input.
+onnx::ModelProto reshape_by_input() {
   auto m = model();
   auto* g = m.mutable_graph();
   input(g, "x", onnx::TensorProto::FLOAT, {"2", "3"});
   input(g, "shape", onnx::TensorProto::INT64, {"2"});
   node(g, "Reshape", {"x", "shape"}, {"y"});
   output(g, "y");
+  return m;
+}
+
+// A shape that is a graph input must be known at import: MustBeKnown says
+// so, and known_inputs fixes it (the input becomes a constant).
+TEST(OnnxImport, ShapeOperandsFromInputsAreKnownOnRequest) {
+  auto m = reshape_by_input();
   std::string bytes = m.SerializeAsString();
   auto span = std::as_bytes(std::span(bytes.data(), bytes.size()));
   EXPECT_THROW(onnx_import::import_bytes(span, "r.onnx"), onnx_import::MustBeKnown);
@@ -620,12 +626,7 @@ TEST(OnnxImport, ShapeOperandsFromInputsAreKnownOnRequest) {
 // tj::OnnxFunction: a shape given as an input is specialized on its value,
 // one program per value, the values seen before running their program.
 TEST(OnnxImport, ShapeInputsAreSpecializedPerValue) {
-  auto m = model();
-  auto* g = m.mutable_graph();
-  input(g, "x", onnx::TensorProto::FLOAT, {"2", "3"});
-  input(g, "shape", onnx::TensorProto::INT64, {"2"});
-  node(g, "Reshape", {"x", "shape"}, {"y"});
-  output(g, "y");
+  auto m = reshape_by_input();
   std::string path = std::string(::testing::TempDir()) + "tj_onnx_spec_" + std::to_string(::getpid()) + ".onnx";
   std::ofstream(path, std::ios::binary) << m.SerializeAsString();
   OnnxFunction f(path, {}, {}, 2);

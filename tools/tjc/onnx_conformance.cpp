@@ -151,9 +151,13 @@ Outcome run_set(const ModelFile& model, const DataSet& d, const Case& c, const s
     try {
       m = import_model(model, {});
     } catch (const onnx_import::MustBeKnown& e) {
+      // deciding()'s inputs, and by the case's values any small integer, bool or scalar one.
       onnx_import::ImportOptions o;
+      const std::vector<std::string> deciding = e.deciding();
       for (const auto& [name, a] : d.inputs)
-        if ((is_int(a.dtype()) && a.numel() <= 4096) || a.dtype() == DType::boolean || a.numel() == 1 || name == e.operand) o.known_inputs[name] = a;
+        if (std::find(deciding.begin(), deciding.end(), name) != deciding.end() || (is_int(a.dtype()) && a.numel() <= 4096) ||
+            a.dtype() == DType::boolean || a.numel() == 1)
+          o.known_inputs[name] = a;
       m = import_model(model, std::move(o));
       *specialized = true;
     }

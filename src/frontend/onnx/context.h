@@ -67,6 +67,7 @@ const Converter* find_converter(const std::string& op_type);
 using ConverterTable = std::map<std::string, Converter>;
 void add_math_ops(ConverterTable& t);   // ops_math.cpp: elementwise, reductions, softmax
 void add_shape_ops(ConverterTable& t);  // ops_shape.cpp: shapes, views, data movement
+void add_select_ops(ConverterTable& t);  // ops_select.cpp: Compress, Unique (sizes decided by data)
 void add_nn_ops(ConverterTable& t);     // ops_nn.cpp: contractions, normalization, conv, pooling
 void add_control_ops(ConverterTable& t);  // ops_control.cpp: If, Loop
 void add_attention_ops(ConverterTable& t);  // ops_attention.cpp: Attention
@@ -95,6 +96,8 @@ int64_t axis_of(const Ctx& c, int64_t axis, int64_t rank);
 int64_t static_dim(const Ctx& c, const Tensor& x, int64_t axis, const char* why);
 // Every dim of `x` static (else Unsupported, saying `why`).
 std::vector<int64_t> static_shape(const Ctx& c, const Tensor& x, const char* why);
+// A constant whose contents are known at import.
+Value known_value(Ctx& c, NDArray a);
 // x's elements `idx` along `axis`: a gather with constant indices.
 Tensor take(Ctx& c, const Tensor& x, int64_t axis, const std::vector<int64_t>& idx);
 

@@ -452,9 +452,6 @@ OnnxModel import_bytes(std::span<const std::byte> bytes, const std::string& what
   try {
     convert_nodes(c, g);
   } catch (MustBeKnown& e) {
-    bool is_input = false;
-    for (const auto& d : declared) is_input |= d.first == e.operand;
-    if (!is_input) e.operand.clear();
     e.inputs = std::move(declared);
     for (const auto& o : g.output()) e.outputs.push_back(o.name());
     throw;

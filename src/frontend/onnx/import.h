@@ -41,14 +41,15 @@ struct ImportOptions {
 // depends on a graph input: known_inputs can fix it. Carries the graph's
 // inputs (not known, not initializers) with their declared types, and its
 // output names, for a caller that specializes on values (tj::OnnxFunction),
-// and the graph input that the operand is, when it is one.
+// and the operand's name (a graph input's, when the operand is one).
 class MustBeKnown : public Unsupported {
  public:
   using Unsupported::Unsupported;
   std::string operand;
   std::vector<std::pair<std::string, Type>> inputs;
   // The inputs to specialize on: the small integer and bool ones, by their
-  // declared types (the model's symbolic dims: not small), and `operand`.
+  // declared types (the model's symbolic dims: not small), and `operand`
+  // when it is an input.
   std::vector<std::string> deciding() const;
   std::vector<std::string> outputs;
 };

@@ -26,6 +26,11 @@ std::vector<int64_t> static_shape(const Ctx& c, const Tensor& x, const char* why
   return s;
 }
 
+Value known_value(Ctx& c, NDArray a) {
+  Tensor t = c.tracer.constant(a);
+  return {t, std::move(a)};
+}
+
 Tensor take(Ctx& c, const Tensor& x, int64_t axis, const std::vector<int64_t>& idx) {
   return gather(x, c.tracer.constant(NDArray::of<int64_t>({static_cast<int64_t>(idx.size())}, idx)), axis);
 }
@@ -35,6 +40,7 @@ const Converter* find_converter(const std::string& op_type) {
     ConverterTable t;
     add_math_ops(t);
     add_shape_ops(t);
+    add_select_ops(t);
     add_nn_ops(t);
     add_control_ops(t);
     add_attention_ops(t);
