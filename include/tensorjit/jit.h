@@ -97,7 +97,9 @@ class JitArgs {
   // The real (unpadded) size of tensor i's axis as an i64 scalar tensor: what
   // a function masks padded positions with under bucketing.
   Tensor real_size(size_t i, int axis);
-  // A weight: held by the executable (frozen into the compilation).
+  // A weight: held by the executable (frozen into the compilation): an
+  // owned array is copied once, a view is read in place (its memory must
+  // stay unchanged while the function lives).
   Tensor param(const std::string& name, const NDArray& value);
   // The weight of that name in a safetensors file (its dtype and shape).
   Tensor param(const std::string& name, const SafetensorsFile& weights);

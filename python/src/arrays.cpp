@@ -138,6 +138,25 @@ NDArray as_array(nb::handle obj, const std::string& what) {
   return NDArray::copy_of(v.dtype(), v.shape(), v.raw(), v.nbytes());
 }
 
+NDArray kept_array(nb::handle obj, const std::string& what, bool borrow) {
+  AnyArray a;
+  if (borrow && nb::try_cast(obj, a, false)) {
+    NDArray v = view_of(a, what);
+    // The reference is dropped with the last view. Views live in programs
+    // that Python objects own, so that is with the GIL held; once the
+    // interpreter is gone the reference is left.
+    std::shared_ptr<const void> owner(obj.inc_ref().ptr(), [](const void* p) {
+      if (!Py_IsInitialized()) return;
+      nb::gil_scoped_acquire gil;
+      Py_DECREF(static_cast<PyObject*>(const_cast<void*>(p)));
+    });
+    return NDArray::view(v.dtype(), v.shape(), v.raw(), std::move(owner));
+  }
+  NDArray v = as_array(obj, what);
+  auto copy = std::make_shared<NDArray>(NDArray::copy_of(v.dtype(), v.shape(), v.raw(), v.nbytes()));
+  return NDArray::view(copy->dtype(), copy->shape(), copy->raw(), copy);
+}
+
 void bind_arrays(nb::module_& m) {
   if (_import_array() < 0) nb::raise_python_error();  // numpy's C API table
   // Round trips, for tests: an array in as a view and back out as a copy.

@@ -35,6 +35,11 @@ PyTypeObject* numpy_array_type();  // numpy.ndarray
 // Python values to arrays: an array-like object as a view, or a Python
 // scalar or list through numpy (a copy).
 NDArray as_array(nb::handle obj, const std::string& what);
+// A weight as the compilation keeps it. borrow: a view of obj's memory that
+// holds a reference to obj (the caller promises not to change it, or to
+// pass another object when it does: the torch backend's version guard);
+// otherwise one copy, which every later copy of the array shares.
+NDArray kept_array(nb::handle obj, const std::string& what, bool borrow);
 
 void bind_arrays(nb::module_& m);
 

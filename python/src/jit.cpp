@@ -22,11 +22,11 @@ void bind_jit(nb::module_& m) {
       .def("number", [](JitArgs& a, size_t i) { return a.number(i); })
       .def("flag", [](JitArgs& a, size_t i) { return a.flag(i); })
       .def("real_size", [](JitArgs& a, size_t i, int axis) { return wrap(a.real_size(i, axis)); })
-      // A frozen weight: copied into the compilation (the array may go away).
-      .def("param", [](JitArgs& a, const std::string& name, nb::handle array) {
-        NDArray v = as_array(array, "frozen weight '" + name + "'");
-        return wrap(a.param(name, NDArray::copy_of(v.dtype(), v.shape(), v.raw(), v.nbytes())));
-      });
+      // A frozen weight: copied into the compilation once (the array may go
+      // away or change), or borrowed: read in place (kept_array).
+      .def("param", [](JitArgs& a, const std::string& name, nb::handle array, bool borrow) {
+        return wrap(a.param(name, kept_array(array, "frozen weight '" + name + "'", borrow)));
+      }, nb::arg("name"), nb::arg("array"), nb::arg("borrow") = false);
 
   nb::class_<TracedGraph>(m, "Graph", "A graph in tensorjit's IR (docs/ir.md).")
       .def_static("parse", [](const std::string& text) { return TracedGraph::parse(text); })
@@ -51,8 +51,7 @@ void bind_jit(nb::module_& m) {
         o.device = device;
         Bindings b;
         for (auto [k, v] : params) {
-          NDArray a = as_array(v, "param '" + nb::cast<std::string>(k) + "'");
-          b.emplace(nb::cast<std::string>(k), NDArray::copy_of(a.dtype(), a.shape(), a.raw(), a.nbytes()));  // frozen: the program keeps its own
+          b.emplace(nb::cast<std::string>(k), kept_array(v, "param '" + nb::cast<std::string>(k) + "'", false));  // frozen: the program keeps its own
         }
         nb::gil_scoped_release released;
         return Program::compile(g, b, o);

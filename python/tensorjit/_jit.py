@@ -188,7 +188,7 @@ def _rebuild_frozen(spec, args, it):
     kind = spec[0]
     if kind == "a":
         k = next(it)
-        return args.param(f"frozen{k}", _rebuild.frozen[k])
+        return args.param(f"frozen{k}", _rebuild.frozen[k], _rebuild.borrow)
     if kind in ("u", "l"):
         items = [_rebuild_frozen(s, args, it) for s in spec[1]]
         return items if kind == "l" else tuple(items)
@@ -258,7 +258,7 @@ class JitFunction(_core._FastCalls):
     run there, with no Python in between; anything else comes here, to _call."""
 
     def __init__(self, fn, dynamic=None, buckets=0, cache_limit=8, compile=True, name=None, freeze=(), grad=None, weights="f32", device="",
-                 dims=()):
+                 dims=(), borrow=False):
         super().__init__(_unflatten)
         # grad: (argnums, with_value): the function returns one scalar, a call
         # returns its gradients with respect to those positional arguments
@@ -284,6 +284,9 @@ class JitFunction(_core._FastCalls):
         self._breaks = {}  # (file, line) -> count
         # freeze: arguments (by name or position) whose arrays are weights,
         # copied into the compilation; another array there is a new compilation.
+        # borrow: they are read in place instead, the caller passing another
+        # array object when one changes (the torch backend: version counters).
+        self._borrow = bool(borrow)
         freeze = (freeze,) if isinstance(freeze, (str, int)) else tuple(freeze)
         self._freeze_pos, self._freeze_names = set(), set()
         params = list(inspect.signature(fn).parameters) if freeze else []
@@ -313,13 +316,14 @@ class JitFunction(_core._FastCalls):
                 marks = []
             for axis, pol in marks + _marks_by_id.pop(id(t), []):
                 dims.append([i, axis, pol])
-        fn, breaks = self._fn, self._breaks
+        fn, breaks, borrow = self._fn, self._breaks, self._borrow
 
         def traced(args):
             values = traced.values
             _rebuild.values = values
-            _rebuild.frozen, _rebuild.counter = traced.frozen, itertools.count()
+            _rebuild.frozen, _rebuild.counter, _rebuild.borrow = traced.frozen, itertools.count(), borrow
             pos, kw = _rebuild(spec, args)
+            _rebuild.values = _rebuild.frozen = None  # not held past the trace
             sink, _breaks.sink = _breaks.sink, breaks
             try:
                 r = fn(*pos, **kw)
@@ -375,7 +379,10 @@ class JitFunction(_core._FastCalls):
         jit, out_specs, traced = self._entry(spec, tensors)
         traced.values, traced.frozen = values, tensors.frozen
         traces = traced.count
-        outs, entry = jit(traced, tensors, values)
+        try:
+            outs, entry = jit(traced, tensors, values)
+        finally:
+            traced.values = traced.frozen = None  # this call's arrays, not held past it
         if traced.count != traces:  # this call traced: its output structure
             out_spec = traced.spec
             if traced.grad_spec is not None:  # one scalar came back; the call returns (value,) gradients

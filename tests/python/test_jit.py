@@ -215,9 +215,34 @@ def test_frozen_weights_are_copied_in_and_guarded_by_identity():
     assert f.stats["compilations"] == 2
     del w2  # the compilation holds its own copy
     np.testing.assert_allclose(f(x, w=w), x @ w["a"] + w["b"], rtol=1e-5, atol=1e-6)
+    want = x @ w["a"] + w["b"]
+    w["b"] += 1  # written in place: the copy frozen into the compilation is what runs
+    np.testing.assert_allclose(f(x, w=w), want, rtol=1e-5, atol=1e-6)
     assert "frozen" in tj.explain(f)
     with pytest.raises(ValueError, match="not a parameter"):
         tj.jit(lambda x: x, freeze="w")
+
+
+def test_borrowed_frozen_weights_are_read_in_place_and_released():
+    # borrow=True (the torch backend's): no copy; the compilation holds a
+    # reference to each array while it reads it, and drops it with the function.
+    import gc
+    import weakref
+    from tensorjit._jit import JitFunction
+
+    w, x = f32(64, 32), f32(3, 64)
+    f = JitFunction(lambda x, w: x * 2 @ w, freeze="w", borrow=True)
+    want = x * 2 @ w
+    np.testing.assert_allclose(f(x, w), want, rtol=1e-5, atol=1e-5)
+    alive = weakref.ref(w)
+    del w
+    gc.collect()
+    assert alive() is not None  # the compilation's reference
+    np.testing.assert_allclose(f(x, alive()), want, rtol=1e-5, atol=1e-5)
+    assert f.stats["compilations"] == 1
+    del f
+    gc.collect()
+    assert alive() is None  # released with it: no leak
 
 
 def test_weight_formats():

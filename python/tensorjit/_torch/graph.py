@@ -214,7 +214,9 @@ class CompiledGraph:
             return [outs[k] for k in computed]
 
         frozen = tuple(k for k, i in enumerate(take) if i in self.freeze)
-        jit = JitFunction(traced, dynamic=False, name=self.name, freeze=frozen, weights=self.weights, dims=dims, compile=self.compile)
+        # Frozen tensors are read in place: _frozen_array passes another array when one changes.
+        jit = JitFunction(traced, dynamic=False, name=self.name, freeze=frozen, weights=self.weights, dims=dims, compile=self.compile,
+                          borrow=True)
         entry = (jit, take)
         self.by_layout[key] = entry
         log(f"{self.name}: compiling for layouts {layouts} ({len(take)} inputs, {len(frozen)} frozen, dynamic dims {dims})")
