@@ -206,6 +206,45 @@ def test_in_place_updates_of_inputs_and_buffers():
 
 
 @torch.no_grad()
+def test_a_static_caches_one_position_write():
+    """StaticCache.update's index_copy_ (and x[:, :, i] = v) at one position:
+    kv_write, with eager's result, a negative position counted from the end
+    where torch allows one, and a position outside the cache an error."""
+    class Cache(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("k", torch.zeros(1, 2, 8, 4))
+
+        def forward(self, pos, k):
+            self.k.index_copy_(2, pos, k)
+            return self.k * 2
+
+    def put(c, i, v):
+        c = c.clone()
+        c[:, :, i] = v
+        return c
+
+    def put_last(c, v):
+        c = c.clone()
+        c[:, :, -1] = v[:, :, 0]
+        return c
+
+    m, ref = Cache(), Cache()
+    c = compiled(m)
+    for p in (0, 5, 7):
+        k = torch.randn(1, 2, 1, 4)
+        close(c(torch.tensor([p]), k), ref(torch.tensor([p]), k), 0)
+    assert torch.equal(m.k, ref.k)
+    with pytest.raises(Exception, match="kv_write position outside the cache"):
+        c(torch.tensor([8]), k)
+    x, v = torch.randn(1, 2, 8, 4), torch.randn(1, 2, 1, 4)
+    cp = compiled(put)
+    for p in (0, 7, -2):
+        close(cp(x, torch.tensor([p]), v), put(x, torch.tensor([p]), v), 0)
+    close(compiled(put_last)(x, v), put_last(x, v), 0)
+
+
+@torch.no_grad()
 def test_embedding_max_norm_renormalizes_the_weight_in_place():
     """embedding(max_norm=...) rescales the rows it reads, in the weight
     itself (embedding_renorm_): the compiled call writes the same weight."""

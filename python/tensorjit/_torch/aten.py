@@ -999,6 +999,10 @@ def _flat_index(x, given):
     return flat, stride
 
 
+def _numel_is_one(t):
+    return all(isinstance(n, int) and n == 1 for n in t.shape)
+
+
 def idx_of(i):
     return i.astype("i64") if i.dtype not in ("i64", "i32") else i
 
@@ -1050,6 +1054,19 @@ def _index_put(x, indices, values, accumulate=False):
         raise Unsupported("aten.index_put with a boolean mask and values that are not one scalar (a data-dependent shape)")
     if any(i.dtype == "bool" for i in given.values()):
         raise Unsupported("aten.index_put with a boolean mask among index tensors")
+    if not accumulate and len(given) == 1:
+        (d, i), = given.items()
+        if _numel_is_one(i) and i.ndim <= 1:
+            # One position (a static cache's decode step: StaticCache.update's
+            # index_copy_ decomposes to this): kv_write, one slice written in
+            # place of a scatter over the whole cache.
+            row = [sym(n) for n in x.shape]
+            row[d] = 1
+            pos = idx_of(i).reshape([])
+            n = x.shape[d]
+            pos = _core.where(pos < 0, pos + (n if isinstance(n, int) else _core.dim_value(n)), pos)
+            rows = _core.broadcast_to(v, texts(row)) if is_tensor(v) else _core.full(texts(row), float(v), x.dtype)
+            return _core.kv_write(x, rows, pos, d)
     order = sorted(given)
     rest = [d for d in range(x.ndim) if d not in given]
     moved = x.transpose(order + rest) if order + rest != list(range(x.ndim)) else x
@@ -1186,7 +1203,13 @@ def _index_add(x, dim, index, src, alpha=1):
 
 @row(aten.index_copy)
 def _index_copy(x, dim, index, src):
+    """x with src's slices written at index along dim. One index (a static
+    cache's decode step: transformers' StaticCache.update) is kv_write, one
+    slice written in place of a scatter over the whole cache; an index out
+    of [0, n) is an error there as in torch."""
     d = axis(dim, x)
+    if is_tensor(src) and _numel_is_one(index) and src.ndim == x.ndim and src.shape[d] == 1:
+        return _core.kv_write(x, to(src, x.dtype), idx_of(index).reshape([]), d)
     shape = [1] * x.ndim
     shape[d] = -1
     full = _core.broadcast_to(index.reshape(shape), texts(dims_of(src)))
