@@ -7,6 +7,7 @@
 
 #include "calls.h"
 #include "proxy.h"
+#include "runtime/thread_pool.h"
 #include "tensorjit/compile.h"
 #include "tensorjit/error.h"
 #include "tensorjit/graph.h"
@@ -100,6 +101,10 @@ void bind_jit(nb::module_& m) {
       .def_prop_ro("specialized", &OnnxFunction::specialized)
       .def_prop_ro("programs", &OnnxFunction::programs)
       .def_prop_ro("imported", &OnnxFunction::imported);
+
+  // Compiled code's parallel loops on the process's OpenMP team (torch's),
+  // not on tensorjit's own threads; false where there is none.
+  m.def("_share_openmp_threads", [](bool on) { return ThreadPool::global().share_openmp_team(on); });
 
   m.def("_compile_onnx", [](const std::string& path, const std::string& weights, const std::string& device) {
     OnnxProgram r;

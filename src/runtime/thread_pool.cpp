@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -107,6 +108,29 @@ int cgroup_cpus() {
   return best;
 }
 
+// The OpenMP runtime already in the process (libgomp, or a runtime with its
+// entry points): looked up, not linked. A host such as torch runs its own
+// operators on it, and its threads spin for a while after each one.
+struct OpenMp {
+  void (*parallel)(void (*)(void*), void*, unsigned, unsigned) = nullptr;  // GOMP_parallel: fn on a team, the caller as thread 0
+  int (*thread_num)() = nullptr;
+  int (*in_parallel)() = nullptr;
+  bool ok() const { return parallel && thread_num && in_parallel; }
+};
+
+const OpenMp& openmp() {
+  static const OpenMp o = [] {
+    OpenMp r;
+    if (void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+      r.parallel = reinterpret_cast<void (*)(void (*)(void*), void*, unsigned, unsigned)>(dlsym(gomp, "GOMP_parallel"));
+      r.thread_num = reinterpret_cast<int (*)()>(dlsym(gomp, "omp_get_thread_num"));
+      r.in_parallel = reinterpret_cast<int (*)()>(dlsym(gomp, "omp_in_parallel"));
+    }
+    return r;
+  }();
+  return o;
+}
+
 }  // namespace
 
 int default_threads() {
@@ -140,7 +164,9 @@ struct ThreadPool::State {
   std::vector<std::thread> workers;
   std::mutex busy;  // one caller at a time; others run their parts alone
   std::unique_ptr<Range[]> ranges;
-  alignas(64) std::atomic<uint32_t> job{0};  // bumped per run(); idle workers wait on it
+  alignas(64) std::atomic<uint32_t> job{0};  // a job of the pool's own workers: idle ones wait on it
+  uint32_t tag = 0;                          // the last job's number, on either team (under `busy`)
+  std::atomic<bool> openmp{false};           // jobs run on the host's OpenMP team (share_openmp_team)
   std::atomic<uint32_t> sleepers{0};
   std::atomic<bool> stop{false};
   // The current job: written before `job` is bumped, read after.
@@ -235,6 +261,13 @@ ThreadPool& ThreadPool::global() {
   return *pool;
 }
 
+bool ThreadPool::share_openmp_team(bool on) {
+  if (on && !openmp().ok()) return false;
+  std::lock_guard<std::mutex> lock(s_->busy);  // not while a job runs
+  s_->openmp.store(on);
+  return true;
+}
+
 void ThreadPool::run(int64_t parts, Body body, void* ctx) {
   if (parts <= 0) return;
   State& s = *s_;
@@ -245,14 +278,40 @@ void ThreadPool::run(int64_t parts, Body body, void* ctx) {
     for (int64_t p = 0; p < parts; ++p) body(ctx, p, parts, me);
     return;
   }
-  uint32_t j = s.job.load(std::memory_order_relaxed) + 1;
+  const bool team = s.openmp.load(std::memory_order_relaxed);
+  if (team && openmp().in_parallel()) {  // inside one of the host's parallel regions: on this thread
+    for (int64_t p = 0; p < parts; ++p) body(ctx, p, parts, 0);
+    return;
+  }
+  // A number no worker still holds: a late one (its job long over) claims nothing.
+  const uint32_t j = ++s.tag;
   s.body.store(body, std::memory_order_relaxed);
   s.ctx.store(ctx, std::memory_order_relaxed);
   s.parts.store(parts, std::memory_order_relaxed);
   s.finished.store(0, std::memory_order_relaxed);
   for (int r = 0; r < threads_; ++r)
     s.ranges[static_cast<size_t>(r)].next.store((uint64_t{j} << 32) | static_cast<uint64_t>(s.range_begin(r, parts)),
-                                                 std::memory_order_relaxed);
+                                                 std::memory_order_seq_cst);
+  if (team) {
+    // The parts claimed as on the pool's own threads (own range first, then
+    // the others'); the team's barrier is the end of the job.
+    struct Job {
+      State* s;
+      uint32_t j;
+    } job{&s, j};
+    openmp().parallel(
+        [](void* d) {
+          const Job& jb = *static_cast<const Job*>(d);
+          const int me = openmp().thread_num();
+          const bool was_in = in_pool_body;
+          const int was_thread = current_thread;
+          in_pool_body = true, current_thread = me;
+          jb.s->work(me, jb.j);
+          in_pool_body = was_in, current_thread = was_thread;
+        },
+        &job, static_cast<unsigned>(threads_), 0);
+    return;
+  }
   s.job.store(j, std::memory_order_seq_cst);
   if (s.sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&s.job);
   in_pool_body = true;

@@ -61,6 +61,13 @@ class ThreadPool {
   void run_parts(int64_t parts, const F& f) {
     run(parts, [](void* c, int64_t p, int64_t n, int th) { (*static_cast<const F*>(c))(p, n, th); }, const_cast<F*>(&f));
   }
+  // Jobs on the OpenMP team of the process (libgomp's, when something loaded
+  // it) instead of this pool's own threads: inside a host that runs its own
+  // operators on OpenMP (torch), one set of threads for both, not two that
+  // take the cores from each other. Parts are claimed as on the pool's own
+  // threads, but a job ends at the team's barrier, so a descheduled member
+  // delays it. False (and no change) when there is no such runtime.
+  bool share_openmp_team(bool on);
   // For generated code (tj_runtime_api).
   const tj_runtime_api* api() const { return &api_; }
 

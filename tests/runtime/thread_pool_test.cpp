@@ -1,6 +1,6 @@
 // The thread pool: every part runs once, on a thread index below the pool's
 // size that no other part holds at the same time; nested and concurrent
-// calls; the thread count from the environment; the measured choice
+// calls; jobs on the OpenMP team; the thread count from the environment; the measured choice
 // whether small kernels split over the pool.
 #include "runtime/split_choice.h"
 #include "runtime/thread_pool.h"
@@ -98,6 +98,50 @@ TEST(ThreadPool, NestedRunsStayOnTheirThread) {
   EXPECT_EQ(ctx.inner.load(), 40);
   EXPECT_GT(ctx.on_workers.load(), 0);
   EXPECT_EQ(ctx.wrong.load(), 0);
+}
+
+// On the process's OpenMP team (as inside torch): the same guarantees, the
+// team's threads taking parts, nested runs on their thread, and back.
+TEST(ThreadPool, OnTheOpenMpTeam) {
+  ThreadPool pool(3);
+  ASSERT_TRUE(pool.share_openmp_team(true));  // libgomp is loaded: oneDNN runs on it
+  for (int64_t parts : {0, 1, 2, 3, 7, 64, 1000})
+    for (int rep = 0; rep < 20; ++rep) expect_each_once(pool, parts);
+  struct Ctx {
+    ThreadPool* pool;
+    std::atomic<int> wrong{0}, inner{0}, on_team{0};
+  } ctx{&pool};
+  pool.run(
+      6,
+      [](void* c, int64_t, int64_t, int thread) {
+        auto* x = static_cast<Ctx*>(c);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        x->on_team += thread != 0;
+        struct Inner {
+          Ctx* x;
+          int outer;
+        } in{x, thread};
+        x->pool->run(
+            4,
+            [](void* c2, int64_t, int64_t, int t2) {
+              auto* i = static_cast<Inner*>(c2);
+              if (t2 != i->outer) ++i->x->wrong;
+              ++i->x->inner;
+            },
+            &in);
+      },
+      &ctx);
+  EXPECT_EQ(ctx.inner.load(), 24);
+  EXPECT_GT(ctx.on_team.load(), 0);
+  EXPECT_EQ(ctx.wrong.load(), 0);
+  // Back on its own threads, and again, with workers that slept between.
+  for (bool team : {false, true, false}) {
+    ASSERT_TRUE(pool.share_openmp_team(team));
+    for (int rep = 0; rep < 5; ++rep) {
+      expect_each_once(pool, 12);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
 }
 
 // Callers on several threads at once share one pool: each job complete.
