@@ -188,7 +188,7 @@ def _rebuild_frozen(spec, args, it):
     kind = spec[0]
     if kind == "a":
         k = next(it)
-        return args.param(f"frozen{k}", _rebuild.frozen[k], _rebuild.borrow)
+        return args.param(f"frozen{k}", _tls.frozen[k], _tls.borrow)
     if kind in ("u", "l"):
         items = [_rebuild_frozen(s, args, it) for s in spec[1]]
         return items if kind == "l" else tuple(items)
@@ -197,14 +197,19 @@ def _rebuild_frozen(spec, args, it):
     return spec[1]
 
 
+# A trace's arguments, per thread: _call's values and frozen arrays (call),
+# and while _rebuild runs, what it reads.
+_tls = threading.local()
+
+
 def _rebuild(spec, args):
     kind = spec[0]
     if kind == "f":
-        return _rebuild_frozen(spec[1], args, _rebuild.counter)
+        return _rebuild_frozen(spec[1], args, _tls.counter)
     if kind == "t":
         return args.tensor(spec[1])
     if kind == "v":
-        value = _rebuild.values[spec[1]]
+        value = _tls.values[spec[1]]
         if isinstance(value, bool):
             return args.flag(spec[1])
         if isinstance(value, int):
@@ -319,11 +324,12 @@ class JitFunction(_core._FastCalls):
         fn, breaks, borrow = self._fn, self._breaks, self._borrow
 
         def traced(args):
-            values = traced.values
-            _rebuild.values = values
-            _rebuild.frozen, _rebuild.counter, _rebuild.borrow = traced.frozen, itertools.count(), borrow
-            pos, kw = _rebuild(spec, args)
-            _rebuild.values = _rebuild.frozen = None  # not held past the trace
+            _tls.values, _tls.frozen = _tls.call
+            _tls.counter, _tls.borrow = itertools.count(), borrow
+            try:
+                pos, kw = _rebuild(spec, args)
+            finally:
+                _tls.values = _tls.frozen = None  # not held past the trace
             sink, _breaks.sink = _breaks.sink, breaks
             try:
                 r = fn(*pos, **kw)
@@ -334,7 +340,7 @@ class JitFunction(_core._FastCalls):
             traced.count += 1
             return outs
 
-        traced.values, traced.frozen, traced.spec, traced.count = [], [], None, 0
+        traced.spec, traced.count = None, 0
         jit = _core._JitFunction(self._name, self._policy, dims, self._buckets, self._cache_limit, self._compile, grad_wrt, self._weights, self._device)
         traced.grad_spec = grad_spec
         entry = (jit, {}, traced)  # the C++ JIT, the output structure of each of its entries, the traced function
@@ -377,12 +383,14 @@ class JitFunction(_core._FastCalls):
             given, kw = kwargs, _NO_KWARGS
         spec = ("u", (("u", tuple(parts)), kw))
         jit, out_specs, traced = self._entry(spec, tensors)
-        traced.values, traced.frozen = values, tensors.frozen
         traces = traced.count
+        # This call's values and frozen arrays, for its trace: on this thread
+        # (other threads call the same function), and not held past the call.
+        outer, _tls.call = getattr(_tls, "call", None), (values, tensors.frozen)
         try:
             outs, entry = jit(traced, tensors, values)
         finally:
-            traced.values = traced.frozen = None  # this call's arrays, not held past it
+            _tls.call = outer
         if traced.count != traces:  # this call traced: its output structure
             out_spec = traced.spec
             if traced.grad_spec is not None:  # one scalar came back; the call returns (value,) gradients

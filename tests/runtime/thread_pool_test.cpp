@@ -69,35 +69,42 @@ TEST(ThreadPool, WorkersThatSleptComeBack) {
   }
 }
 
-TEST(ThreadPool, NestedRunsStayOnTheirThread) {
-  ThreadPool pool(4);
+// Runs nested inside `outer` parts: each inner part on its outer part's
+// thread (whose scratch it holds), and some outer parts on other threads.
+void expect_nested_runs_stay_on_their_thread(ThreadPool& pool, int64_t outer, int64_t inner) {
   struct Ctx {
     ThreadPool* pool;
-    std::atomic<int> wrong{0}, inner{0}, on_workers{0};
-  } ctx{&pool};
+    int64_t inner;
+    std::atomic<int> wrong{0}, ran{0}, elsewhere{0};
+  } ctx{&pool, inner};
   pool.run(
-      8,
+      outer,
       [](void* c, int64_t, int64_t, int thread) {
         auto* x = static_cast<Ctx*>(c);
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // time for the workers to take parts
-        x->on_workers += thread != 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // time for the other threads to take parts
+        x->elsewhere += thread != 0;
         struct Inner {
           Ctx* x;
           int outer;
         } in{x, thread};
         x->pool->run(
-            5,
+            x->inner,
             [](void* c2, int64_t, int64_t, int t2) {
               auto* i = static_cast<Inner*>(c2);
               if (t2 != i->outer) ++i->x->wrong;  // the scratch of another thread
-              ++i->x->inner;
+              ++i->x->ran;
             },
             &in);
       },
       &ctx);
-  EXPECT_EQ(ctx.inner.load(), 40);
-  EXPECT_GT(ctx.on_workers.load(), 0);
+  EXPECT_EQ(ctx.ran.load(), outer * inner);
+  EXPECT_GT(ctx.elsewhere.load(), 0);
   EXPECT_EQ(ctx.wrong.load(), 0);
+}
+
+TEST(ThreadPool, NestedRunsStayOnTheirThread) {
+  ThreadPool pool(4);
+  expect_nested_runs_stay_on_their_thread(pool, 8, 5);
 }
 
 // On the process's OpenMP team (as inside torch): the same guarantees, the
@@ -107,33 +114,7 @@ TEST(ThreadPool, OnTheOpenMpTeam) {
   ASSERT_TRUE(pool.share_openmp_team(true));  // libgomp is loaded: oneDNN runs on it
   for (int64_t parts : {0, 1, 2, 3, 7, 64, 1000})
     for (int rep = 0; rep < 20; ++rep) expect_each_once(pool, parts);
-  struct Ctx {
-    ThreadPool* pool;
-    std::atomic<int> wrong{0}, inner{0}, on_team{0};
-  } ctx{&pool};
-  pool.run(
-      6,
-      [](void* c, int64_t, int64_t, int thread) {
-        auto* x = static_cast<Ctx*>(c);
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        x->on_team += thread != 0;
-        struct Inner {
-          Ctx* x;
-          int outer;
-        } in{x, thread};
-        x->pool->run(
-            4,
-            [](void* c2, int64_t, int64_t, int t2) {
-              auto* i = static_cast<Inner*>(c2);
-              if (t2 != i->outer) ++i->x->wrong;
-              ++i->x->inner;
-            },
-            &in);
-      },
-      &ctx);
-  EXPECT_EQ(ctx.inner.load(), 24);
-  EXPECT_GT(ctx.on_team.load(), 0);
-  EXPECT_EQ(ctx.wrong.load(), 0);
+  expect_nested_runs_stay_on_their_thread(pool, 6, 4);
   // Back on its own threads, and again, with workers that slept between.
   for (bool team : {false, true, false}) {
     ASSERT_TRUE(pool.share_openmp_team(team));
