@@ -14,8 +14,9 @@ Runtime, at the same thread count, one process per model.
 Per model and door: passed (cosine >= 0.99999 and max |error| <= 1e-4 of
 the output's largest magnitude, against eager), the median and p90 ms per
 call (at least --calls calls, after a warm-up), the first call (compile)
-time (warm caches unless --cold; Dynamo already started, by a function of
-its own, so that the first backend does not pay for both), and the speedups over eager, Inductor
+time (warm caches unless --cold; Dynamo and AOTAutograd already started,
+by a function of their own, so that the first backend does not pay for
+both), and the speedups over eager, Inductor
 and ONNX Runtime. A model that fails says where, in one line.
 bench/setup --zoo installs what it needs."""
 
@@ -199,9 +200,10 @@ def run_one(name, args):
         want = first_tensor(model(**kw))
         eager = summary(timed(lambda: model(**kw), args.calls, args.seconds))
         r["eager"] = eager
-        # Dynamo's one-time start (imports, first frame) on a function of its
-        # own, so that neither backend's first call below pays it.
-        torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
+        # Dynamo's and AOTAutograd's one-time start (imports, first frame) on
+        # a function of its own, so that neither backend's first call below
+        # pays it (both run AOTAutograd).
+        torch.compile(lambda x: x + 1, backend="aot_eager")(torch.ones(2))
         for backend in [b for b in ("tensorjit", "inductor") if b in args.doors]:
             torch._dynamo.reset()
             row = {}
