@@ -11,6 +11,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "runtime/gemm.h"
+#include "support/log.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -37,6 +39,12 @@ using Clock = std::chrono::steady_clock;
 // scheduler tick.
 constexpr auto kWorkerSpin = std::chrono::microseconds(200);
 constexpr auto kCallerSpin = std::chrono::microseconds(50);
+// On a host's OpenMP team a job ends at the team's barrier, which waits for
+// a member the OS has descheduled (a busy machine): a member that starts
+// this late marks the machine busy, and jobs go to the pool's own threads,
+// whose caller does without it, for a while before the team is tried again.
+constexpr auto kTeamLate = std::chrono::microseconds(500);
+constexpr auto kTeamBackOff = std::chrono::milliseconds(500);
 
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free);
 
@@ -167,6 +175,7 @@ struct ThreadPool::State {
   alignas(64) std::atomic<uint32_t> job{0};  // a job of the pool's own workers: idle ones wait on it
   uint32_t tag = 0;                          // the last job's number, on either team (under `busy`)
   std::atomic<bool> openmp{false};           // jobs run on the host's OpenMP team (share_openmp_team)
+  Clock::time_point team_again{};            // not on the team before this (a member started late; under `busy`)
   std::atomic<uint32_t> sleepers{0};
   std::atomic<bool> stop{false};
   // The current job: written before `job` is bumped, read after.
@@ -278,11 +287,12 @@ void ThreadPool::run(int64_t parts, Body body, void* ctx) {
     for (int64_t p = 0; p < parts; ++p) body(ctx, p, parts, me);
     return;
   }
-  const bool team = s.openmp.load(std::memory_order_relaxed);
-  if (team && openmp().in_parallel()) {  // inside one of the host's parallel regions: on this thread
+  const bool shared = s.openmp.load(std::memory_order_relaxed);
+  if (shared && openmp().in_parallel()) {  // inside one of the host's parallel regions: on this thread
     for (int64_t p = 0; p < parts; ++p) body(ctx, p, parts, 0);
     return;
   }
+  const bool team = shared && Clock::now() >= s.team_again;
   // A number no worker still holds: a late one (its job long over) claims nothing.
   const uint32_t j = ++s.tag;
   s.body.store(body, std::memory_order_relaxed);
@@ -298,11 +308,15 @@ void ThreadPool::run(int64_t parts, Body body, void* ctx) {
     struct Job {
       State* s;
       uint32_t j;
-    } job{&s, j};
+      Clock::time_point start;
+      std::atomic<int64_t> late_us{0};  // the latest member's start, if past kTeamLate
+    } job{&s, j, Clock::now()};
     openmp().parallel(
         [](void* d) {
-          const Job& jb = *static_cast<const Job*>(d);
+          Job& jb = *static_cast<Job*>(d);
           const int me = openmp().thread_num();
+          if (auto late = Clock::now() - jb.start; me != 0 && late > kTeamLate)
+            jb.late_us.store(std::chrono::duration_cast<std::chrono::microseconds>(late).count(), std::memory_order_relaxed);
           const bool was_in = in_pool_body;
           const int was_thread = current_thread;
           in_pool_body = true, current_thread = me;
@@ -310,6 +324,12 @@ void ThreadPool::run(int64_t parts, Body body, void* ctx) {
           in_pool_body = was_in, current_thread = was_thread;
         },
         &job, static_cast<unsigned>(threads_), 0);
+    if (int64_t late = job.late_us.load(std::memory_order_relaxed)) {
+      s.team_again = Clock::now() + kTeamBackOff;
+      if (log_enabled("threads"))
+        std::fprintf(stderr, "[threads] an OpenMP team member started %lld us late: the pool's own threads for %lld ms\n",
+                     static_cast<long long>(late), static_cast<long long>(kTeamBackOff.count()));
+    }
     return;
   }
   s.job.store(j, std::memory_order_seq_cst);

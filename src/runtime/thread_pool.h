@@ -65,8 +65,10 @@ class ThreadPool {
   // it) instead of this pool's own threads: inside a host that runs its own
   // operators on OpenMP (torch), one set of threads for both, not two that
   // take the cores from each other. Parts are claimed as on the pool's own
-  // threads, but a job ends at the team's barrier, so a descheduled member
-  // delays it. False (and no change) when there is no such runtime.
+  // threads, but a job ends at the team's barrier, which waits for a member
+  // the OS has descheduled: when one starts late (a busy machine), jobs go
+  // to the pool's own threads for half a second before the team is tried
+  // again. False (and no change) when there is no such runtime.
   bool share_openmp_team(bool on);
   // For generated code (tj_runtime_api).
   const tj_runtime_api* api() const { return &api_; }
