@@ -63,6 +63,10 @@ class NDArray {
   // A view whose memory `owner` keeps alive (a file mapping, say): every
   // copy of the view shares the owner, and the last one to go releases it.
   static NDArray view(DType dtype, std::vector<int64_t> shape, void* data, std::shared_ptr<const void> owner);
+  // `owned` (moved, not copied) as such a view: every copy of the result
+  // shares its one block, where copies of an owned array copy the data.
+  // A view is returned as it is.
+  static NDArray shared(NDArray owned);
   bool is_view() const { return data_ && !data_.get_deleter().owned; }
 
   DType dtype() const { return dtype_; }

@@ -153,8 +153,7 @@ NDArray kept_array(nb::handle obj, const std::string& what, bool borrow) {
     return NDArray::view(v.dtype(), v.shape(), v.raw(), std::move(owner));
   }
   NDArray v = as_array(obj, what);
-  auto copy = std::make_shared<NDArray>(NDArray::copy_of(v.dtype(), v.shape(), v.raw(), v.nbytes()));
-  return NDArray::view(copy->dtype(), copy->shape(), copy->raw(), copy);
+  return NDArray::shared(NDArray::copy_of(v.dtype(), v.shape(), v.raw(), v.nbytes()));
 }
 
 void bind_arrays(nb::module_& m) {

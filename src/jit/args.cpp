@@ -101,12 +101,7 @@ Tensor JitArgs::real_size(size_t i, int axis) {
 
 Tensor JitArgs::param(const std::string& name, const NDArray& value) {
   if (s_->params.count(name)) return {&s_->tracer, s_->tracer.graph().find(name)};
-  if (value.is_view()) {
-    s_->params[name] = value;
-  } else {  // copied once: the entry's and the program's copies share it
-    auto kept = std::make_shared<const NDArray>(value);
-    s_->params[name] = NDArray::view(kept->dtype(), kept->shape(), const_cast<void*>(kept->raw()), kept);
-  }
+  s_->params[name] = NDArray::shared(value);  // an owned array copied once: the entry's and the program's copies share it
   Shape s(value.shape().begin(), value.shape().end());
   return s_->tracer.param(name, value.dtype(), s);
 }

@@ -111,6 +111,12 @@ NDArray NDArray::view(DType dtype, std::vector<int64_t> shape, void* data, std::
   return a;
 }
 
+NDArray NDArray::shared(NDArray owned) {
+  if (owned.is_view() || !owned.data_) return owned;
+  auto keep = std::make_shared<NDArray>(std::move(owned));
+  return view(keep->dtype_, keep->shape_, keep->raw(), keep);
+}
+
 int64_t checked_numel(const std::vector<int64_t>& shape, DType t) {
   int64_t n = 1, bytes;
   auto str = [&] {

@@ -301,7 +301,7 @@ void ThreadPool::run(int64_t parts, Body body, void* ctx) {
   s.finished.store(0, std::memory_order_relaxed);
   for (int r = 0; r < threads_; ++r)
     s.ranges[static_cast<size_t>(r)].next.store((uint64_t{j} << 32) | static_cast<uint64_t>(s.range_begin(r, parts)),
-                                                 std::memory_order_seq_cst);
+                                                 std::memory_order_relaxed);
   if (team) {
     // The parts claimed as on the pool's own threads (own range first, then
     // the others'); the team's barrier is the end of the job.

@@ -1003,6 +1003,19 @@ def _numel_is_one(t):
     return all(isinstance(n, int) and n == 1 for n in t.shape)
 
 
+def _write_at(x, d, index, rows, wrap):
+    """x with `rows` (size 1 along d) written at the one position `index`
+    holds: kv_write, one slice, where a scatter would pass over all of x (a
+    static cache's decode step: transformers' StaticCache.update). wrap: a
+    negative position counts from the end (index_put); else, as any
+    position outside [0, n), it is an error (index_copy)."""
+    pos = idx_of(index).reshape([])
+    if wrap:
+        n = x.shape[d]
+        pos = _core.where(pos < 0, pos + (n if isinstance(n, int) else _core.dim_value(n)), pos)
+    return _core.kv_write(x, rows, pos, d)
+
+
 def idx_of(i):
     return i.astype("i64") if i.dtype not in ("i64", "i32") else i
 
@@ -1056,17 +1069,11 @@ def _index_put(x, indices, values, accumulate=False):
         raise Unsupported("aten.index_put with a boolean mask among index tensors")
     if not accumulate and len(given) == 1:
         (d, i), = given.items()
-        if _numel_is_one(i) and i.ndim <= 1:
-            # One position (a static cache's decode step: StaticCache.update's
-            # index_copy_ decomposes to this): kv_write, one slice written in
-            # place of a scatter over the whole cache.
+        if _numel_is_one(i) and i.ndim <= 1:  # one position (StaticCache.update's index_copy_ decomposes to this)
             row = [sym(n) for n in x.shape]
             row[d] = 1
-            pos = idx_of(i).reshape([])
-            n = x.shape[d]
-            pos = _core.where(pos < 0, pos + (n if isinstance(n, int) else _core.dim_value(n)), pos)
             rows = _core.broadcast_to(v, texts(row)) if is_tensor(v) else _core.full(texts(row), float(v), x.dtype)
-            return _core.kv_write(x, rows, pos, d)
+            return _write_at(x, d, i, rows, wrap=True)
     order = sorted(given)
     rest = [d for d in range(x.ndim) if d not in given]
     moved = x.transpose(order + rest) if order + rest != list(range(x.ndim)) else x
@@ -1203,13 +1210,10 @@ def _index_add(x, dim, index, src, alpha=1):
 
 @row(aten.index_copy)
 def _index_copy(x, dim, index, src):
-    """x with src's slices written at index along dim. One index (a static
-    cache's decode step: transformers' StaticCache.update) is kv_write, one
-    slice written in place of a scatter over the whole cache; an index out
-    of [0, n) is an error there as in torch."""
+    """x with src's slices written at index along dim (one index: _write_at)."""
     d = axis(dim, x)
     if is_tensor(src) and _numel_is_one(index) and src.ndim == x.ndim and src.shape[d] == 1:
-        return _core.kv_write(x, to(src, x.dtype), idx_of(index).reshape([]), d)
+        return _write_at(x, d, index, to(src, x.dtype), wrap=False)
     shape = [1] * x.ndim
     shape[d] = -1
     full = _core.broadcast_to(index.reshape(shape), texts(dims_of(src)))
