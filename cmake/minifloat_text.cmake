@@ -1,5 +1,5 @@
 # src/support/minifloat.h as the text every generated program carries
-# (src/codegen/cpp/emit.cpp): one source for the runtime's rounding and the
+# (src/codegen/cpp/prelude.cpp): one source for the runtime's rounding and the
 # generated code's. tj_minifloat_text(VAR) writes the .cpp that defines
 # tj::cpp::kMinifloatText into the build folder and sets VAR to its path;
 # an edit of the header reconfigures.

@@ -1,7 +1,8 @@
 // The C++ emitter's working state, internal to src/codegen/cpp: one Emitter
-// per program. Its methods are split by what they emit: emit.cpp has the
-// program (prelude, pointer table, elementwise ops, loops, the pool,
-// temporaries, the dispatch by kernel kind, outputs, index checks);
+// per program. Its methods are split by what they emit: prelude.cpp the
+// text every program starts with; emit.cpp the program (pointer table,
+// elementwise ops, loops, the pool, temporaries, the dispatch by kernel
+// kind, outputs, index checks);
 // views.cpp reads values through views and gathers; stores.cpp writes
 // concat, kv_write and scatter_add; kernels/ has one file per kernel kind
 // (pointwise, rowwise, reduction, matmul with the GEMVs, attention, and
@@ -149,8 +150,8 @@ class Emitter {
   static DType check_dtype(DType t);
   std::string ptr(ValueId v);
   std::string pointers();
-  static std::string prelude();
-  static std::string minifloat_text();
+  static std::string prelude();         // prelude.cpp
+  static std::string minifloat_text();  // prelude.cpp
   std::string op_helpers() const;
   std::string elementwise(const Node& n, const Idx& idx);
   std::string loops(const Sizes& sh, const Idx& vars, const std::string& body, bool allow_parallel = true,
