@@ -36,7 +36,7 @@
 #include "ir/text.h"
 #include "passes/passes.h"
 #include "runtime/executable.h"
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 #include "tensorjit/error.h"
 
 namespace {

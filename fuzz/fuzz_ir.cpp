@@ -16,8 +16,8 @@
 
 #include "ir/text.h"
 #include "ir/verifier.h"
-#include "runtime/interpreter.h"
-#include "runtime/random_inputs.h"
+#include "reference/interpreter.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 
 namespace {

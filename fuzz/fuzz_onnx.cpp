@@ -13,8 +13,8 @@
 
 #include "frontend/onnx/import.h"
 #include "ir/verifier.h"
-#include "runtime/interpreter.h"
-#include "runtime/random_inputs.h"
+#include "reference/interpreter.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 
 namespace {

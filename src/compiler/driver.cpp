@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "compiler/program_cache.h"
-#include "jit/specialize.h"
+#include "passes/specialize.h"
 #include "memory/lifetimes.h"
 #include "passes/pipeline.h"
 #include "runtime/autotune.h"

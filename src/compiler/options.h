@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 #include "schedule/fusion.h"
 
 namespace tj {

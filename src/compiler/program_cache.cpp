@@ -18,7 +18,7 @@
 #include "ir/extract.h"
 #include "ir/text.h"
 #include "passes/pipeline.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 #include "support/files.h"
 #include "support/log.h"
 #include "runtime/thread_pool.h"

@@ -6,7 +6,7 @@
 // interpretation, fusion, the cost model, decomposition and the C++ emitter
 // all read the row; adding a pointwise op means one enum entry here and one
 // row. Ops with a kernel of their own (reductions, matmul, attention, data
-// movement) have their reference kernel in src/runtime/reference_kernels.cpp.
+// movement) have their reference kernel in src/reference/kernels.cpp.
 #pragma once
 
 #include <cstdint>

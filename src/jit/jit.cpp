@@ -6,12 +6,13 @@
 #include <limits>
 
 #include "autodiff/vjp.h"
-#include "ir/text.h"
 #include "compiler/driver.h"
+#include "ir/text.h"
+#include "jit/buckets.h"
 #include "jit/jit_impl.h"
 #include "jit/padding.h"
-#include "jit/specialize.h"
-#include "runtime/interpreter.h"
+#include "passes/specialize.h"
+#include "reference/interpreter.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
 

@@ -9,8 +9,8 @@
 #include <numeric>
 
 #include "passes/passes.h"
-#include "passes/rewriter.h"
-#include "runtime/reference_kernels.h"
+#include "ir/rewriter.h"
+#include "reference/kernels.h"
 #include "tensorjit/error.h"
 
 namespace tj {

@@ -11,7 +11,7 @@
 #include <xxhash.h>
 
 #include "passes/passes.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 
 namespace tj {
 

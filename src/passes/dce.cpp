@@ -2,7 +2,7 @@
 // Assumes nothing; guarantees a bit-identical result. Inputs and params are
 // kept even when unused: they are the graph's interface.
 #include "passes/passes.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 
 namespace tj {
 

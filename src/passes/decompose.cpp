@@ -7,7 +7,7 @@
 // argmax); run_pipeline runs it after every pipeline. It is exact.
 #include "ir/decomposer.h"
 #include "passes/passes.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 
 namespace tj {
 

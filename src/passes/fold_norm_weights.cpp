@@ -6,7 +6,7 @@
 // W' (and b @ W) depend on weights only: with freezing, constant_fold computes
 // them at compile time. Reassociates one product per weight: about 1 ulp.
 #include "passes/passes.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 
 namespace tj {
 

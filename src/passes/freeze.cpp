@@ -5,7 +5,7 @@
 // stay params; frozen params stay declared (the interface does not change)
 // but nothing uses them.
 #include "passes/passes.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 #include "tensorjit/error.h"
 
 namespace tj {

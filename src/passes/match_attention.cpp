@@ -34,7 +34,7 @@
 #include <optional>
 
 #include "passes/passes.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 #include "tensorjit/error.h"
 
 namespace tj {

@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "passes/passes.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 
 namespace tj {
 

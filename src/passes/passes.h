@@ -5,7 +5,7 @@
 #pragma once
 
 #include "ir/graph.h"
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 
 namespace tj {
 

@@ -7,7 +7,7 @@
 
 #include "ir/text.h"
 #include "ir/verifier.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
 

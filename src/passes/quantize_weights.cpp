@@ -24,7 +24,7 @@
 #include <cmath>
 
 #include "passes/passes.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 #include "tensorjit/error.h"
 
 namespace tj {

@@ -10,7 +10,7 @@
 #include <numeric>
 
 #include "passes/passes.h"
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 
 namespace tj {
 

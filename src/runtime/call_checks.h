@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 
 namespace tj {
 

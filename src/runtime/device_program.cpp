@@ -6,7 +6,7 @@
 #include <cstring>
 #include <map>
 
-#include "jit/specialize.h"
+#include "passes/specialize.h"
 #include "memory/lifetimes.h"
 #include "runtime/call_checks.h"
 #include "runtime/cuda.h"

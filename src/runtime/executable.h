@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "compiler/options.h"
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 #include "schedule/fusion.h"
 
 namespace tj {

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
 

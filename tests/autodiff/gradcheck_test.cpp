@@ -16,8 +16,8 @@
 #include "models/llama.h"
 #include "passes/pipeline.h"
 #include "runtime/executable.h"
-#include "runtime/interpreter.h"
-#include "runtime/random_inputs.h"
+#include "reference/interpreter.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 #include "tensorjit/tensor.h"
 

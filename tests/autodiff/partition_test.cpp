@@ -7,8 +7,8 @@
 #include "ir/text.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
-#include "runtime/interpreter.h"
-#include "runtime/random_inputs.h"
+#include "reference/interpreter.h"
+#include "reference/random_inputs.h"
 
 namespace tj {
 namespace {

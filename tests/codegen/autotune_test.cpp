@@ -13,7 +13,7 @@
 #include "passes/pipeline.h"
 #include "runtime/autotune.h"
 #include "runtime/executable.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 
 namespace tj {
 namespace {

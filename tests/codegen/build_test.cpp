@@ -16,7 +16,7 @@
 #include "codegen/cpp/build.h"
 #include "models/llama.h"
 #include "runtime/executable.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 
 namespace tj {

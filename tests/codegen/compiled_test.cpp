@@ -17,7 +17,7 @@
 #include "passes/pipeline.h"
 #include "runtime/executable.h"
 #include "schedule/fusion.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/tensor.h"
 #include "runtime/thread_pool.h"
 #include "support/random_graph.h"

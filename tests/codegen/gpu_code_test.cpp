@@ -16,7 +16,7 @@
 #include "models/llama.h"
 #include "runtime/cuda.h"
 #include "runtime/executable.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "support/random_graph.h"
 #include "tensorjit/error.h"
 

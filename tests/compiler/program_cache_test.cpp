@@ -12,7 +12,7 @@
 
 #include "models/llama.h"
 #include "passes/pipeline.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "support/paths.h"
 
 namespace tj {

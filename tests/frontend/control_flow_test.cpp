@@ -8,7 +8,7 @@
 #include "ir/text.h"
 #include "ir/verifier.h"
 #include "runtime/executable.h"
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 #include "tensorjit/tensor.h"
 
 namespace tj {

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "autodiff/vjp.h"
-#include "runtime/interpreter.h"
-#include "runtime/random_inputs.h"
+#include "reference/interpreter.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/nn.h"
 
 namespace tj {

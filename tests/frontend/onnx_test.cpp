@@ -19,7 +19,7 @@
 #include "tensorjit/onnx.h"
 #include "ir/text.h"
 #include "runtime/executable.h"
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 #include "tensorjit/error.h"
 
 namespace tj {

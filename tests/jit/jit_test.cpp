@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/jit.h"
 #include "tensorjit/safetensors.h"
 

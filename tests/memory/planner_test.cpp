@@ -9,7 +9,7 @@
 
 #include "memory/planner.h"
 #include "memory/reorder.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 
 namespace tj {

@@ -11,8 +11,8 @@
 
 #include "llama_reference.h"
 #include "models/llama.h"
-#include "runtime/interpreter.h"
-#include "runtime/random_inputs.h"
+#include "reference/interpreter.h"
+#include "reference/random_inputs.h"
 
 namespace tj {
 namespace {

@@ -9,8 +9,8 @@
 #include "ir/text.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
-#include "passes/rewriter.h"
-#include "runtime/random_inputs.h"
+#include "ir/rewriter.h"
+#include "reference/random_inputs.h"
 
 namespace tj {
 namespace {

@@ -21,7 +21,7 @@
 
 #include "ir/text.h"
 #include "passes/pipeline.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "support/filecheck.h"
 
 namespace tj {

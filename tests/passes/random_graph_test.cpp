@@ -4,7 +4,7 @@
 
 #include "ir/text.h"
 #include "passes/pipeline.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "support/random_graph.h"
 
 namespace tj {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "frontend/emit.h"
 #include "tensorjit/tensor.h"
 

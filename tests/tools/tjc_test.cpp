@@ -14,7 +14,7 @@
 #include <string>
 
 #include "ir/text.h"
-#include "runtime/npy.h"
+#include "io/npy.h"
 #include "tensorjit/safetensors.h"
 
 namespace tj {

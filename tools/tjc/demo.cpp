@@ -7,8 +7,8 @@
 #include "passes/pipeline.h"
 #include "runtime/executable.h"
 #include "tensorjit/error.h"
-#include "runtime/interpreter.h"
-#include "runtime/random_inputs.h"
+#include "reference/interpreter.h"
+#include "reference/random_inputs.h"
 #include "tjc/common.h"
 
 namespace tjc {

@@ -17,7 +17,7 @@
 
 #include "models/llama.h"
 #include "runtime/executable.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 #include "tensorjit/jit.h"
 #include "tjc/common.h"

@@ -30,7 +30,7 @@
 #include "frontend/onnx/import.h"
 #include "ir/verifier.h"
 #include "runtime/executable.h"
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 #include "tensorjit/error.h"
 #include "tjc/common.h"
 

@@ -7,7 +7,7 @@
 
 #include "ir/text.h"
 #include "passes/pipeline.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/compile.h"
 #include "tensorjit/error.h"
 #include "tjc/common.h"

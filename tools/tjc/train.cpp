@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "models/llama.h"
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 #include "support/files.h"
 #include "tensorjit/error.h"
 #include "tjc/common.h"

@@ -8,8 +8,8 @@
 #include "cost/calibrate.h"
 #include "models/llama.h"
 #include "runtime/executable.h"
-#include "runtime/interpreter.h"
-#include "runtime/random_inputs.h"
+#include "reference/interpreter.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 #include "tjc/busy.h"
 

@@ -21,7 +21,7 @@
 #include <onnx/defs/schema.h>  // the official operator schemas (libonnx): op versions
 
 #include "frontend/onnx/context.h"
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
 

@@ -17,7 +17,7 @@
 // output; the rule computes it). A row with no visible key (lse -inf) has p
 // 0 with zero_empty_rows, else NaN, as flash_attn's forward gives. Their
 // attributes are flash_attn's. Interpreter kernels:
-// src/runtime/reference_kernels.cpp; C++: codegen/cpp/kernels/attention_grad.cpp.
+// src/reference/kernels.cpp; C++: codegen/cpp/kernels/attention_grad.cpp.
 #include <algorithm>
 
 #include "ir/ops/infer.h"

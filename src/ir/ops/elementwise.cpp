@@ -37,7 +37,7 @@ Type infer_where(InferCtx& c) {
 }
 
 // Float to integer saturates, NaN becomes 0; integer to integer wraps; to
-// bool is x != 0. The interpreter's kernel is `cast` in reference_kernels.cpp.
+// bool is x != 0. The interpreter's kernel is `cast` in reference/kernels.cpp.
 constexpr const char* kCastHelpers =
     "template <class To, class From> static inline To tj_cast(From x) {\n"
     "  if constexpr (std::is_same_v<To, uint8_t>) return (uint8_t)(x != 0);  // bool\n"

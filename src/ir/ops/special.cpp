@@ -1,7 +1,7 @@
 // Op rows with semantics of their own: the causal mask generator, the
 // in-place cache write, fused attention, and structured control flow (ops
 // with regions). Their interpreter kernels are in
-// src/runtime/reference_kernels.cpp (control flow: the interpreter's driver).
+// src/reference/kernels.cpp (control flow: the interpreter's driver).
 #include <algorithm>
 #include <cmath>
 #include <optional>

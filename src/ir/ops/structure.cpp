@@ -1,5 +1,5 @@
 // Op rows for sources, reductions, the contraction, views and data movement.
-// Their interpreter kernels are in src/runtime/reference_kernels.cpp.
+// Their interpreter kernels are in src/reference/kernels.cpp.
 #include <algorithm>
 #include <limits>
 

@@ -40,7 +40,7 @@ template <class T>
 Value<T> eval_node(const Node& n, const std::vector<const Value<T>*>& in, const SymEnv& env);
 
 // flash_attn and its backward (attn_lse, attn_dq, attn_dkv), in double:
-// reference_attention.cpp.
+// reference/attention.cpp.
 template <class T>
 Array<T> attention_kernel(const Node& n, const std::vector<const Value<T>*>& in);
 

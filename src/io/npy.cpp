@@ -1,4 +1,4 @@
-#include "runtime/npy.h"
+#include "io/npy.h"
 
 #include <cstring>
 #include <fstream>

@@ -1,15 +1,11 @@
-// Binding a graph's size symbols to values: the same graph with every
-// symbolic dim (in types and in attributes: slice bounds, reshape shapes,
-// iota lengths, mask sizes) evaluated, types inferred again. The JIT traces
-// once with symbols and specializes per compiled size (bucketed dims).
+// Whether a traced function may run on inputs padded up to a bucket size.
 #pragma once
+
+#include <string>
 
 #include "ir/graph.h"
 
 namespace tj {
-
-// Throws tj::Error if a symbol of `g` is not bound in `env`.
-Graph specialize(const Graph& g, const SymEnv& env);
 
 // Why padding `g`'s symbolic dims up to a bucket would change its real
 // results whatever the function masks (empty if nothing does): a concat or

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/reference_kernels.h"
+#include "reference/kernels.h"
 #include "tensorjit/error.h"
 
 namespace tj::array_ops {

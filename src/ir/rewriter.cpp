@@ -1,4 +1,4 @@
-#include "passes/rewriter.h"
+#include "ir/rewriter.h"
 
 #include <cmath>
 

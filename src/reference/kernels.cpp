@@ -1,4 +1,4 @@
-#include "runtime/reference_kernels.h"
+#include "reference/kernels.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "ir/ops/scalar_math.h"
-#include "runtime/array_ops.h"
+#include "reference/array_ops.h"
 #include "tensorjit/error.h"
 #include "tensorjit/ndarray.h"
 

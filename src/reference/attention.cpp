@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/array_ops.h"
+#include "reference/array_ops.h"
 #include "tensorjit/error.h"
 
 namespace tj {

@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "ir/text.h"
-#include "runtime/interpreter.h"
-#include "runtime/random_inputs.h"
+#include "reference/interpreter.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 #include "tensorjit/ndarray.h"
 #include "tensorjit/tensor.h"

@@ -1,13 +1,13 @@
 // The interpreter's driver: binds inputs, walks the graph, frees each value
-// after its last use. The kernels live in reference_kernels.cpp.
-#include "runtime/interpreter.h"
+// after its last use. The kernels live in reference/kernels.cpp.
+#include "reference/interpreter.h"
 
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <type_traits>
 
-#include "runtime/reference_kernels.h"
+#include "reference/kernels.h"
 #include "tensorjit/error.h"
 
 namespace tj {

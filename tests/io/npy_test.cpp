@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "runtime/npy.h"
+#include "io/npy.h"
 #include "tensorjit/error.h"
 
 namespace tj {

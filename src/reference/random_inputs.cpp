@@ -1,4 +1,4 @@
-#include "runtime/random_inputs.h"
+#include "reference/random_inputs.h"
 
 #include <cmath>
 

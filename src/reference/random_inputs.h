@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "runtime/interpreter.h"
+#include "reference/interpreter.h"
 
 namespace tj {
 
