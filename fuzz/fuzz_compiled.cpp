@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
+#include "compiler/compile.h"
 #include "ir/graph.h"
 #include "ir/text.h"
 #include "passes/passes.h"
-#include "runtime/executable.h"
 #include "reference/interpreter.h"
 #include "tensorjit/error.h"
 
@@ -437,7 +437,7 @@ void compare(const tj::Graph& g, tj::Bindings& inputs, DType compute) {
   std::optional<tj::Graph> optimized;
   try {
     tj::Bindings copy = inputs;
-    tj::Executable exe = tj::Executable::compile(g, {});
+    tj::Executable exe = tj::compile(g, {});
     optimized = exe.optimized();
     got.outputs = exe.run(copy);
   } catch (const tj::Error& e) {

@@ -188,6 +188,7 @@ class ParamTree {
   using Declare = std::function<Tensor(const std::string& full_name)>;
   using Has = std::function<bool(const std::string& full_name)>;
   ParamTree(Declare d, Has h, std::string prefix) : declare_(std::move(d)), has_(std::move(h)), prefix_(std::move(prefix)) {}
+  [[noreturn]] static void missing(const std::string& full_name);
   Declare declare_;
   Has has_;
   std::string prefix_;

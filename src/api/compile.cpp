@@ -1,8 +1,8 @@
 // The public ahead-of-time API (tensorjit/compile.h) over the Executable.
 #include "tensorjit/compile.h"
 
+#include "compiler/compile.h"
 #include "compiler/driver.h"
-#include "runtime/executable.h"
 #include "tensorjit/error.h"
 #include "tensorjit/safetensors.h"
 
@@ -40,7 +40,7 @@ Program Program::compile(const TracedGraph& graph, const Bindings& params, const
   if (!o.device.empty()) co.device = parse_device(o.device);
   if (!o.fuse) co.fusion = FusionOptions::none();
   Program p;
-  p.e_ = std::make_shared<Executable>(Executable::compile(graph.graph(), params, co));
+  p.e_ = std::make_shared<Executable>(tj::compile(graph.graph(), params, co));
   p.inputs_ = graph.inputs();
   p.outputs_ = graph.outputs();
   return p;

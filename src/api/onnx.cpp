@@ -4,10 +4,10 @@
 #include <map>
 #include <optional>
 
+#include "compiler/compile.h"
 #include "compiler/model_cache.h"
 #include "frontend/onnx/import.h"
 #include "ir/verifier.h"
-#include "runtime/executable.h"
 
 namespace tj {
 
@@ -24,7 +24,7 @@ OnnxProgram compile_onnx(const std::string& path, const OnnxOptions& o, const Ao
   const std::string variant = a.weights == DType::f32 ? "" : "weights " + std::string(dtype_name(a.weights));
   if (cacheable)
     if (std::optional<ModelEntry> entry = load_model_entry(path, variant))
-      if (std::optional<Executable> exe = Executable::compile_prepared(entry->program_key)) {
+      if (std::optional<Executable> exe = tj::compile_prepared(entry->program_key)) {
         verify(entry->graph);
         TracedGraph traced(std::move(entry->graph));
         OnnxProgram r{Program{}, std::move(entry->output_names), false};

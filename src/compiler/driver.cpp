@@ -2,17 +2,28 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "compiler/program_cache.h"
-#include "passes/specialize.h"
 #include "memory/lifetimes.h"
 #include "passes/pipeline.h"
-#include "runtime/autotune.h"
+#include "passes/specialize.h"
 #include "runtime/host_program.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
 
 namespace tj {
+
+namespace {
+
+// CompileOptions::autotune, else TJ_AUTOTUNE (anything but empty or 0).
+bool autotune_requested(const CompileOptions& o) {
+  if (o.autotune) return *o.autotune;
+  const char* e = std::getenv("TJ_AUTOTUNE");
+  return e && *e && std::strcmp(e, "0") != 0;
+}
+
+}  // namespace
 
 std::string_view device_name(Device d) {
   switch (d) {

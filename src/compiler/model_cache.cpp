@@ -12,6 +12,7 @@
 #include "ir/extract.h"
 #include "ir/text.h"
 #include "support/files.h"
+#include "support/identity.h"
 #include "support/log.h"
 #include "support/paths.h"
 #include "tensorjit/error.h"
@@ -31,7 +32,7 @@ void note(const std::string& what) {
 // The entry's path for the model file as it is now; empty when it cannot be
 // keyed (unreadable file, unknown tensorjit identity).
 fs::path entry_path(const std::string& path, const std::string& variant) {
-  if (compiler_identity().empty()) return {};
+  if (build_identity().empty()) return {};
   std::error_code ec;
   fs::path abs = fs::absolute(path, ec);
   if (ec) return {};
@@ -40,7 +41,7 @@ fs::path entry_path(const std::string& path, const std::string& variant) {
   std::string id = file_identity(fd);
   ::close(fd);
   if (id.empty()) return {};
-  std::string keyed = std::string(kFormat) + "\n" + compiler_identity() + "\n" + abs.string() + "\n" + id + (variant.empty() ? "" : "\n" + variant);
+  std::string keyed = std::string(kFormat) + "\n" + build_identity() + "\n" + abs.string() + "\n" + id + (variant.empty() ? "" : "\n" + variant);
   return fs::path(cache_dir()) / "models" / (hex128(XXH3_128bits(keyed.data(), keyed.size())) + ".json");
 }
 

@@ -39,7 +39,7 @@ struct CompileOptions {
   // Donation; Executable::output_aliases() says which were honored).
   std::vector<Donation> donate;
   // Time the candidate schedules of matrix-vector products and attentions
-  // on this machine and keep the winners (runtime/autotune.h); also on
+  // on this machine and keep the winners (tune/autotune.h); also on
   // with TJ_AUTOTUNE=1 when not set here (false here: off whatever the
   // environment says). A later compilation takes them from the cache.
   std::optional<bool> autotune;

@@ -37,12 +37,6 @@ struct PreparedProgram {
   std::unordered_map<std::string, const void*> constants;  // param name -> its bytes in storage
 };
 
-// Which tensorjit made an entry (the GNU build-id of the binary it is linked
-// into, or that file's hash), once per process: an optimized graph depends
-// on the passes' code, so a rebuilt tensorjit must not reuse what an older
-// one made. Empty: unknown, nothing is cached.
-const std::string& compiler_identity();
-
 std::string program_key(const Graph& traced, const Bindings& params, const CompileOptions& o);
 // The entry for `key`, or nothing (absent, incomplete or corrupt).
 std::optional<PreparedProgram> load_program(const std::string& key);

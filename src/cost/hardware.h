@@ -1,8 +1,9 @@
 // Hardware profiles for the roofline model, as data. The GPU figures are the
-// vendors' dense peaks; `cpu` is measured on this machine by `tjc calibrate`
-// and saved (see calibrate.h).
+// vendors' dense peaks; the `cpu` profile is measured on this machine
+// (tune/calibrate.h: hardware_profile() gives any of them by name).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,8 @@ struct HardwareProfile {
   double matmul_flops(DType t) const { return t == DType::bf16 || t == DType::f16 ? matmul_flops_16 : matmul_flops_32; }
 };
 
-// "h100", "h200", "a100", or "cpu" (measured; calibrates on first use).
-HardwareProfile hardware_profile(const std::string& name);
-std::vector<std::string> hardware_names();
+// "h100", "h200" or "a100", from the vendors' data sheets; nothing for another name.
+std::optional<HardwareProfile> datasheet_profile(const std::string& name);
+std::vector<std::string> datasheet_names();
 
 }  // namespace tj

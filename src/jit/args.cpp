@@ -2,6 +2,7 @@
 // bucketed dims per the policy), plain values read as guards, weights.
 #include "jit/jit_impl.h"
 #include "tensorjit/error.h"
+#include "tensorjit/nn.h"
 #include "tensorjit/safetensors.h"
 
 namespace tj {
@@ -128,5 +129,24 @@ Tensor JitArgs::tensor(std::string_view name) { return tensor(named(s_->tensor_n
 int64_t JitArgs::integer(std::string_view name) { return integer(named(s_->value_names, name, "value")); }
 double JitArgs::number(std::string_view name) { return number(named(s_->value_names, name, "value")); }
 bool JitArgs::flag(std::string_view name) { return flag(named(s_->value_names, name, "value")); }
+
+// ParamTree over a JIT function's arguments (tensorjit/nn.h): the weights
+// as JitArgs::param, held by the compiled entry.
+ParamTree::ParamTree(JitArgs& a, const SafetensorsFile& w, std::string prefix)
+    : ParamTree(
+          [&a, &w](const std::string& n) {
+            if (!w.find(n)) missing(n);
+            return a.param(n, w);
+          },
+          [&w](const std::string& n) { return w.find(n) != nullptr; }, std::move(prefix)) {}
+
+ParamTree::ParamTree(JitArgs& a, const Bindings& w, std::string prefix)
+    : ParamTree(
+          [&a, &w](const std::string& n) {
+            auto it = w.find(n);
+            if (it == w.end()) missing(n);
+            return a.param(n, it->second);
+          },
+          [&w](const std::string& n) { return w.count(n) > 0; }, std::move(prefix)) {}
 
 }  // namespace tj

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "autodiff/vjp.h"
+#include "compiler/compile.h"
 #include "compiler/driver.h"
 #include "ir/text.h"
 #include "jit/buckets.h"
@@ -39,7 +40,7 @@ Program::Program(Graph g, Bindings p, bool compile, const SymEnv& size_hint, DTy
   co.size_hint = size_hint;
   co.weights = weights;
   if (!device.empty()) co.device = parse_device(device);
-  if (compile) exe = Executable::compile(graph, params, co);
+  if (compile) exe = tj::compile(graph, params, co);
 }
 
 std::vector<NDArray> Program::run(Bindings& inputs, const RunOptions& o) {

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <numeric>
 
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 #include "reference/kernels.h"
 #include "tensorjit/error.h"
 

@@ -10,8 +10,8 @@
 
 #include <xxhash.h>
 
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 
 namespace tj {
 

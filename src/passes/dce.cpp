@@ -1,8 +1,8 @@
 // dce: drops nodes whose results no output depends on.
 // Assumes nothing; guarantees a bit-identical result. Inputs and params are
 // kept even when unused: they are the graph's interface.
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 
 namespace tj {
 

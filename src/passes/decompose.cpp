@@ -6,8 +6,8 @@
 // lower: the same for the ops that have no kernel at all (Fuse::lower, e.g.
 // argmax); run_pipeline runs it after every pipeline. It is exact.
 #include "ir/decomposer.h"
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 
 namespace tj {
 

@@ -5,8 +5,8 @@
 //   layer_norm(x, w, b) @ W   -> layer_norm(x, 1, 0) @ (w[:,None] * W) + b @ W
 // W' (and b @ W) depend on weights only: with freezing, constant_fold computes
 // them at compile time. Reassociates one product per weight: about 1 ulp.
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 
 namespace tj {
 

@@ -4,8 +4,8 @@
 // Guarantees a bit-identical result for those values. Params without a value
 // stay params; frozen params stay declared (the interface does not change)
 // but nothing uses them.
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 #include "tensorjit/error.h"
 
 namespace tj {

@@ -33,8 +33,8 @@
 #include <limits>
 #include <optional>
 
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 #include "tensorjit/error.h"
 
 namespace tj {

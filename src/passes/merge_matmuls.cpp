@@ -14,8 +14,8 @@
 #include <map>
 #include <tuple>
 
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 
 namespace tj {
 

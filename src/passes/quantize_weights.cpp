@@ -23,8 +23,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 #include "tensorjit/error.h"
 
 namespace tj {

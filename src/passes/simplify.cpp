@@ -9,8 +9,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "passes/passes.h"
 #include "ir/rewriter.h"
+#include "passes/passes.h"
 
 namespace tj {
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <map>
 
-#include "passes/specialize.h"
 #include "memory/lifetimes.h"
+#include "passes/specialize.h"
 #include "runtime/call_checks.h"
 #include "runtime/cuda.h"
 #include "runtime/opencl.h"

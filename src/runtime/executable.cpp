@@ -11,21 +11,15 @@
 #include <set>
 #include <unordered_map>
 
-#include "codegen/gpu/emit.h"
-#include "compiler/driver.h"
-#include "memory/lifetimes.h"
 #include "ir/rewriter.h"
-#include "ir/text.h"
+#include "memory/lifetimes.h"
 #include "passes/specialize.h"
-#include "runtime/autotune.h"
+#include "reference/random_inputs.h"
 #include "runtime/call_checks.h"
 #include "runtime/device_program.h"
-#include "runtime/gemm.h"
 #include "runtime/host_program.h"
-#include "reference/random_inputs.h"
 #include "runtime/split_choice.h"
 #include "runtime/thread_pool.h"
-#include "support/log.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -43,14 +37,6 @@ Block allocate(int64_t bytes) {
   if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
   std::memset(p, 0, n);
   return Block(p);
-}
-
-void warn_once_no_compiler() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    std::fprintf(stderr,
-                 "tensorjit: warning: no C++ compiler found ($TJ_CXX, c++, g++, clang++); running on the interpreter\n");
-  });
 }
 
 }  // namespace
@@ -94,89 +80,46 @@ struct Executable::State {
   DType fallback_compute = DType::f32;
 };
 
-namespace {
-
-// oneDNN's kernels are made while a program compiles, when a product of more
-// than one row will need them (one row is a GEMV of the generated code's).
-bool needs_gemm_warmup(const Graph& g) {
-  for (const Node& n : g.nodes()) {
-    const auto& s = n.type.shape;
-    if (n.op == Op::matmul && n.type.dtype == DType::f32 && s.size() >= 2 && s[s.size() - 2] != Dim(1)) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-Executable Executable::compile(const Graph& graph, const Bindings& params, const CompileOptions& o) {
-  for (ValueId p : graph.params()) {
-    const Node& n = graph.node(p);
-    auto it = params.find(n.name);
-    if (it == params.end()) throw Error("compile: no value for param '" + n.name + "'");
-    const NDArray& a = it->second;
-    bool fits = a.dtype() == n.type.dtype && a.shape().size() == n.type.shape.size();
-    for (size_t d = 0; fits && d < a.shape().size(); ++d) fits = !n.type.shape[d].is_const() || n.type.shape[d].value() == a.shape()[d];
-    if (!fits) throw Error("compile: param '" + n.name + "' is " + a.type_str() + ", expected " + n.type.str());
-  }
-  // The graph as compiled (its weights still params): `tjc bench FILE
-  // --profile` times its kernels. Constants over 4096 elements are summarized.
-  if (log_enabled("ir")) std::fprintf(stderr, "[ir] compiling:\n%s", print_graph(graph, PrintOptions{4096}).c_str());
-  std::optional<GemmWarmup> warm;
-  if (needs_gemm_warmup(graph)) warm.emplace();
-  Compilation c;
-  optimize(c, graph, params, o);
-  return finish(c, params, o);
-}
-
-std::optional<Executable> Executable::compile_prepared(const std::string& program_key, const CompileOptions& o) {
-  Compilation c;
-  if (!load_prepared(c, program_key)) return std::nullopt;
-  auto users = users_of(c.graph);
-  for (ValueId p : c.graph.params())  // every weight must be a prepared constant: there are no others
-    if (!users[static_cast<size_t>(p)].empty() && !c.prepared_constants.count(c.graph.node(p).name)) return std::nullopt;
-  std::optional<GemmWarmup> warm;
-  if (needs_gemm_warmup(c.graph)) warm.emplace();
-  return finish(c, {}, o);
-}
-
-Executable Executable::finish(Compilation& c, const Bindings& params, const CompileOptions& o) {
+Executable Executable::on_host(Graph graph, const CompilePart& compile_part, CompileStats stats) {
   auto s = std::make_shared<State>();
-  s->stats.program_cache_hit = c.program_cache_hit;
-  s->stats.program_key = c.key;
-  s->inputs = c.graph.inputs();
-  s->symbolic = !size_symbols(c.graph).empty();
-  s->output_alias.assign(c.graph.outputs().size(), -1);  // the host and the interpreter copy every output
-  if (c.cxx && has_control_flow(c.graph)) {  // the host runs the control flow, compiled graphs the rest
-    s->graph = std::move(c.graph);
-    s->host = std::make_shared<HostProgram>(s->graph, o);
-    s->stats.compiled = true;
-    s->stats.kernels = static_cast<size_t>(s->host->graphs());
-    Executable e;
-    e.s_ = s;
-    return e;
-  }
-  if (const Device dev = requested_device(o); dev != Device::cpu) return finish_on_device(std::move(s), c, params, o, dev);
-  if (!c.cxx) {
-    warn_once_no_compiler();
-    s->graph = std::move(c.graph);
-    s->fallback_params = params;
-    bool f64 = false;  // in f64 when any value is; outputs rounded to their dtypes, as compiled code gives them
-    for (const Node& n : s->graph.nodes()) f64 |= n.type.dtype == DType::f64;
-    s->fallback_compute = f64 ? DType::f64 : DType::f32;
-    Executable e;
-    e.s_ = s;
-    return e;
-  }
-  generate(c, o);
-  s->graph = std::move(c.graph);
-  s->schedule = std::move(c.schedule);
-  s->prog = std::move(c.program);
-  s->prepared = std::move(c.prepared);
-  std::unordered_map<std::string, const void*> prepared_constants = std::move(c.prepared_constants);
+  s->inputs = graph.inputs();
+  s->output_alias.assign(graph.outputs().size(), -1);  // the host copies every output
+  s->graph = std::move(graph);
+  s->host = std::make_shared<HostProgram>(s->graph, compile_part);
+  s->stats = std::move(stats);
+  s->stats.compiled = true;
+  s->stats.kernels = static_cast<size_t>(s->host->graphs());
+  return Executable(s);
+}
+
+Executable Executable::interpreted(Graph graph, const Bindings& params, CompileStats stats) {
+  auto s = std::make_shared<State>();
+  s->inputs = graph.inputs();
+  s->output_alias.assign(graph.outputs().size(), -1);  // the interpreter copies every output
+  s->graph = std::move(graph);
+  s->fallback_params = params;
+  bool f64 = false;  // in f64 when any value is; outputs rounded to their dtypes, as compiled code gives them
+  for (const Node& n : s->graph.nodes()) f64 |= n.type.dtype == DType::f64;
+  s->fallback_compute = f64 ? DType::f64 : DType::f32;
+  s->stats = std::move(stats);
+  s->stats.compiled = false;
+  return Executable(s);
+}
+
+Executable Executable::load(Parts parts, EmittedProgram program, const BuildResult& built, const Bindings& params,
+                            const ThreadPool& pool, CompileStats stats) {
+  auto s = std::make_shared<State>();
+  s->stats = std::move(stats);
+  s->graph = std::move(parts.graph);
+  s->schedule = std::move(parts.schedule);
+  s->prepared = std::move(parts.prepared);
+  s->prog = std::move(program);
+  s->inputs = s->graph.inputs();
+  s->symbolic = !size_symbols(s->graph).empty();
+  s->output_alias.assign(s->graph.outputs().size(), -1);
   const Graph& g = s->graph;
   const EmittedProgram& prog = s->prog;
   s->source = prog.source;
-  const BuildResult& built = c.built;
   s->library = built.library;
   for (const auto& name : prog.kernel_symbols) s->kernels.push_back(reinterpret_cast<void (*)(void**)>(built.library->symbol(name.c_str())));
   for (const auto& name : prog.output_symbols)
@@ -189,38 +132,14 @@ Executable Executable::finish(Compilation& c, const Bindings& params, const Comp
   // sizes are bound (now, for a graph without size symbols).
   s->table.assign(g.size() + 4, nullptr);
   s->table[g.size() + 3] = &s->split_small;
-  const ThreadPool& pool = o.pool ? *o.pool : ThreadPool::global();  // the threads generated code splits its work over
   s->threads = pool.threads();
   s->table[g.size() + 1] = const_cast<tj_runtime_api*>(pool.api());
-  const int64_t const_bytes = s->hold_weights(params, prepared_constants);
+  s->stats.constant_bytes = s->hold_weights(params, parts.prepared_constants);
   s->find_aliases();
   s->stats.compiled = true;
-  s->stats.cache_hit = built.cache_hit;
-  s->stats.compile_seconds = built.compile_seconds;
-  s->stats.load_seconds = built.load_seconds;
   s->stats.kernels = s->schedule.kernels.size();
-  s->stats.constant_bytes = const_bytes;
-  s->stats.source_path = built.source_path;
   if (!s->symbolic) s->bind({});
-  c.stage("layout");
-  Executable e;
-  e.s_ = s;
-  if (!s->prog.tunable.empty()) {
-    e.tune(c.hint);
-    c.stage("autotune", s->stats.tuning_seconds);
-  }
-  s->stats.stage_seconds = c.stages;
-  if (log_enabled("compile")) {
-    double total = 0;
-    std::string line;
-    for (const auto& [name, sec] : c.stages) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, ", %s %.1f ms", name.c_str(), sec * 1e3);
-      total += sec, line += buf;
-    }
-    std::fprintf(stderr, "[compile] %zu kernels in %.3f s: %s\n", s->schedule.kernels.size(), total, line.substr(2).c_str());
-  }
-  return e;
+  return Executable(s);
 }
 
 // Table entries for the params and constants the program reads: the program
@@ -268,79 +187,76 @@ void Executable::State::find_aliases() {
   }
 }
 
-// The optimized graph's kernels for a GPU (codegen/gpu), run by a
-// DeviceProgram: weights uploaded once, a launch list replayed per call.
-Executable Executable::finish_on_device(std::shared_ptr<State> s, Compilation& c, const Bindings& params, const CompileOptions& o, Device dev) {
-  if (has_control_flow(c.graph)) throw Unsupported("a graph with control flow runs on the CPU only (device " + std::string(device_name(dev)) + ")");
-  schedule_program(c, o);
-  gpu::Program p = gpu::emit(c.graph, c.schedule, dev == Device::opencl ? gpu::Target::opencl : gpu::Target::cuda, c.hint);
-  c.stage("emit");
-  s->graph = std::move(c.graph);
-  s->schedule = std::move(c.schedule);
-  s->prepared = std::move(c.prepared);
-  s->source = p.source;
+Executable Executable::load_on_device(Parts parts, gpu::Program program, const Bindings& params, CompileStats stats) {
+  auto s = std::make_shared<State>();
+  s->stats = std::move(stats);
+  s->graph = std::move(parts.graph);
+  s->schedule = std::move(parts.schedule);
+  s->prepared = std::move(parts.prepared);
+  s->inputs = s->graph.inputs();
+  s->symbolic = !size_symbols(s->graph).empty();
+  s->output_alias.assign(s->graph.outputs().size(), -1);
+  s->source = program.source;
   s->table.assign(s->graph.size() + 4, nullptr);
-  s->stats.constant_bytes = s->hold_weights(params, c.prepared_constants);
+  s->stats.constant_bytes = s->hold_weights(params, parts.prepared_constants);
   const std::vector<const void*> held(s->table.begin(), s->table.begin() + static_cast<std::ptrdiff_t>(s->graph.size()));
-  s->device = std::make_shared<DeviceProgram>(s->graph, s->schedule, std::move(p), held);
-  c.stage("build");
+  s->device = std::make_shared<DeviceProgram>(s->graph, s->schedule, std::move(program), held);
   s->find_aliases();
   s->stats.compiled = true;
   s->stats.kernels = s->schedule.kernels.size();
-  s->stats.stage_seconds = c.stages;
-  if (log_enabled("compile"))
-    std::fprintf(stderr, "[compile] %zu kernels as %zu launches on %s\n", s->schedule.kernels.size(), s->device->launches(),
-                 s->device->device().c_str());
-  Executable e;
-  e.s_ = s;
-  return e;
+  return Executable(s);
 }
 
-void Executable::tune(const SymEnv& hint) {
-  State& s = *s_;
-  // Seeded inputs at the sizes choices are made at; integer scalars (a
-  // position) 0, so that every index is in range. Alive while the kernels
-  // run: the table points into them (a donated cache is written in place).
-  Bindings in;
-  std::vector<NDArray> out;
+TuningTarget Executable::tuning_target(const SymEnv& hint) {
+  auto s = s_;
   TuningTarget target;
-  target.tunable = &s.prog.tunable;
-  target.kernels = &s.kernels;
-  target.resolve = [&](const std::string& name) { return reinterpret_cast<void (*)(void**)>(s.library->symbol(name.c_str())); };
+  target.tunable = &s->prog.tunable;
+  target.kernels = &s->kernels;
+  target.resolve = [s](const std::string& name) { return reinterpret_cast<void (*)(void**)>(s->library->symbol(name.c_str())); };
+  // Seeded inputs at the sizes choices are made at, alive as long as the
+  // target: the table points into them (a donated cache is written in place).
+  struct Run {
+    Bindings in;
+    std::vector<NDArray> out;
+  };
+  auto held = std::make_shared<Run>();
   // Integer scalars (a decode position) as large as the inputs allow, so
   // that an attention sees as many keys as in a late decode step: each
   // size of an input's dims less one, largest first, then 0; the first
   // that runs (index checks, a cache write past the end, fail the others).
-  target.prepare = [&]() {
+  Executable self = *this;
+  target.prepare = [self, s, held, hint]() mutable {
     std::set<int64_t, std::greater<>> sizes = {1};
-    for (ValueId v : s.graph.inputs())
-      for (const Dim& d : s.graph.node(v).type.shape) sizes.insert(std::max<int64_t>(d.eval(hint), 1));
+    for (ValueId v : s->graph.inputs())
+      for (const Dim& d : s->graph.node(v).type.shape) sizes.insert(std::max<int64_t>(d.eval(hint), 1));
     std::string failed;
     for (int64_t size : sizes) {
       const int64_t fill = size - 1;
       RandomInputOptions ro;
       ro.seed = 1;
       ro.sizes = hint;
-      for (ValueId p : s.graph.params()) ro.given.insert(s.graph.node(p).name);  // held: none made for them
-      for (ValueId v : s.graph.inputs()) {
-        const Node& n = s.graph.node(v);
+      for (ValueId p : s->graph.params()) ro.given.insert(s->graph.node(p).name);  // held: none made for them
+      for (ValueId v : s->graph.inputs()) {
+        const Node& n = s->graph.node(v);
         if (!is_float(n.type.dtype) && n.type.rank() == 0) ro.fixed[n.name] = static_cast<double>(fill);
       }
-      in.clear();
-      in = random_inputs(s.graph, ro);
+      held->in.clear();
+      held->in = random_inputs(s->graph, ro);
       try {
-        run(in, out);  // binds the inputs, and every kernel's operands are in place
+        self.run(held->in, held->out);  // binds the inputs, and every kernel's operands are in place
       } catch (const Error& e) {
         failed = e.what();
         continue;
       }
-      s.split_small = s.split_choice.choice();  // as calls run now
-      return s.table.data();
+      s->split_small = s->split_choice.choice();  // as calls run now
+      return s->table.data();
     }
     throw Error(failed);
   };
-  tune_program(target, s.stats);
+  return target;
 }
+
+void Executable::set_stats(CompileStats stats) { s_->stats = std::move(stats); }
 
 // Memory is laid out for `capacity` (each symbol rounded up to a power of
 // two) and reused while every buffer the layout sized still fits: sizes

@@ -4,29 +4,33 @@
 // the inputs, runs the list and copies the outputs out: no allocation, no
 // graph walk, no lookups (the CPU analog of CUDA Graph replay).
 //
-//   tj::Executable exe = tj::Executable::compile(graph, weights);
+//   tj::Executable exe = tj::compile(graph, weights);  // compiler/compile.h
 //   exe.run(inputs, outputs);
 //
 // KV caches updated by kv_write are donated: the cache input arrays are
 // written in place, and the updated caches are also returned as outputs
 // unless the call says to leave those out (a decode loop that keeps reading
 // its caches from its inputs saves copying them every step).
-// Without a C++ compiler, compile() warns once and runs the optimized graph
-// on the interpreter instead.
+// The compiler makes an Executable of what it built (compiler/compile.h);
+// this file binds buffers and runs.
 #pragma once
 
+#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
-#include "compiler/options.h"
+#include "codegen/cpp/build.h"
+#include "codegen/cpp/emit.h"
+#include "codegen/gpu/emit.h"
 #include "reference/interpreter.h"
 #include "schedule/fusion.h"
 
 namespace tj {
 
-struct Compilation;  // compiler/driver.h
+class Executable;
+class ThreadPool;
 
 struct RunOptions {
   bool copy_donated_outputs = true;  // false: outputs that are donated caches are left as they are (none at first)
@@ -60,15 +64,49 @@ struct CompileStats {
   std::vector<std::string> tuning_choices;
 };
 
+// What the tuner needs of a loaded program (tune/autotune.h).
+struct TuningTarget {
+  const std::vector<EmittedProgram::Tunable>* tunable = nullptr;
+  std::vector<void (*)(void**)>* kernels = nullptr;  // in schedule order; each tunable kernel's choice is set here
+  std::function<void (*(const std::string&))(void**)> resolve;  // a symbol of the library
+  // Runs the program once on seeded inputs and returns the table the
+  // kernels then read (their operands in place); throws if it cannot.
+  std::function<void**()> prepare;
+};
+
+// A compiled part of a graph with control flow (host_program.h): a run of
+// plain ops (`region` false) or a region of a while_loop or cond.
+using CompilePart = std::function<Executable(const Graph& part, bool region)>;
+
 class Executable {
  public:
-  // `params`: every param of `graph` (they are frozen into the compilation).
-  static Executable compile(const Graph& graph, const Bindings& params, const CompileOptions& o = {});
-  // The program the program cache holds under `program_key` (a compilation's
-  // stats().program_key), without the traced graph or its weights: nothing
-  // when there is no compiler, no such entry, or the program still reads a
-  // weight that is not one of its prepared constants.
-  static std::optional<Executable> compile_prepared(const std::string& program_key, const CompileOptions& o = {});
+  // The forms a compilation takes (compiler/compile.cpp makes them); each
+  // sets stats().compiled and kernels, and keeps the rest of `stats`.
+  //
+  // The optimized graph, scheduled, with the program cache's constants.
+  struct Parts {
+    Graph graph;
+    Schedule schedule;
+    std::shared_ptr<const void> prepared;                              // the program cache's constants, read in place
+    std::unordered_map<std::string, const void*> prepared_constants;  // by their tj.const.N param's name
+  };
+  // Generated C++, built and loaded: laid out here (weights held, the table
+  // of addresses, buffers at the sizes when they are known). `pool`: the
+  // threads the kernels split their work over.
+  static Executable load(Parts parts, EmittedProgram program, const BuildResult& built, const Bindings& params,
+                         const ThreadPool& pool, CompileStats stats);
+  // Kernels for a GPU or an OpenCL device (codegen/gpu), run by a DeviceProgram.
+  static Executable load_on_device(Parts parts, gpu::Program program, const Bindings& params, CompileStats stats);
+  // A graph with control flow, run by a HostProgram over parts that
+  // `compile_part` compiles.
+  static Executable on_host(Graph graph, const CompilePart& compile_part, CompileStats stats);
+  // No C++ compiler: the interpreter runs the graph, in f64 when any value is.
+  static Executable interpreted(Graph graph, const Bindings& params, CompileStats stats);
+
+  // The candidates of a loaded program's tunable kernels, and a run on
+  // seeded inputs at `hint`'s sizes (the target keeps those inputs alive).
+  TuningTarget tuning_target(const SymEnv& hint);
+  void set_stats(CompileStats stats);
 
   // `outputs` is resized to the graph's outputs on first use and reused.
   // Inputs are not const: caches written by kv_write are donated.
@@ -94,11 +132,7 @@ class Executable {
   struct State;
 
  private:
-  static Executable finish(Compilation& c, const Bindings& params, const CompileOptions& o);
-  // The rest of finish() for a device: `s` has what finish() set from `c`.
-  static Executable finish_on_device(std::shared_ptr<State> s, Compilation& c, const Bindings& params, const CompileOptions& o, Device dev);
-  // Each tunable kernel's candidate: recorded, or measured now (autotune.h).
-  void tune(const SymEnv& hint);
+  explicit Executable(std::shared_ptr<State> s) : s_(std::move(s)) {}
   std::shared_ptr<State> s_;
 };
 

@@ -50,7 +50,7 @@ thread_local std::map<const Graph*, std::shared_ptr<Executable>>* compiled_regio
 
 }  // namespace
 
-HostProgram::HostProgram(const Graph& g, const CompileOptions& o) : g_(g) {
+HostProgram::HostProgram(const Graph& g, const CompilePart& compile_part) : g_(g) {
   std::map<const Graph*, std::shared_ptr<Executable>> mine;
   struct Scope {
     bool outermost = compiled_regions == nullptr;
@@ -61,10 +61,6 @@ HostProgram::HostProgram(const Graph& g, const CompileOptions& o) : g_(g) {
       if (outermost) compiled_regions = nullptr;
     }
   } scope(&mine);
-  CompileOptions regions = o;
-  regions.donate.clear();  // regions and parts have their own inputs and outputs: the host copies
-  CompileOptions sub = regions;
-  sub.passes = {"dce"};  // the graph is optimized already; regions get the default pipeline below
   // Values used after each node.
   std::vector<size_t> last_use(g.size(), 0);
   for (size_t i = 0; i < g.size(); ++i)
@@ -80,7 +76,7 @@ HostProgram::HostProgram(const Graph& g, const CompileOptions& o) : g_(g) {
     if (!outs.empty()) {
       auto st = std::make_shared<Step>();
       Graph part = run_graph(g, begin, end, outs, &st->feeds);
-      st->exe = std::make_shared<Executable>(Executable::compile(part, {}, sub));
+      st->exe = std::make_shared<Executable>(compile_part(part, false));
       st->produces = outs;
       steps_.push_back(st);
     }
@@ -96,7 +92,7 @@ HostProgram::HostProgram(const Graph& g, const CompileOptions& o) : g_(g) {
     for (const char* r : n.op == Op::while_loop ? std::vector<const char*>{"cond", "body"} : std::vector<const char*>{"then", "else"}) {
       const Graph* region = std::get<Region>(n.attr(r)).get();
       auto& exe = (*compiled_regions)[region];
-      if (!exe) exe = std::make_shared<Executable>(Executable::compile(*region, {}, regions));
+      if (!exe) exe = std::make_shared<Executable>(compile_part(*region, true));
       st->regions.push_back(exe);
     }
     steps_.push_back(st);

@@ -16,8 +16,10 @@ bool has_control_flow(const Graph& g);
 
 class HostProgram {
  public:
-  // `g` optimized already (weights frozen), and outliving the program.
-  HostProgram(const Graph& g, const CompileOptions& o);
+  // `g` optimized already (weights frozen), and outliving the program;
+  // `compile_part` compiles its runs of plain ops and its regions (each
+  // distinct region once).
+  HostProgram(const Graph& g, const CompilePart& compile_part);
   std::vector<NDArray> run(Bindings& inputs);
   int64_t graphs() const;  // compiled graphs, regions included
 

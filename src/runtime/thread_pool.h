@@ -31,9 +31,6 @@ struct tj_runtime_api {
 
 namespace tj {
 
-// The CPUs this process may run on: its affinity mask, capped by a cgroup
-// CPU quota (cgroup v2 cpu.max, or v1 cfs_quota_us / cfs_period_us).
-int usable_cpus();
 // $TJ_NUM_THREADS (1 to 1024; anything else is an error), else usable_cpus().
 int default_threads();
 

@@ -1,3 +1,4 @@
+#include "compiler/compile.h"
 #include "train/trainer.h"
 
 #include <utility>
@@ -17,7 +18,7 @@ CompileOptions donating(const CompileOptions& co, const TrainStep& s) {
 }  // namespace
 
 Trainer::Trainer(const Graph& loss, const Bindings& params, const OptimizerConfig& o, const CompileOptions& co)
-    : step_(training_step(loss, o)), exe_(Executable::compile(step_.graph, {}, donating(co, step_))) {
+    : step_(training_step(loss, o)), exe_(tj::compile(step_.graph, {}, donating(co, step_))) {
   for (size_t k = 0; k < step_.params.size(); ++k) {
     const std::string& name = step_.params[k];
     auto it = params.find(name);

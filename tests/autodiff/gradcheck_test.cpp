@@ -12,10 +12,10 @@
 #include <string>
 
 #include "autodiff/vjp.h"
+#include "compiler/compile.h"
 #include "ir/text.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
-#include "runtime/executable.h"
 #include "reference/interpreter.h"
 #include "reference/random_inputs.h"
 #include "tensorjit/error.h"
@@ -347,7 +347,7 @@ TEST(Vjp, CompiledGradientsMatchTheInterpreter) {
     Bindings all = random_inputs(joint, ro), params, inputs;
     for (const auto& [k, v] : all) (joint.node(joint.find(k)).op == Op::param ? params : inputs)[k] = v;
     auto want = interpret(joint, all, {dt});
-    Executable exe = Executable::compile(joint, params);
+    Executable exe = tj::compile(joint, params);
     EXPECT_TRUE(exe.stats().compiled);
     Difference d = compare_outputs(exe.run(inputs), want);
     EXPECT_LE(d.max_rel, dt == DType::f32 ? 1e-4 : 1e-12) << dtype_name(dt);

@@ -9,11 +9,11 @@
 #include <random>
 
 #include "codegen/cpp/emit.h"
+#include "compiler/compile.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
-#include "runtime/autotune.h"
-#include "runtime/executable.h"
 #include "reference/random_inputs.h"
+#include "tune/autotune.h"
 
 namespace tj {
 namespace {
@@ -54,7 +54,7 @@ TEST(Autotune, EveryCandidateIsCorrectAndChoicesAreReused) {
     CompileOptions co;
     co.autotune = true;
     co.weights = w;
-    Executable first = Executable::compile(g, params, co);
+    Executable first = tj::compile(g, params, co);
     ASSERT_TRUE(first.stats().compiled);
     const CompileStats& s1 = first.stats();
     EXPECT_EQ(s1.tunable_kernels, 3);  // QKV (merged), gate and up (merged), down
@@ -69,7 +69,7 @@ TEST(Autotune, EveryCandidateIsCorrectAndChoicesAreReused) {
     };
     // A second compilation measures only what the first did not record (a
     // noisy measurement); usually nothing.
-    Executable again = Executable::compile(g, params, co);
+    Executable again = tj::compile(g, params, co);
     EXPECT_EQ(again.stats().tuned_now + again.stats().tuned_from_cache, s1.tunable_kernels);
     if (w == DType::f32) {
       // A damaged entry is measured again and rewritten, not an error. Every
@@ -77,11 +77,11 @@ TEST(Autotune, EveryCandidateIsCorrectAndChoicesAreReused) {
       // recorded what the first found too noisy.
       if (std::filesystem::exists(dir + "/tuning"))
         for (const auto& e : std::filesystem::directory_iterator(dir + "/tuning")) std::ofstream(e.path()) << "{\"format\": ";
-      Executable damaged = Executable::compile(g, params, co);
+      Executable damaged = tj::compile(g, params, co);
       EXPECT_EQ(damaged.stats().tuned_from_cache, 0);
       EXPECT_EQ(damaged.stats().tuned_now, s1.tunable_kernels);
       const size_t recorded = entries(20);
-      again = Executable::compile(g, params, co);
+      again = tj::compile(g, params, co);
       EXPECT_EQ(static_cast<size_t>(again.stats().tuned_from_cache), recorded);
       if (again.stats().tuned_now == 0) {
         EXPECT_EQ(again.stats().tuning_seconds, 0);
@@ -102,7 +102,7 @@ TEST(Autotune, EveryCandidateIsCorrectAndChoicesAreReused) {
         r.win_share.assign(t.labels.size(), 1);
         record_choice(t.signature, t.labels, r);
       }
-      Executable e = Executable::compile(g, params, co);
+      Executable e = tj::compile(g, params, co);
       EXPECT_EQ(e.stats().tuned_now, 0) << "candidate " << c;
       Bindings in = inputs, ref = e.held_params();
       for (const auto& [k, v] : inputs) ref[k] = v;

@@ -14,8 +14,8 @@
 #include <set>
 
 #include "codegen/cpp/build.h"
+#include "compiler/compile.h"
 #include "models/llama.h"
-#include "runtime/executable.h"
 #include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 
@@ -296,7 +296,7 @@ TEST_F(BuildTest, NonCompilerRunsOnTheInterpreter) {
   for (const auto& [k, v] : all) (g.node(g.find(k)).op == Op::param ? params : inputs)[k] = v;
   setenv("TJ_CXX", "/bin/true", 1);
   ::testing::internal::CaptureStderr();
-  Executable exe = Executable::compile(g, params);
+  Executable exe = tj::compile(g, params);
   ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(exe.stats().compiled);
   EXPECT_EQ(exe.run(inputs).size(), g.outputs().size());

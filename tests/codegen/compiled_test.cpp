@@ -11,17 +11,17 @@
 #include <set>
 
 #include "codegen/cpp/build.h"
+#include "codegen/on_device.h"
+#include "compiler/compile.h"
 #include "ir/text.h"
 #include "memory/lifetimes.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
-#include "runtime/executable.h"
-#include "schedule/fusion.h"
 #include "reference/random_inputs.h"
-#include "tensorjit/tensor.h"
 #include "runtime/thread_pool.h"
+#include "schedule/fusion.h"
 #include "support/random_graph.h"
-#include "codegen/on_device.h"
+#include "tensorjit/tensor.h"
 
 namespace tj {
 namespace {
@@ -48,7 +48,7 @@ double check(const Graph& g, double pos, DType dt, uint64_t seed = 1, const Comp
   auto want = interpret(g, all, {dt});
   Bindings params, inputs;
   split(g, all, &params, &inputs);
-  Executable exe = Executable::compile(g, params, co);
+  Executable exe = tj::compile(g, params, co);
   EXPECT_TRUE(exe.stats().compiled);
   auto got = exe.run(inputs);
   Difference d = compare_outputs(got, want);
@@ -131,7 +131,7 @@ TEST_F(Compiled, RowOpsFuseWithTheirNeighbours) {
     for (const CompileOptions& co : {CompileOptions{}, own_c}) {
       EXPECT_LE(check(g, 0, dt, 7, co), dt == DType::f64 ? 1e-12 : 1e-5);
       // Every new pointwise op is in the matmul's epilogue.
-      Executable exe = Executable::compile(g, {{"w", random_inputs(g, {}).at("w")}}, co);
+      Executable exe = tj::compile(g, {{"w", random_inputs(g, {}).at("w")}}, co);
       const Graph& opt = exe.optimized();
       Schedule sch = fuse(opt);
       ASSERT_EQ(sch.kernels[0].kind, KernelKind::matmul);
@@ -157,7 +157,7 @@ TEST_F(Compiled, MathAndBitwiseOps) {
                trunc(a * 7.0) + atan2(a, a * a - 0.3);
     Graph g = t.finish({e});
     EXPECT_LE(check(g, 0, dt, 11), dt == DType::f64 ? 1e-12 : 1e-5);
-    Executable exe = Executable::compile(g, {{"w", random_inputs(g, {}).at("w")}});
+    Executable exe = tj::compile(g, {{"w", random_inputs(g, {}).at("w")}});
     EXPECT_EQ(fuse(exe.optimized()).kernels.size(), 1u);  // all in the matmul's epilogue
   }
   for (DType dt : {DType::i64, DType::i32, DType::u8, DType::i8}) {
@@ -167,7 +167,7 @@ TEST_F(Compiled, MathAndBitwiseOps) {
     Graph g = t.finish({bitwise_and(a, b), bitwise_or(a, b), bitwise_xor(bitwise_not(a), b), shift_left(a, s), shift_right(a, s)});
     Bindings in = random_inputs(g, {});
     auto want = interpret(g, in, {DType::f64});
-    auto got = Executable::compile(g, {}).run(in);
+    auto got = tj::compile(g, {}).run(in);
     for (size_t o = 0; o < want.size(); ++o) {
       ASSERT_EQ(got[o].type_str(), want[o].type_str());
       EXPECT_EQ(std::memcmp(got[o].raw(), want[o].raw(), want[o].nbytes()), 0) << dtype_name(dt) << " output " << o;
@@ -238,7 +238,7 @@ TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
   ro.fixed["pos"] = -3;
   Bindings all = random_inputs(neg, ro);
   auto want = interpret(neg, all, {DType::f64});
-  Executable exe = Executable::compile(neg, {});
+  Executable exe = tj::compile(neg, {});
   auto got = exe.run(all);
   const double* w = want[0].data<double>();
   const double* g = got[0].data<double>();
@@ -254,7 +254,7 @@ TEST_F(Compiled, FlashAttentionBlocksOfQueriesAndKeys) {
     so.fixed["pos"] = 70 - t;
     so.sizes["T"] = t;
     Bindings b = random_inputs(sym, so);
-    Difference diff = compare_outputs(Executable::compile(sym, {}).run(b), interpret(sym, b, {DType::f32}));
+    Difference diff = compare_outputs(tj::compile(sym, {}).run(b), interpret(sym, b, {DType::f32}));
     EXPECT_LE(diff.max_rel, 1e-5) << "T = " << t;
   }
 }
@@ -272,13 +272,13 @@ TEST_F(Compiled, WeightsStoredNarrower) {
     Bindings all = random_inputs(g, ro), params, inputs;
     split(g, all, &params, &inputs);
     Bindings f32_in = inputs;
-    std::vector<NDArray> base = Executable::compile(g, params).run(f32_in);
+    std::vector<NDArray> base = tj::compile(g, params).run(f32_in);
     for (DType w : {DType::bf16, DType::i8}) {
       SCOPED_TRACE(std::string(dtype_name(w)) + ", tokens " + std::to_string(tokens));
       CompileOptions co;
       co.weights = w;
       co.program_cache = w == DType::bf16;  // int8 without it: freezing's unused params stay in the optimized graph
-      Executable exe = Executable::compile(g, params, co);
+      Executable exe = tj::compile(g, params, co);
       int narrow = 0;
       for (const Node& n : exe.optimized().nodes()) narrow += n.op == Op::cast;
       EXPECT_GT(narrow, 0);
@@ -298,7 +298,7 @@ TEST_F(Compiled, WeightsStoredNarrower) {
   Graph g = models::trace_llama_layer(c, {1, 1, 16, DType::f32});
   Bindings all = random_inputs(g, 1), params, inputs;
   split(g, all, &params, &inputs);
-  EXPECT_THROW(Executable::compile(g, params, bad), Error);
+  EXPECT_THROW(tj::compile(g, params, bad), Error);
 }
 
 // scatter_add (gather's gradient): repeated and negative indices along a
@@ -313,7 +313,7 @@ TEST_F(Compiled, ScatterAdd) {
   Bindings in = random_inputs(g, 4);
   const std::vector<double> idx = {0, 4, -1, 4, 2, -5, 4};
   for (size_t k = 0; k < idx.size(); ++k) in.at("i").set(static_cast<int64_t>(k), idx[k]);
-  Executable exe = Executable::compile(g, {});
+  Executable exe = tj::compile(g, {});
   Bindings run_in = in;
   EXPECT_LE(compare_outputs(exe.run(run_in), interpret(g, in, {DType::f32})).max_rel, 1e-6);
   in.at("i").set(3, 5);
@@ -324,7 +324,7 @@ TEST_F(Compiled, ScatterAdd) {
       "graph e\ninput %i : i64[300]\ninput %u : f32[300,256]\n%0 = const {value=0.0} : f32[]\n%1 = expand(%0) {shape=[64, 256]} : f32[64,256]\n"
       "%2 = scatter_add(%1, %i, %u) : f32[64,256]\nreturn %2\n");
   Bindings bin = random_inputs(big, 5);
-  Executable be = Executable::compile(big, {});
+  Executable be = tj::compile(big, {});
   Bindings brun = bin;
   NDArray got = be.run(brun)[0], want = interpret(big, bin, {DType::f32})[0];
   EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0);
@@ -362,7 +362,7 @@ TEST_F(Compiled, AttentionBackwardKernels) {
     so.fixed["pos"] = 30 - t;
     so.sizes["T"] = t, so.sizes["S"] = 30;
     Bindings b = random_inputs(sym, so);
-    Difference diff = compare_outputs(Executable::compile(sym, {}).run(b), interpret(sym, b, {DType::f32}));
+    Difference diff = compare_outputs(tj::compile(sym, {}).run(b), interpret(sym, b, {DType::f32}));
     EXPECT_LE(diff.max_rel, 1e-4) << "T = " << t;
   }
 }
@@ -413,7 +413,7 @@ TEST_F(Compiled, FlashAttentionWithABiasAndEmptyRows) {
         Graph g = parse_graph(graph(dt, c.b, c.t, c.kv, c.rshape, c.empty, zero));
         Bindings in = random_inputs(g, {});
         auto want = interpret(g, in, {d == DType::bf16 ? DType::f32 : d});
-        auto got = Executable::compile(g, {}).run(in);
+        auto got = tj::compile(g, {}).run(in);
         ASSERT_EQ(got[0].numel(), want[0].numel());
         SCOPED_TRACE(std::string(dt) + " T=" + std::to_string(c.t) + " r=" + c.rshape + (zero ? " zero" : " nan"));
         int64_t empty = 0;
@@ -453,7 +453,7 @@ TEST_F(Compiled, Products) {
   Graph g = parse_graph(ints);
   Bindings in = random_inputs(g, {});
   auto want = interpret(g, in, {DType::f64});
-  auto got = Executable::compile(g, {}).run(in);
+  auto got = tj::compile(g, {}).run(in);
   for (size_t o = 0; o < want.size(); ++o) {
     ASSERT_EQ(got[o].type_str(), want[o].type_str());
     EXPECT_EQ(std::memcmp(got[o].raw(), want[o].raw(), want[o].nbytes()), 0) << "output " << o;
@@ -476,7 +476,7 @@ TEST_F(Compiled, HalfPrecisionTypes) {
     Graph g = parse_graph(text);
     Bindings in = random_inputs(g, {});
     auto want = interpret(g, in, {DType::f32});
-    Executable exe = Executable::compile(g, {});
+    Executable exe = tj::compile(g, {});
     EXPECT_TRUE(exe.stats().compiled);
     auto got = exe.run(in);
     ASSERT_EQ(got.size(), want.size());
@@ -517,7 +517,7 @@ TEST_F(Compiled, NarrowAndUnsignedIntegers) {
               {"x", NDArray::of<float>({4}, std::vector<float>{300.5f, -5.f, 7.9f, 1e9f})},
               {"u", NDArray::of<uint64_t>({4}, std::vector<uint64_t>{UINT64_MAX, 1ull << 63, 5, 0})}};
   auto want = interpret(g, in);
-  auto got = Executable::compile(g, {}).run(in);
+  auto got = tj::compile(g, {}).run(in);
   ASSERT_EQ(got.size(), want.size());
   for (size_t o = 0; o < want.size(); ++o) {
     ASSERT_EQ(got[o].type_str(), want[o].type_str()) << o;
@@ -589,7 +589,7 @@ TEST_F(Compiled, ReshapesOfStridedViews) {
   Graph sym = parse_graph(
       "graph g\ninput %x : f64[B,4,S,5]\n%0 = permute(%x) {perm=[0, 2, 1, 3]} : f64[B,S,4,5]\n"
       "%1 = reshape(%0) {shape=[B, S, 20]} : f64[B,S,20]\n%2 = exp(%1) : f64[B,S,20]\nreturn %2\n");
-  Executable exe = Executable::compile(sym, {});
+  Executable exe = tj::compile(sym, {});
   if (testing_on_cpu()) {
     EXPECT_EQ(exe.source().find("tj_sym_S))%"), std::string::npos) << "a division by a symbolic size";
   }
@@ -619,7 +619,7 @@ TEST_F(Compiled, SmallProgramSplitsItsGemvs) {
     EXPECT_LE(check(g, 0, dt), dt == DType::f64 ? 1e-12 : 1e-5);
     Bindings all = random_inputs(g, 1), params, inputs;
     split(g, all, &params, &inputs);
-    std::string src = Executable::compile(g, params).source();
+    std::string src = tj::compile(g, params).source();
     EXPECT_NE(src.find("static const bool tj_team = true;"), std::string::npos);
     EXPECT_NE(src.find("for (int64_t n = n0; n < n1; ++n)"), std::string::npos) << "no transposed GEMV split over the pool";
   }
@@ -651,7 +651,7 @@ TEST_F(Compiled, ResultsDoNotDependOnTheThreadCount) {
       ThreadPool pool(threads);
       CompileOptions co;
       co.pool = &pool;
-      Executable exe = Executable::compile(g, params, co);
+      Executable exe = tj::compile(g, params, co);
       // A decode step's small kernels split over the pool and not: the same bits.
       for (int split : {0, 1}) {
         Bindings in = inputs;  // a deep copy: donated caches are written in place
@@ -688,14 +688,14 @@ TEST_F(Compiled, PackedInt8Gemv) {
   Bindings all = random_inputs(g, 7), params, inputs;
   split(g, all, &params, &inputs);
   Bindings f32_in = inputs;
-  std::vector<NDArray> f32 = Executable::compile(g, params).run(f32_in);
+  std::vector<NDArray> f32 = tj::compile(g, params).run(f32_in);
   std::vector<std::vector<NDArray>> results;
   for (int threads : {1, 2, 5}) {
     ThreadPool pool(threads);
     CompileOptions co;
     co.pool = &pool;
     co.weights = DType::i8;
-    Executable exe = Executable::compile(g, params, co);
+    Executable exe = tj::compile(g, params, co);
     int packed = 0, row_major = 0;
     for (const Node& n : exe.optimized().nodes()) {
       packed += n.op == Op::permute && exe.optimized().type(n.inputs[0]).dtype == DType::i8;
@@ -737,7 +737,7 @@ TEST_F(Compiled, PackedInt8GemvWithoutAvx512) {
     setenv("TJ_CXX", wrapper.c_str(), 1);
     CompileOptions co;
     co.weights = DType::i8;
-    Executable exe = Executable::compile(g, params, co);
+    Executable exe = tj::compile(g, params, co);
     unsetenv("TJ_CXX");
     EXPECT_TRUE(exe.stats().compiled);
     Bindings in = inputs, ref = exe.held_params();
@@ -758,7 +758,7 @@ TEST_F(Compiled, DonatedCachesNeedNotBeCopiedOut) {
   Bindings all = random_inputs(g, ro), params, inputs;
   auto want = interpret(g, all, {DType::f32});
   split(g, all, &params, &inputs);
-  Executable exe = Executable::compile(g, params);
+  Executable exe = tj::compile(g, params);
   std::vector<NDArray> out;
   RunOptions ro2;
   ro2.copy_donated_outputs = false;
@@ -791,7 +791,7 @@ TEST_F(Compiled, SymbolicSizesMatchStaticCompilations) {
       Bindings all = random_inputs(concrete, 5), inputs;
       split(concrete, all, &params, &inputs);
     }
-    Executable exe = Executable::compile(sym, params);
+    Executable exe = tj::compile(sym, params);
     ASSERT_TRUE(exe.stats().compiled);
     EXPECT_NE(exe.source().find("tj_sym_S"), std::string::npos);
     // Sizes seen before come back (a device keeps a layout per size, its
@@ -807,7 +807,7 @@ TEST_F(Compiled, SymbolicSizesMatchStaticCompilations) {
       for (auto& [k, v] : params) all[k] = v;
       Bindings in2 = inputs;
       auto got = exe.run(inputs);
-      auto want = Executable::compile(fixed, params).run(in2);
+      auto want = tj::compile(fixed, params).run(in2);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_LE(compare_outputs({got[i]}, {want[i]}).max_rel, 1e-6) << (decode ? "decode" : "prefill") << " S=" << S << " output " << i;
@@ -821,7 +821,7 @@ TEST_F(Compiled, SymbolicSizesThatShrink) {
   Graph g = parse_graph(
       "graph g\ninput %x : f32[1000]\ninput %y : f32[S]\n%0 = slice(%x) {axis=0, start=S, end=1000} : f32[-S+1000]\n"
       "%1 = exp(%0) : f32[-S+1000]\n%2 = exp(%y) : f32[S]\nreturn %1, %2\n");
-  Executable exe = Executable::compile(g, {});
+  Executable exe = tj::compile(g, {});
   for (int64_t S : {5, 257, 600, 3, 900}) {
     Bindings in{{"x", NDArray(DType::f32, {1000})}, {"y", NDArray(DType::f32, {S})}};
     for (int64_t i = 0; i < 1000; ++i) in["x"].set(i, 0.001 * static_cast<double>(i));
@@ -836,7 +836,7 @@ TEST_F(Compiled, BadInputsAreReported) {
   Graph g = models::trace_llama_layer(c, {1, 1, 8, DType::f32});
   Bindings all = random_inputs(g, 1), params, inputs;
   split(g, all, &params, &inputs);
-  Executable exe = Executable::compile(g, params);
+  Executable exe = tj::compile(g, params);
   Bindings wrong = inputs;
   wrong["x"] = NDArray(DType::f32, {1, 2, 128});
   EXPECT_THROW(exe.run(wrong), Error);
@@ -859,7 +859,7 @@ TEST_F(Compiled, BadInputsAreReported) {
   EXPECT_THROW(exe.run(wrong), Error);
   Bindings missing_param = params;
   missing_param.erase("wq");
-  EXPECT_THROW(Executable::compile(g, missing_param), Error);
+  EXPECT_THROW(tj::compile(g, missing_param), Error);
 }
 
 TEST_F(Compiled, NoCompilerFallsBackToTheInterpreter) {
@@ -869,7 +869,7 @@ TEST_F(Compiled, NoCompilerFallsBackToTheInterpreter) {
   Bindings all = random_inputs(g, 2), params, inputs;
   split(g, all, &params, &inputs);
   setenv("TJ_CXX", "/nonexistent/c++", 1);
-  Executable exe = Executable::compile(g, params);
+  Executable exe = tj::compile(g, params);
   unsetenv("TJ_CXX");
   EXPECT_FALSE(exe.stats().compiled);
   auto got = exe.run(inputs);

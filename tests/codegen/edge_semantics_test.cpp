@@ -11,11 +11,11 @@
 #include <limits>
 #include <string>
 
+#include "codegen/on_device.h"
+#include "compiler/compile.h"
 #include "ir/graph.h"
 #include "ir/text.h"
-#include "runtime/executable.h"
 #include "tensorjit/error.h"
-#include "codegen/on_device.h"
 
 namespace tj {
 namespace {
@@ -83,7 +83,7 @@ std::vector<NDArray> agree(const Graph& g, const Bindings& in) {
   bool f64 = false;
   for (const Node& n : g.nodes()) f64 |= n.type.dtype == DType::f64;
   auto want = interpret(g, in, {f64 ? DType::f64 : DType::f32});
-  Executable exe = Executable::compile(g, {});
+  Executable exe = tj::compile(g, {});
   EXPECT_TRUE(exe.stats().compiled);
   Bindings copy = in;
   auto got = exe.run(copy);
@@ -103,7 +103,7 @@ std::vector<NDArray> agree(const Graph& g, const Bindings& in) {
 // Expects g to fail with tj::Error on the interpreter and compiled alike.
 void both_throw(const Graph& g, const Bindings& in) {
   EXPECT_THROW(interpret(g, in), Error);
-  Executable exe = Executable::compile(g, {});
+  Executable exe = tj::compile(g, {});
   Bindings copy = in;
   EXPECT_THROW(exe.run(copy), Error);
 }
@@ -191,7 +191,7 @@ TEST_F(EdgeSemantics, IntegerDivisionByZeroIsAnErrorInBoth) {
     g.set_outputs({g.add(Op::div, {a, b})});
     Bindings in{{"a", NDArray::from(t, {2}, {5, -3})}, {"b", NDArray::from(t, {2}, {1, 0})}};
     EXPECT_THROW(interpret(g, in), Error);
-    Executable exe = Executable::compile(g, {});
+    Executable exe = tj::compile(g, {});
     Bindings copy = in;
     try {
       exe.run(copy);
@@ -231,7 +231,7 @@ TEST_F(EdgeSemantics, GatherChecksIndicesItsReadIgnores) {
   Bindings bad = ok;
   bad["i"] = NDArray::from(DType::i64, {2}, {0, 5});
   EXPECT_THROW(interpret(g, bad), Error);
-  Executable exe = Executable::compile(g, {});
+  Executable exe = tj::compile(g, {});
   EXPECT_THROW(exe.run(bad), Error);
 
   // where() evaluates both branches: an index out of range in the branch
@@ -356,7 +356,7 @@ TEST_F(EdgeSemantics, EveryPointwiseRowAgreesWithTheInterpreter) {
     auto want = interpret(g, in, {t == DType::f64 ? DType::f64 : DType::f32});
     CompileOptions co;
     co.passes = {"dce"};  // each row's own C expression, composites not decomposed
-    Executable exe = Executable::compile(g, {}, co);
+    Executable exe = tj::compile(g, {}, co);
     Bindings copy = in;
     auto got = exe.run(copy);
     ASSERT_EQ(got.size(), want.size());
@@ -463,7 +463,7 @@ TEST_F(EdgeSemantics, SmallFloatsAndSubByteIntegers) {
   g.set_outputs(outs);
   NDArray xs = NDArray::from(DType::f32, {static_cast<int64_t>(f.size())}, f), ds = NDArray::from(DType::f64, {static_cast<int64_t>(f.size())}, f);
   if (!testing_on_cpu()) {  // float8, float4 and sub-byte integers are not generated for GPUs: a clear error
-    EXPECT_THROW(Executable::compile(g, {}), Unsupported);
+    EXPECT_THROW(tj::compile(g, {}), Unsupported);
     return;
   }
   auto got = agree(g, {{"x", xs}, {"d", ds}});

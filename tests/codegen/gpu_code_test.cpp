@@ -11,12 +11,12 @@
 #include <unistd.h>
 
 #include "codegen/gpu/emit.h"
+#include "compiler/compile.h"
 #include "compiler/driver.h"
 #include "ir/text.h"
 #include "models/llama.h"
-#include "runtime/cuda.h"
-#include "runtime/executable.h"
 #include "reference/random_inputs.h"
+#include "runtime/cuda.h"
 #include "support/random_graph.h"
 #include "tensorjit/error.h"
 
@@ -143,14 +143,14 @@ TEST(GpuCode, DevicesThatAreNotHereAreClearErrors) {
   co.device = Device::cuda;
   if (cuda::devices().empty()) {  // (where there is one, scripts/gpu-check runs on it)
     try {
-      (void)Executable::compile(g, {}, co);
+      (void)tj::compile(g, {}, co);
       FAIL() << "compiled for CUDA without a device";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("CUDA: no device"), std::string::npos) << e.what();
     }
   }
   setenv("TJ_DEVICE", "tpu", 1);
-  EXPECT_THROW((void)Executable::compile(g, {}), Error);
+  EXPECT_THROW((void)tj::compile(g, {}), Error);
   unsetenv("TJ_DEVICE");
   EXPECT_THROW((void)parse_device("gpu"), Error);
   // Float8 is not generated for GPUs: an error that names it, not a wrong result.

@@ -1,8 +1,8 @@
 // The program cache: an unchanged graph, weights and options hit without
 // running the passes; a changed weight, option or graph misses; a corrupt
 // entry is rebuilt; results match the interpreter either way.
+#include "compiler/compile.h"
 #include "compiler/program_cache.h"
-#include "runtime/executable.h"
 
 #include <gtest/gtest.h>
 
@@ -63,10 +63,10 @@ class ProgramCache : public ::testing::Test {
 };
 
 TEST_F(ProgramCache, UnchangedHitsWithoutPasses) {
-  Executable a = Executable::compile(g_, params_);
+  Executable a = tj::compile(g_, params_);
   EXPECT_FALSE(a.stats().program_cache_hit);
   EXPECT_TRUE(ran_passes(a));
-  Executable b = Executable::compile(g_, params_);
+  Executable b = tj::compile(g_, params_);
   EXPECT_TRUE(b.stats().program_cache_hit);
   EXPECT_FALSE(ran_passes(b));
   EXPECT_TRUE(b.stats().cache_hit);  // the same source: the kernel library too
@@ -77,27 +77,27 @@ TEST_F(ProgramCache, UnchangedHitsWithoutPasses) {
 }
 
 TEST_F(ProgramCache, ChangedWeightOptionOrGraphMisses) {
-  Executable::compile(g_, params_);
+  tj::compile(g_, params_);
   // One weight, one element.
   Bindings changed = params_;
   NDArray& w = changed.begin()->second;
   w.set(0, w.get(0) + 1.0);
-  Executable a = Executable::compile(g_, changed);
+  Executable a = tj::compile(g_, changed);
   EXPECT_FALSE(a.stats().program_cache_hit);
   expect_right(a, changed);
   // An option.
   CompileOptions no_reorder;
   no_reorder.reorder = false;
-  EXPECT_FALSE(Executable::compile(g_, params_, no_reorder).stats().program_cache_hit);
+  EXPECT_FALSE(tj::compile(g_, params_, no_reorder).stats().program_cache_hit);
   CompileOptions hinted;
   hinted.size_hint["T"] = 7;
-  EXPECT_FALSE(Executable::compile(g_, params_, hinted).stats().program_cache_hit);
+  EXPECT_FALSE(tj::compile(g_, params_, hinted).stats().program_cache_hit);
   // Another graph with the same weights.
   Graph longer = models::trace_mlp(models::llama_config("tiny"), {1, 4, 4, DType::f32});
-  EXPECT_FALSE(Executable::compile(longer, params_).stats().program_cache_hit);
+  EXPECT_FALSE(tj::compile(longer, params_).stats().program_cache_hit);
   // And the first again: still there.
-  EXPECT_TRUE(Executable::compile(g_, params_).stats().program_cache_hit);
-  EXPECT_TRUE(Executable::compile(g_, changed).stats().program_cache_hit);
+  EXPECT_TRUE(tj::compile(g_, params_).stats().program_cache_hit);
+  EXPECT_TRUE(tj::compile(g_, changed).stats().program_cache_hit);
 }
 
 // Past TJ_CACHE_MAX_MB the least recently used entries go: with a 1 MB
@@ -112,22 +112,22 @@ TEST_F(ProgramCache, LeastRecentlyUsedEntriesAreEvicted) {
     return p;
   };
   Bindings a = variant(1), b = variant(2), c = variant(3);
-  Executable::compile(g_, a);
-  Executable::compile(g_, b);
-  EXPECT_TRUE(Executable::compile(g_, a).stats().program_cache_hit);  // a is now the more recent
-  Executable::compile(g_, c);                                          // over 1 MB: b goes
+  tj::compile(g_, a);
+  tj::compile(g_, b);
+  EXPECT_TRUE(tj::compile(g_, a).stats().program_cache_hit);  // a is now the more recent
+  tj::compile(g_, c);                                          // over 1 MB: b goes
   EXPECT_EQ(entries(".bin").size(), 2u);
-  EXPECT_TRUE(Executable::compile(g_, a).stats().program_cache_hit);
-  EXPECT_TRUE(Executable::compile(g_, c).stats().program_cache_hit);
-  Executable again = Executable::compile(g_, b);
+  EXPECT_TRUE(tj::compile(g_, a).stats().program_cache_hit);
+  EXPECT_TRUE(tj::compile(g_, c).stats().program_cache_hit);
+  Executable again = tj::compile(g_, b);
   EXPECT_FALSE(again.stats().program_cache_hit);
   expect_right(again, b);
   unsetenv("TJ_CACHE_MAX_MB");
 }
 
 TEST_F(ProgramCache, CorruptEntriesAreRebuilt) {
-  Executable::compile(g_, params_);
-  EXPECT_TRUE(Executable::compile(g_, params_).stats().program_cache_hit);  // its data file is trusted now (.seen)
+  tj::compile(g_, params_);
+  EXPECT_TRUE(tj::compile(g_, params_).stats().program_cache_hit);  // its data file is trusted now (.seen)
   ASSERT_EQ(entries(".bin").size(), 1u);
   ASSERT_EQ(entries(".seen").size(), 1u);
   fs::path bin = entries(".bin")[0], text = entries(".tj")[0];
@@ -143,24 +143,24 @@ TEST_F(ProgramCache, CorruptEntriesAreRebuilt) {
     f.close();
     fs::last_write_time(bin, when);
   }
-  Executable a = Executable::compile(g_, params_);
+  Executable a = tj::compile(g_, params_);
   EXPECT_FALSE(a.stats().program_cache_hit);
   expect_right(a, params_);
-  EXPECT_TRUE(Executable::compile(g_, params_).stats().program_cache_hit);  // rebuilt
-  EXPECT_TRUE(Executable::compile(g_, params_).stats().program_cache_hit);  // and trusted
+  EXPECT_TRUE(tj::compile(g_, params_).stats().program_cache_hit);  // rebuilt
+  EXPECT_TRUE(tj::compile(g_, params_).stats().program_cache_hit);  // and trusted
   fs::resize_file(text, fs::file_size(text) / 2);
-  Executable b = Executable::compile(g_, params_);
+  Executable b = tj::compile(g_, params_);
   EXPECT_FALSE(b.stats().program_cache_hit);
   expect_right(b, params_);
   fs::remove(entries(".ok")[0]);
-  EXPECT_FALSE(Executable::compile(g_, params_).stats().program_cache_hit);
+  EXPECT_FALSE(tj::compile(g_, params_).stats().program_cache_hit);
 }
 
 TEST_F(ProgramCache, CanBeTurnedOff) {
   CompileOptions off;
   off.program_cache = false;
-  Executable a = Executable::compile(g_, params_, off);
-  Executable b = Executable::compile(g_, params_, off);
+  Executable a = tj::compile(g_, params_, off);
+  Executable b = tj::compile(g_, params_, off);
   EXPECT_FALSE(b.stats().program_cache_hit);
   EXPECT_TRUE(ran_passes(b));
   EXPECT_TRUE(entries(".bin").empty());

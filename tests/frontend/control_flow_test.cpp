@@ -5,9 +5,9 @@
 
 #include <cmath>
 
+#include "compiler/compile.h"
 #include "ir/text.h"
 #include "ir/verifier.h"
-#include "runtime/executable.h"
 #include "reference/interpreter.h"
 #include "tensorjit/tensor.h"
 
@@ -68,7 +68,7 @@ TEST(ControlFlow, CompiledLoopMatchesTheInterpreter) {
   for (int64_t i = 0; i < n * n; ++i) W.set(i, std::sin(static_cast<double>(i)) * 0.3);
   for (int64_t i = 0; i < n; ++i) y.set(i, std::cos(static_cast<double>(i)));
   auto want = interpret(g, {{"y", y}, {"W", W}}, {DType::f64});
-  Executable exe = Executable::compile(g, {{"W", W}});
+  Executable exe = tj::compile(g, {{"W", W}});
   ASSERT_TRUE(exe.stats().compiled);
   EXPECT_EQ(exe.stats().kernels, 2u) << "the loop's cond and body (nothing is computed around the loop)";
   Bindings in{{"y", y}};
@@ -164,7 +164,7 @@ TEST(ControlFlow, SharedRegionsCostLinearTime) {
   EXPECT_EQ(print_graph(back), text);
   Bindings in{{"a", NDArray::scalar(DType::f32, 2)}};
   EXPECT_EQ(interpret(back, in)[0].to_vector(), std::vector<double>{3});
-  Executable exe = Executable::compile(back, {});
+  Executable exe = tj::compile(back, {});
   EXPECT_EQ(exe.run(in)[0].to_vector(), std::vector<double>{3});
 
   Region deepest = std::make_shared<const Graph>(std::move(g));  // nesting 64

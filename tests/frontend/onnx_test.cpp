@@ -14,13 +14,13 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "compiler/compile.h"
 #include "frontend/onnx/import.h"
-#include "tensorjit/compile.h"
-#include "tensorjit/onnx.h"
 #include "ir/text.h"
-#include "runtime/executable.h"
 #include "reference/interpreter.h"
+#include "tensorjit/compile.h"
 #include "tensorjit/error.h"
+#include "tensorjit/onnx.h"
 
 namespace tj {
 namespace {
@@ -123,7 +123,7 @@ void expect_runs(const OnnxModel& o, const Bindings& inputs, const std::vector<s
   for (const auto& [k, v] : inputs) all[k] = v;
   auto interp = interpret(o.graph, all);
   Bindings given = inputs;
-  auto comp = Executable::compile(o.graph, o.params).run(given);
+  auto comp = tj::compile(o.graph, o.params).run(given);
   ASSERT_EQ(interp.size(), want.size());
   ASSERT_EQ(comp.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -502,7 +502,7 @@ TEST(OnnxImport, PackedFourBitWeightsAndFloat8Casts) {
   Bindings all = o.params;
   all["x"] = in["x"];
   auto interp = interpret(o.graph, all);
-  auto comp = Executable::compile(o.graph, o.params).run(in);
+  auto comp = tj::compile(o.graph, o.params).run(in);
   for (const auto* r : {&interp, &comp}) {
     EXPECT_EQ((*r)[0].to_vector(), (std::vector<double>{-8, 7, -1, 0, 3}));
     EXPECT_EQ((*r)[1].to_vector(), (std::vector<double>{2, 15, 9}));

@@ -2,7 +2,7 @@
 // into its cache, reordering the branches example.
 #include <gtest/gtest.h>
 
-#include "cost/analysis.h"
+#include "compiler/analysis.h"
 #include "ir/text.h"
 #include "memory/lifetimes.h"
 #include "models/branches.h"

@@ -6,10 +6,10 @@
 #include <map>
 #include <set>
 
+#include "ir/rewriter.h"
 #include "ir/text.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
-#include "ir/rewriter.h"
 #include "reference/random_inputs.h"
 
 namespace tj {

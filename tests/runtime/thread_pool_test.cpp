@@ -4,6 +4,7 @@
 // whether small kernels split over the pool.
 #include "runtime/split_choice.h"
 #include "runtime/thread_pool.h"
+#include "support/cpus.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "cost/analysis.h"
+#include "compiler/analysis.h"
 #include "ir/text.h"
 #include "models/llama.h"
 #include "schedule/fusion.h"

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "reference/random_inputs.h"
 #include "frontend/emit.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/tensor.h"
 
 namespace tj::testing {

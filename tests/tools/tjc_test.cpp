@@ -13,8 +13,8 @@
 #include <iterator>
 #include <string>
 
-#include "ir/text.h"
 #include "io/npy.h"
+#include "ir/text.h"
 #include "tensorjit/safetensors.h"
 
 namespace tj {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "compiler/compile.h"
 #include "ir/text.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
@@ -100,7 +101,7 @@ TEST_F(Train, CompiledStepMatchesTheInterpreter) {
     else if (k.size() > 2 && (k.ends_with(".m") || k.ends_with(".v")))
       v = NDArray(v.dtype(), v.shape());
   auto want = interpret(s.graph, in);
-  Executable exe = Executable::compile(s.graph, {});
+  Executable exe = tj::compile(s.graph, {});
   Bindings run_in = in;
   std::vector<NDArray> got = exe.run(run_in);
   Difference d = compare_outputs(got, want);
@@ -111,7 +112,7 @@ TEST_F(Train, CompiledStepMatchesTheInterpreter) {
   // input's array, bit for bit as the step that writes new arrays.
   CompileOptions co;
   co.donate = s.donate;
-  Executable donating = Executable::compile(s.graph, {}, co);
+  Executable donating = tj::compile(s.graph, {}, co);
   Bindings own = in;
   std::vector<NDArray> out;
   RunOptions leave;

@@ -6,15 +6,15 @@
 #include <fstream>
 #include <memory>
 
-#include "cost/analysis.h"
-#include "cost/calibrate.h"
-#include "runtime/gemm.h"
+#include "compiler/analysis.h"
 #include "ir/text.h"
 #include "memory/svg.h"
 #include "passes/pipeline.h"
+#include "runtime/gemm.h"
 #include "schedule/dot.h"
 #include "tensorjit/error.h"
 #include "tjc/common.h"
+#include "tune/calibrate.h"
 
 namespace tjc {
 

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
+#include "compiler/compile.h"
 #include "passes/pipeline.h"
-#include "runtime/executable.h"
 #include "tensorjit/error.h"
 #include "tjc/busy.h"
 
@@ -25,9 +25,9 @@ nlohmann::json autotune_report(const Graph& graph, const Bindings& params, const
   CompileOptions plain = o, tuned = o;
   plain.autotune = false;
   tuned.autotune = true;
-  Executable rule = Executable::compile(graph, params, plain);
-  Executable first = Executable::compile(graph, params, tuned);
-  Executable again = Executable::compile(graph, params, tuned);  // takes the recorded choices
+  Executable rule = tj::compile(graph, params, plain);
+  Executable first = tj::compile(graph, params, tuned);
+  Executable again = tj::compile(graph, params, tuned);  // takes the recorded choices
   if (!rule.stats().compiled) throw Error("bench --autotune: no C++ compiler, nothing to tune");
   // Interleaved rounds, each program with its own copy of the inputs.
   RunOptions in_place;

@@ -16,22 +16,22 @@
 #include <sys/resource.h>
 
 #include "codegen/gpu/emit.h"
+#include "compiler/compile.h"
 #include "compiler/driver.h"
-#include "cost/calibrate.h"
 #include "cost/roofline.h"
+#include "frontend/onnx/import.h"
+#include "io/npy.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
-#include "runtime/executable.h"
-#include "io/npy.h"
 #include "reference/random_inputs.h"
-#include "frontend/onnx/import.h"
 #include "support/paths.h"
 #include "tensorjit/compile.h"
 #include "tensorjit/error.h"
+#include "tjc/autotune_report.h"
 #include "tjc/busy.h"
 #include "tjc/common.h"
-#include "tjc/autotune_report.h"
 #include "tjc/weights_report.h"
+#include "tune/calibrate.h"
 
 namespace tjc {
 
@@ -117,8 +117,8 @@ std::optional<HardwareProfile> device_hardware(const std::string& device) {
   std::string d = device;
   for (char& c : d) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (d.rfind("cuda", 0) != 0) return std::nullopt;
-  for (const std::string& n : hardware_names())
-    if (n != "cpu" && d.find(n) != std::string::npos) return hardware_profile(n);
+  for (const std::string& n : datasheet_names())
+    if (d.find(n) != std::string::npos) return datasheet_profile(n);
   return std::nullopt;
 }
 
@@ -148,7 +148,7 @@ void bench_child(const BenchArgs& a) {
   double trace_s = 0;
   Model m = make_model(a.trace, &trace_s);
   double weights_s = seconds_since(t0) - trace_s;
-  Executable exe = Executable::compile(m.graph, m.params, compile_options(a.trace));
+  Executable exe = tj::compile(m.graph, m.params, compile_options(a.trace));
   if (!exe.stats().compiled) throw Error("bench: no C++ compiler, nothing to time");
   Bindings in = m.inputs;
   std::vector<NDArray> out;
@@ -271,14 +271,14 @@ void cmd_bench(const BenchArgs& a) {
   // The first call as a user waits for it, in fresh processes: with the
   // cache empty, then warm. Then, with --busy or --repeat, K processes each
   // timing their calls, quiet and under load.
-  Executable exe;
+  std::optional<Executable> compiled;
   nlohmann::json cold, warm;
   std::vector<Timing> quiet_runs, busy_runs;
   int k = a.repeat > 0 ? a.repeat : (a.busy > 0 ? 1 : 0);
   try {
     cold = run_child(a, 0);
     warm = run_child(a, 0);
-    exe = Executable::compile(m.graph, m.params, compile_options(a.trace));
+    compiled = tj::compile(m.graph, m.params, compile_options(a.trace));
     if (k > 0) {
       quiet_runs = repeated(a, k);
       if (a.busy > 0) {
@@ -292,6 +292,7 @@ void cmd_bench(const BenchArgs& a) {
     throw;
   }
   restore();
+  Executable& exe = *compiled;
   if (!exe.stats().compiled) throw Error("bench: no C++ compiler, nothing to compare");
 
   // Correctness first, on identical inputs (the compiled run updates caches in place).
@@ -474,7 +475,7 @@ void cmd_codegen(const CodegenArgs& a) {
   make_folder(a.out);
   Model m = make_model(a.trace);
   if (a.trace.device != "cpu") return codegen_gpu(a, m);
-  Executable exe = Executable::compile(m.graph, m.params, compile_options(a.trace));
+  Executable exe = tj::compile(m.graph, m.params, compile_options(a.trace));
   if (!exe.stats().compiled) throw Error("codegen: no C++ compiler found");
   namespace fs = std::filesystem;
   std::string path = (fs::path(a.out) / "kernels.cpp").string();

@@ -2,13 +2,13 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "compiler/compile.h"
 #include "ir/verifier.h"
 #include "models/llama.h"
 #include "passes/pipeline.h"
-#include "runtime/executable.h"
-#include "tensorjit/error.h"
 #include "reference/interpreter.h"
 #include "reference/random_inputs.h"
+#include "tensorjit/error.h"
 #include "tjc/common.h"
 
 namespace tjc {
@@ -61,8 +61,8 @@ void cmd_demo() {
   Bindings weights, state;
   for (const auto& [k, v] : in) (prefill.node(prefill.find(k)).op == Op::param ? weights : state)[k] = v;
   t0 = Clock::now();
-  Executable cprefill = Executable::compile(prefill, weights);
-  Executable cdecode = Executable::compile(decode, weights);
+  Executable cprefill = tj::compile(prefill, weights);
+  Executable cdecode = tj::compile(decode, weights);
   double compile_s = seconds_since(t0);
   int flash = 0;
   for (const Node& n : cdecode.optimized().nodes()) flash += n.op == Op::flash_attn;

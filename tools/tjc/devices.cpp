@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <string>
 
-#include "cost/calibrate.h"
 #include "runtime/cuda.h"
 #include "runtime/opencl.h"
 #include "tjc/common.h"
+#include "tune/calibrate.h"
 
 namespace tjc {
 

@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "compiler/compile.h"
 #include "models/llama.h"
-#include "runtime/executable.h"
 #include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 #include "tensorjit/jit.h"
@@ -135,7 +135,7 @@ FixedStep fixed_step(const models::LlamaConfig& c, const Bindings& w, int64_t S)
     Graph g = models::trace_llama_layer(c, {1, 1, S, DType::f32});
     Bindings params, in{{"x", x}, {"pos", pos}, {"k_cache", kc0}, {"v_cache", kc0}};
     for (ValueId v : g.params()) params[g.node(v).name] = w.at(g.node(v).name);
-    Executable e = Executable::compile(g, params);
+    Executable e = tj::compile(g, params);
     RunOptions ro;
     ro.copy_donated_outputs = false;
     std::vector<NDArray> out;

@@ -8,15 +8,15 @@
 #include <optional>
 #include <set>
 
+#include "compiler/compile.h"
 #include "compiler/model_cache.h"
 #include "frontend/onnx/import.h"
+#include "io/npy.h"
 #include "ir/text.h"
 #include "ir/verifier.h"
-#include "runtime/executable.h"
-#include "runtime/gemm.h"
 #include "reference/interpreter.h"
-#include "io/npy.h"
 #include "reference/random_inputs.h"
+#include "runtime/gemm.h"
 #include "tensorjit/compile.h"
 #include "tensorjit/error.h"
 #include "tensorjit/safetensors.h"
@@ -202,7 +202,7 @@ std::vector<NDArray> run_compiled(const Graph& g, Bindings in, DType weights, De
   CompileOptions co;
   co.weights = weights;
   co.device = device;
-  Executable exe = Executable::compile(g, params, co);
+  Executable exe = tj::compile(g, params, co);
   if (!exe.stats().compiled) throw Error("run --compiled: no C++ compiler found");
   if (program_key) *program_key = exe.stats().program_key;
   std::vector<NDArray> outs;
@@ -330,7 +330,7 @@ void cmd_run(RunArgs a) {
     }
     if (entry) {
       auto t0 = Clock::now();
-      if (std::optional<Executable> exe = Executable::compile_prepared(entry->program_key)) {
+      if (std::optional<Executable> exe = tj::compile_prepared(entry->program_key)) {
         const Graph& g = entry->graph;
         verify(g);
         std::set<std::string, std::less<>> weights;

@@ -26,10 +26,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "compiler/compile.h"
 #include "frontend/onnx/context.h"
 #include "frontend/onnx/import.h"
 #include "ir/verifier.h"
-#include "runtime/executable.h"
 #include "reference/interpreter.h"
 #include "tensorjit/error.h"
 #include "tjc/common.h"
@@ -192,7 +192,7 @@ Outcome run_set(const ModelFile& model, const DataSet& d, const Case& c, const s
       params[m.graph.node(p).name] = m.params.at(m.graph.node(p).name);
       in.erase(m.graph.node(p).name);
     }
-    Executable exe = Executable::compile(m.graph, params);
+    Executable exe = tj::compile(m.graph, params);
     if (!exe.stats().compiled) throw Error("no C++ compiler found");
     std::vector<NDArray> got = exe.run(in);
     for (size_t o = 0; o < d.want.size(); ++o)

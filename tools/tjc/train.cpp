@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "compiler/compile.h"
 #include "models/llama.h"
 #include "reference/random_inputs.h"
 #include "support/files.h"
@@ -152,7 +153,7 @@ void cmd_train(const TrainArgs& a) {
   Graph fwd = models::trace_llama(c, {1, T, T, DType::f32}, a.layers);
   Bindings weights = trainer.params();
   weights["rope_cos"] = params.at("rope_cos"), weights["rope_sin"] = params.at("rope_sin");
-  Executable model = Executable::compile(fwd, weights);
+  Executable model = tj::compile(fwd, weights);
   std::string out = a.prompt;
   std::vector<NDArray> logits;
   Bindings in = sequence_inputs(c, a.layers, 1, T);

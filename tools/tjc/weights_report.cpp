@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <optional>
 
-#include "cost/calibrate.h"
+#include "compiler/compile.h"
 #include "models/llama.h"
-#include "runtime/executable.h"
 #include "reference/interpreter.h"
 #include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 #include "tjc/busy.h"
+#include "tune/calibrate.h"
 
 namespace tjc {
 
@@ -24,7 +24,7 @@ std::string format_name(DType t) { return t == DType::i8 ? "int8" : std::string(
 Executable compile_as(const Graph& g, const Bindings& params, DType weights) {
   CompileOptions co;
   co.weights = weights;
-  Executable e = Executable::compile(g, params, co);
+  Executable e = tj::compile(g, params, co);
   if (!e.stats().compiled) throw Error("bench --weights: no C++ compiler, nothing to compare");
   return e;
 }

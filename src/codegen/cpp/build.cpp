@@ -17,11 +17,11 @@
 #include <sstream>
 #include <xxhash.h>
 
-#include "support/log.h"
+#include "support/cpus.h"
 #include "support/files.h"
+#include "support/log.h"
 #include "support/paths.h"
 #include "support/process.h"
-#include "runtime/thread_pool.h"
 #include "tensorjit/error.h"
 
 namespace tj {

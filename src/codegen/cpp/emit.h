@@ -54,7 +54,7 @@ struct EmittedProgram {
   // (the same bits either way; runtime/split_choice.h).
   bool splits_small_kernels = false;
   // With emit_cpp's `tune`: kernels emitted once per candidate schedule
-  // (runtime/autotune.h measures them). Candidate 0 is the emitter's own
+  // (tune/autotune.h measures them). Candidate 0 is the emitter's own
   // choice, kernel_symbols[kernel]; each computes the same values, its sums
   // in another order (within f32 rounding of each other, not bit for bit).
   struct Tunable {

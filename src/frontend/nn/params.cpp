@@ -3,7 +3,6 @@
 
 #include "ir/graph.h"
 #include "tensorjit/error.h"
-#include "tensorjit/jit.h"
 #include "tensorjit/safetensors.h"
 
 namespace tj {
@@ -23,8 +22,6 @@ Tensor param_of(Tracer& t, const std::string& name, DType dtype, const std::vect
   if (ValueId v = t.graph().find(name); v >= 0) return {&t, v};
   return t.param(name, dtype, Shape(shape.begin(), shape.end()));
 }
-
-[[noreturn]] void missing(const std::string& name) { throw Error("ParamTree: the weights have no tensor '" + name + "'"); }
 
 }  // namespace
 
@@ -46,22 +43,7 @@ ParamTree::ParamTree(Tracer& t, const Bindings& w, std::string prefix)
           },
           [&w](const std::string& n) { return w.count(n) > 0; }, std::move(prefix)) {}
 
-ParamTree::ParamTree(JitArgs& a, const SafetensorsFile& w, std::string prefix)
-    : ParamTree(
-          [&a, &w](const std::string& n) {
-            if (!w.find(n)) missing(n);
-            return a.param(n, w);
-          },
-          [&w](const std::string& n) { return w.find(n) != nullptr; }, std::move(prefix)) {}
-
-ParamTree::ParamTree(JitArgs& a, const Bindings& w, std::string prefix)
-    : ParamTree(
-          [&a, &w](const std::string& n) {
-            auto it = w.find(n);
-            if (it == w.end()) missing(n);
-            return a.param(n, it->second);
-          },
-          [&w](const std::string& n) { return w.count(n) > 0; }, std::move(prefix)) {}
+void ParamTree::missing(const std::string& name) { throw Error("ParamTree: the weights have no tensor '" + name + "'"); }
 
 ParamTree ParamTree::sub(const std::string& name) const { return ParamTree(declare_, has_, prefix_ + name + "."); }
 Tensor ParamTree::operator[](const std::string& name) const { return declare_(prefix_ + name); }

@@ -1,4 +1,4 @@
-#include "cost/analysis.h"
+#include "compiler/analysis.h"
 
 #include "compiler/driver.h"
 #include "passes/pipeline.h"

@@ -4,7 +4,7 @@
 // blocks), all compiled into the program. At the first compilation each
 // kernel's candidates are timed here, on this machine; the winner is kept
 // in the cache ($TJ_CACHE_DIR/tuning/) under the kernel's signature, this
-// machine's identity (cost/calibrate.h) and this tensorjit's, so that later
+// machine's identity (tune/calibrate.h) and this tensorjit's, so that later
 // compilations take it without measuring. TJ_LOG=autotune shows the
 // candidates and their times.
 //
@@ -21,14 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpp/emit.h"
+#include "runtime/executable.h"
 
 namespace tj {
-
-struct CompileOptions;
-struct CompileStats;
-
-bool autotune_requested(const CompileOptions& o);
 
 struct TuningResult {
   int winner = 0;                 // index of the chosen candidate (0: the rule's)
@@ -49,16 +44,6 @@ TuningResult measure_candidates(size_t n, const std::function<double(size_t)>& r
 // `labels` (the same list, in order), or nothing.
 std::optional<int> recorded_choice(const std::string& signature, const std::vector<std::string>& labels);
 void record_choice(const std::string& signature, const std::vector<std::string>& labels, const TuningResult& r);
-
-// What the tuner needs of a loaded program (Executable::tune).
-struct TuningTarget {
-  const std::vector<EmittedProgram::Tunable>* tunable = nullptr;
-  std::vector<void (*)(void**)>* kernels = nullptr;  // in schedule order; each tunable kernel's choice is set here
-  std::function<void (*(const std::string&))(void**)> resolve;  // a symbol of the library
-  // Runs the program once on seeded inputs and returns the table the
-  // kernels then read (their operands in place); throws if it cannot.
-  std::function<void**()> prepare;
-};
 
 // Each tunable kernel's candidate: recorded, or measured now. Then, when a
 // measured choice is not the rule's, the whole program with the new

@@ -1,4 +1,4 @@
-#include "cost/calibrate.h"
+#include "tune/calibrate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -157,6 +157,23 @@ void save_calibration(const Calibration& c) {
 HardwareProfile cpu_profile(const Calibration& c) {
   return {"cpu", c.sgemm_flops, c.sgemm_flops, c.vector_flops, c.stream_bandwidth, 2e-6,
           "measured by tjc calibrate on " + c.date + " (" + std::to_string(c.threads) + " threads)"};
+}
+
+HardwareProfile hardware_profile(const std::string& name) {
+  if (auto p = datasheet_profile(name)) return *p;
+  if (name != "cpu") throw Error("unknown hardware '" + name + "' (known: h100, h200, a100, cpu)");
+  Calibration c;
+  if (!load_calibration(&c)) {
+    c = measure_machine();
+    save_calibration(c);
+  }
+  return cpu_profile(c);
+}
+
+std::vector<std::string> hardware_names() {
+  std::vector<std::string> names = datasheet_names();
+  names.push_back("cpu");
+  return names;
 }
 
 }  // namespace tj

@@ -32,4 +32,9 @@ bool load_calibration(Calibration* out);         // false if absent, unreadable 
 void save_calibration(const Calibration& c);     // atomic: temp file + rename
 HardwareProfile cpu_profile(const Calibration& c);
 
+// A data sheet's profile (cost/hardware.h), or "cpu": this machine,
+// calibrated on first use and saved.
+HardwareProfile hardware_profile(const std::string& name);
+std::vector<std::string> hardware_names();  // the data sheets' and "cpu"
+
 }  // namespace tj

@@ -1,4 +1,4 @@
-#include "runtime/autotune.h"
+#include "tune/autotune.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,13 +9,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "compiler/options.h"
-#include "compiler/program_cache.h"
 #include "runtime/executable.h"
-#include "cost/calibrate.h"
 #include "support/files.h"
+#include "support/identity.h"
 #include "support/log.h"
 #include "support/paths.h"
+#include "tune/calibrate.h"
 
 namespace tj {
 
@@ -48,18 +47,12 @@ double quantile(std::vector<double> v, double q) {
 // The entry of a kernel signature on this machine, for this tensorjit.
 fs::path entry_path(const std::string& signature) {
   static const std::string machine = machine_identity();
-  if (compiler_identity().empty()) return {};
-  const std::string keyed = std::string(kFormat) + "\n" + compiler_identity() + "\n" + machine + "\n" + signature;
+  if (build_identity().empty()) return {};
+  const std::string keyed = std::string(kFormat) + "\n" + build_identity() + "\n" + machine + "\n" + signature;
   return fs::path(cache_dir()) / "tuning" / (hash_hex(keyed.data(), keyed.size()) + ".json");
 }
 
 }  // namespace
-
-bool autotune_requested(const CompileOptions& o) {
-  if (o.autotune) return *o.autotune;
-  const char* e = std::getenv("TJ_AUTOTUNE");
-  return e && *e && std::strcmp(e, "0") != 0;
-}
 
 TuningResult measure_candidates(size_t n, const std::function<double(size_t)>& run, double budget) {
   TuningResult r;
