@@ -1,5 +1,6 @@
 #include "runtime/call_checks.h"
 
+#include "codegen/cpp/abi.h"
 #include "runtime/gemm.h"
 #include "tensorjit/error.h"
 
@@ -38,10 +39,13 @@ NDArray& checked_input(const Graph& g, ValueId v, Bindings& inputs, const std::v
 }
 
 std::string status_message(int status) {
-  return status == 4   ? std::string("run: the matrix library failed: ") + gemm_f32_library()
-         : status == 3 ? "run: kv_write position outside the cache"
-         : status == 2 ? "run: integer division by zero"
-                       : "run: gather or scatter_add index out of range";
+  switch (status) {
+    case tj_status_gemm_failed: return std::string("run: the matrix library failed: ") + gemm_f32_library();
+    case tj_status_kv_write_outside: return "run: kv_write position outside the cache";
+    case tj_status_division_by_zero: return "run: integer division by zero";
+    case tj_status_index_out_of_range: return "run: gather or scatter_add index out of range";
+    default: return "run: the program stopped with status " + std::to_string(status);
+  }
 }
 
 }  // namespace tj

@@ -59,7 +59,7 @@ struct Executable::State {
   std::vector<ValueId> inputs;
   std::vector<std::vector<int64_t>> input_shapes, output_shapes;  // at the bound sizes
   // Sizes: a graph with size symbols is planned again whenever a call binds
-  // them to new values (arena offsets, temporaries, scratch, t[n+2]).
+  // them to new values (arena offsets, temporaries, scratch, the tj_slot_sizes slot).
   bool symbolic = false;
   bool bound = false;
   SymEnv sizes, capacity;                 // the bound sizes; the sizes memory is laid out for
@@ -69,7 +69,7 @@ struct Executable::State {
   int64_t arena_cap = 0, temps_cap = 0, scratch_cap = 0;
   std::vector<int64_t> sym_values;
   int threads = 1;  // the pool's threads (what scratch is sized for)
-  int split_small = 1;      // t[n+3]: this call's small kernels split over the pool (see RunOptions)
+  int split_small = 1;      // the tj_slot_split_small slot: this call's small kernels split over the pool (see RunOptions)
   SplitChoice split_choice;
   void bind(const SymEnv& env);
   int64_t hold_weights(const Bindings& params, const std::unordered_map<std::string, const void*>& prepared_constants);
@@ -130,10 +130,10 @@ Executable Executable::load(Parts parts, EmittedProgram program, const BuildResu
 
   // The table: every value in memory gets its address; activations when the
   // sizes are bound (now, for a graph without size symbols).
-  s->table.assign(g.size() + 4, nullptr);
-  s->table[g.size() + 3] = &s->split_small;
+  s->table.assign(g.size() + tj_slots, nullptr);
+  s->table[g.size() + tj_slot_split_small] = &s->split_small;
   s->threads = pool.threads();
-  s->table[g.size() + 1] = const_cast<tj_runtime_api*>(pool.api());
+  s->table[g.size() + tj_slot_runtime] = const_cast<tj_runtime_api*>(pool.api());
   s->stats.constant_bytes = s->hold_weights(params, parts.prepared_constants);
   s->find_aliases();
   s->stats.compiled = true;
@@ -197,7 +197,7 @@ Executable Executable::load_on_device(Parts parts, gpu::Program program, const B
   s->symbolic = !size_symbols(s->graph).empty();
   s->output_alias.assign(s->graph.outputs().size(), -1);
   s->source = program.source;
-  s->table.assign(s->graph.size() + 4, nullptr);
+  s->table.assign(s->graph.size() + tj_slots, nullptr);
   s->stats.constant_bytes = s->hold_weights(params, parts.prepared_constants);
   const std::vector<const void*> held(s->table.begin(), s->table.begin() + static_cast<std::ptrdiff_t>(s->graph.size()));
   s->device = std::make_shared<DeviceProgram>(s->graph, s->schedule, std::move(program), held);
@@ -322,10 +322,10 @@ void Executable::State::bind(const SymEnv& env) {
   for (size_t i = 0; i < prog.temporaries.size(); ++i)
     table[static_cast<size_t>(prog.temporaries[i])] = static_cast<char*>(temps.get()) + tl.offsets[i];
   grow(&scratch, &scratch_cap, scratch_bytes_per_thread(prog, cap) * threads);
-  table[g.size()] = scratch.get();
+  table[g.size() + tj_slot_scratch] = scratch.get();
   sym_values.clear();
   for (const auto& x : prog.symbols) sym_values.push_back(env.at(x));
-  table[g.size() + 2] = sym_values.data();
+  table[g.size() + tj_slot_sizes] = sym_values.data();
   input_shapes.clear();
   output_shapes.clear();
   for (ValueId v : inputs) input_shapes.push_back(eval_shape(g.type(v).shape, env));

@@ -16,18 +16,7 @@
 
 #include <cstdint>
 
-extern "C" {
-// What generated code sees of the runtime (its prelude declares the same
-// struct): t[n+1] points to one of these. The pool, and the matrix products
-// (src/runtime/gemm.h): generated code links no BLAS library of its own.
-struct tj_runtime_api {
-  void (*run)(void* pool, int64_t parts, void (*body)(void*, int64_t, int64_t, int), void* ctx);
-  void* pool;
-  int64_t threads;
-  int (*sgemm)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t);
-  int (*dgemm)(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t, double*, int64_t);
-};
-}
+#include "codegen/cpp/abi.h"  // tj_runtime_api
 
 namespace tj {
 

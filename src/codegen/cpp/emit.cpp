@@ -163,13 +163,18 @@ std::string Emitter::ptr(ValueId v) {
   return "p" + std::to_string(v);
 }
 
+std::string Emitter::slot(tj_table_slot s) const {
+  static constexpr const char* kNames[tj_slots] = {"tj_slot_scratch", "tj_slot_runtime", "tj_slot_sizes", "tj_slot_split_small"};
+  return "t[" + std::to_string(g_.size()) + " + " + kNames[s] + "]";
+}
+
 // Declarations of the pointers a function body used; resets the set.
 std::string Emitter::pointers() {
   std::string d;
   for (ValueId v : used_) d += "  " + T(v) + "* const p" + std::to_string(v) + " = (" + T(v) + "*)t[" + std::to_string(v) + "];\n";
   used_.clear();
-  for (size_t k = 0; k < out_.symbols.size(); ++k)  // sizes: t[n+2] holds their values
-    d += "  const int64_t " + sym_name(out_.symbols[k]) + " = ((const int64_t*)t[" + std::to_string(g_.size() + 2) + "])[" +
+  for (size_t k = 0; k < out_.symbols.size(); ++k)  // sizes: the tj_slot_sizes slot holds their values
+    d += "  const int64_t " + sym_name(out_.symbols[k]) + " = ((const int64_t*)" + slot(tj_slot_sizes) + ")[" +
          std::to_string(k) + "];\n";
   return d;
 }
@@ -356,14 +361,14 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
   out_.source += std::string(kUnitMark) + "// kernel " + std::to_string(k) + ": " + std::string(kernel_kind_name(K.kind)) + " over " +
                  shape_str(K.space) + (knobs_.label.empty() ? "" : " (candidate: " + knobs_.label + ")") + "\n";
   // Share `id` of `nt`, split over the pool when the program has tj_team
-  // and the runtime says so (t[n+3], measured per program); alone, all of it. One part per thread: these kernels take a few
+  // and the runtime says so (the tj_slot_split_small slot, measured per program); alone, all of it. One part per thread: these kernels take a few
   // microseconds, where each further part's claim costs more than it
   // balances (tiny decode 11.6-14.0 us against 15.7-17.6 with 4 per thread).
   if (team_work_ > 0) {
     std::string decl = pointers();
     out_.source += "void " + name + "(void** t) {\n" + decl + "  const auto part = [&](int64_t tj_part, int64_t tj_parts, int tj_thread) {\n" +
                    "    const int id = (int)tj_part, nt = (int)tj_parts; (void)tj_thread;\n" + body + "  };\n" +
-                   "  if (tj_team && *(const int*)t[" + std::to_string(g_.size() + 3) + "]) tj_parallel(" + pool() + ", tj_threads(" + pool() +
+                   "  if (tj_team && *(const int*)" + slot(tj_slot_split_small) + ") tj_parallel(" + pool() + ", tj_threads(" + pool() +
                    "), part);\n  else part(0, 1, 0);\n}\n\n";
   } else {
     out_.source += "void " + name + "(void** t) {\n" + pointers() + body + "}\n\n";

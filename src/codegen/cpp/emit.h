@@ -3,12 +3,12 @@
 //
 // Generated functions take the buffer table `void** t`: t[v] is the address
 // of value v's data for every value held in memory (inputs, params,
-// constants, planned kernel outputs and kernel-local temporaries); t[n] is
-// per-thread scratch; t[n+2] the size symbols' values; t[n+3] an int, nonzero
-// when small kernels split over the pool (splits_small_kernels); t[n+1] the process's
-// runtime (a tj_runtime_api, src/runtime/thread_pool.h: parallel loops
-// run as parts on its pool, whose thread count is what the scratch was
-// sized for, and matrix products call its GEMM). Reads through views, generators and
+// constants, planned kernel outputs and kernel-local temporaries), then the
+// slots of codegen/cpp/abi.h: per-thread scratch, the process's runtime (a
+// tj_runtime_api: parallel loops run as parts on its pool, whose thread
+// count is what the scratch was sized for, and matrix products call its
+// GEMM), the size symbols' values, and whether small kernels split over the
+// pool (splits_small_kernels). Reads through views, generators and
 // free gathers are index arithmetic (strided where the view chain allows, div
 // and mod otherwise), never copies.
 //
@@ -47,10 +47,10 @@ struct EmittedProgram {
   std::vector<int> temporary_kernel;        // the kernel each belongs to
   std::vector<Dim> temporary_sizes;         // bytes of each
   std::vector<Dim> scratch_sizes;           // bytes per thread some kernel needs
-  std::vector<std::string> symbols;         // the graph's size symbols, in the order of t[n+2]
+  std::vector<std::string> symbols;         // the graph's size symbols, in the order of the tj_slot_sizes slot
   std::string check_symbol;                 // "tj_check_indices": free gathers' indices, run first; or empty
   // A decode-sized program: its small GEMVs and attentions split over the
-  // pool when the int at t[n+3] is nonzero, else run on the calling thread
+  // pool when the int at the tj_slot_split_small slot is nonzero, else run on the calling thread
   // (the same bits either way; runtime/split_choice.h).
   bool splits_small_kernels = false;
   // With emit_cpp's `tune`: kernels emitted once per candidate schedule
@@ -82,7 +82,7 @@ int64_t scratch_bytes_per_thread(const EmittedProgram& p, const SymEnv& sizes);
 // Generated code sets the int `tj_status` to a nonzero code when a runtime
 // index is out of range (a gather index, a kv_write position).
 // Sizes may be symbolic: generated loops, strides and library calls read the
-// symbols' values at run time from t[n+2] (int64, in `symbols` order), and
+// symbols' values at run time from the tj_slot_sizes slot (int64, in `symbols` order), and
 // the memory the program needs is a formula (temporary_sizes,
 // scratch_sizes). Decisions between code shapes (parallel or not, one team
 // or not) are taken at `hint` (a symbol not given counts as 64).

@@ -28,7 +28,7 @@ std::string Emitter::store(ValueId v) {
   Idx ci = iv;
   ci[axis] = "(" + iv[axis] + "+pos)";
   code += "{\n  const int64_t pos = (int64_t)(" + load(n.inputs[2], {}) + ");\n";
-  code += "  if (pos < 0 || pos + " + C(sr[axis]) + " > " + C(sc[axis]) + ") { tj_status = 3; return; }\n";
+  code += "  if (pos < 0 || pos + " + C(sr[axis]) + " > " + C(sc[axis]) + ") { tj_status = tj_status_kv_write_outside; return; }\n";
   code += loops(sr, iv, "  " + ptr(v) + "[" + flat(ci, sc) + "] = " + load(rows, iv) + ";\n");
   return code + "}\n";
 }

@@ -7,7 +7,9 @@
 // emit.cpp's prelude), which are the interpreter's.
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "codegen/cpp/abi.h"
 #include "codegen/gpu/renderer.h"
 
 namespace tj::gpu {
@@ -31,7 +33,7 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 
 // Wrapping arithmetic through unsigned (at least 32 bits wide, so that
 // narrow products do not overflow int), division by zero an error
-// (tj_status 2), INT_MIN / -1 wrapping to INT_MIN, mod with the divisor's
+// (tj_status_division_by_zero), INT_MIN / -1 wrapping to INT_MIN, mod with the divisor's
 // sign unless fmod.
 std::string int_helpers(const IntType& t) {
   std::string s =
@@ -43,9 +45,9 @@ std::string int_helpers(const IntType& t) {
       "TJ_FN T tj_smax_T(T a, T b) { return a < b ? b : a; }\n"
       "TJ_FN T tj_smin_T(T a, T b) { return b < a ? b : a; }\n"
       "TJ_FN T tj_idiv_T(T a, T b, TJ_GLOBAL int* st) {\n"
-      "  if (b == 0) { tj_fail(st, 2); return 0; }\n  MINUS_ONE(tj_ineg_T(a))\n  return (T)(a / b);\n}\n"
+      "  if (b == 0) { tj_fail(st, tj_status_division_by_zero); return 0; }\n  MINUS_ONE(tj_ineg_T(a))\n  return (T)(a / b);\n}\n"
       "TJ_FN T tj_imod_T(T a, T b, int fmod, TJ_GLOBAL int* st) {\n"
-      "  if (b == 0) { tj_fail(st, 2); return 0; }\n  MINUS_ONE(0)\n  const T r = (T)(a % b);\n"
+      "  if (b == 0) { tj_fail(st, tj_status_division_by_zero); return 0; }\n  MINUS_ONE(0)\n  const T r = (T)(a % b);\n"
       "  return MOD_SIGN;\n}\n";
   s = replace_all(s, "NEGATIVE(a) ? tj_ineg_T(a) : a", t.is_signed ? "a < 0 ? tj_ineg_T(a) : a" : "a");
   s = replace_all(s, "MOD_SIGN", t.is_signed ? "!fmod && r != 0 && ((r < 0) != (b < 0)) ? (T)(r + b) : r" : "(void)fmod, r");
@@ -93,10 +95,21 @@ std::string float_helpers(const char* f) {
   return s + "\n";
 }
 
+// The status codes of codegen/cpp/abi.h, by name (OpenCL C has no enum with
+// a base type to share the header's text with).
+std::string status_codes() {
+  std::string s;
+  for (auto [name, code] : {std::pair{"tj_status_index_out_of_range", tj_status_index_out_of_range},
+                            std::pair{"tj_status_division_by_zero", tj_status_division_by_zero},
+                            std::pair{"tj_status_kv_write_outside", tj_status_kv_write_outside}})
+    s += std::string("#define ") + name + " " + std::to_string(code) + "\n";
+  return s;
+}
+
 }  // namespace
 
 std::string shared_prelude() {
-  std::string s = "#ifndef INT64_MIN\n#define INT64_MIN (-9223372036854775807L-1)\n#endif\n"
+  std::string s = status_codes() + "#ifndef INT64_MIN\n#define INT64_MIN (-9223372036854775807L-1)\n#endif\n"
                   "// Integers wrap; floats' max and min order -0 below +0 and keep NaN (the interpreter's).\n";
   for (const IntType& t : kInts) s += int_helpers(t);
   s += float_helpers("float");
@@ -123,9 +136,9 @@ std::string shared_prelude() {
       "TJ_FN float tj_odd(double v) {\n  float f = (float)v;\n  if (v != v || (double)f == v) return f;\n"
       "  if (fabs((double)f) > fabs(v)) f = tj_as_float(tj_as_uint(f) - 1);  // toward zero\n"
       "  return tj_as_float(tj_as_uint(f) | 1);\n}\n\n"
-      "// An index into a dim of n: negative from the end; out of range is tj_status 1.\n"
+      "// An index into a dim of n: negative from the end; out of range is tj_status_index_out_of_range.\n"
       "TJ_FN int64_t tj_index_(int64_t i, int64_t n, TJ_GLOBAL int* st) {\n"
-      "  if (i < -n || i >= n) { tj_fail(st, 1); return 0; }\n  return i < 0 ? i + n : i;\n}\n"
+      "  if (i < -n || i >= n) { tj_fail(st, tj_status_index_out_of_range); return 0; }\n  return i < 0 ? i + n : i;\n}\n"
       "#define tj_index(i, n) tj_index_((i), (n), tj_status)\n\n"
       "TJ_FN double tj_gelu_tanh(double x, double c) { return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x))); }\n"
       "TJ_FN double tj_gelu_erf(double x, double c) { return 0.5 * x * (1.0 + erf(x * c)); }\n\n";

@@ -316,7 +316,7 @@ std::string Emitter::gemv_columns(DType dtype, const std::string& x, const std::
   // own scratch: no cache line shared with another thread's part of y): a
   // fraction of the accumulator traffic, B streamed row by row.
   std::string per = scratch(N * static_cast<int64_t>(dtype_size(dtype)));
-  c += "    " + ty + "* acc = (" + ty + "*)((char*)t[" + std::to_string(g_.size()) + "] + tj_thread*" + per + ");\n";
+  c += "    " + ty + "* acc = (" + ty + "*)((char*)" + slot(tj_slot_scratch) + " + tj_thread*" + per + ");\n";
   const int R = w.rows;
   c += "    for (int64_t j = n0; j < n1; ++j) acc[j] = 0;\n    int64_t k = 0;\n    for (; k + " + std::to_string(R) + " <= " + Ks +
        "; k += " + std::to_string(R) + ") {\n";
@@ -351,7 +351,7 @@ std::string Emitter::gemv(const std::string& ty, const std::string& x, const std
   const int partials = par ? kGemvPartials : 1;
   std::string per = scratch(N * static_cast<int64_t>(sizeof(double)));
   out_.scratch_sizes.back() = (N * static_cast<int64_t>(sizeof(double)) + 64) * partials;
-  c += "    char* scratch = (char*)t[" + std::to_string(g_.size()) + "];\n";
+  c += "    char* scratch = (char*)" + slot(tj_slot_scratch) + ";\n";
   c += "    const int used = " + std::to_string(partials) + ";\n";
   c += par ? open_parallel("used") : "";
   c += "    {\n      const int nt = used, id = " + std::string(par ? "(int)tj_part" : "0") + ";\n";

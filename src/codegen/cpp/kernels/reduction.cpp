@@ -37,7 +37,7 @@ std::string Emitter::reduction_body(const Kernel& K) {
   // Accumulators live in the (first thread's) scratch: no allocation per call.
   (void)scratch(outn * 8 + 8);
   Accumulator A = accumulator(n);
-  std::string code = "  " + A.type + "* acc = (" + A.type + "*)t[" + std::to_string(g_.size()) + "];\n";
+  std::string code = "  " + A.type + "* acc = (" + A.type + "*)" + slot(tj_slot_scratch) + ";\n";
   code += "  for (int64_t o = 0; o < " + C(outn) + "; ++o) acc[o] = " + A.init + ";\n";
   Idx iv = loop_vars(sx.size());
   Idx ko = iv;

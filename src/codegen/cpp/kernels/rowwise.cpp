@@ -24,7 +24,7 @@ std::string Emitter::rowwise_body(const Kernel& K) {
   code += "  const int64_t scratch = " + scratch_for(K, D) + ";\n";
   bool par = hint(count(sp)) >= kParallelElements && hint(rows) > 1;
   code += par ? open_parallel_loop("row", C(rows), false) : "  for (int64_t row = 0; row < " + C(rows) + "; ++row) {\n";
-  code += "    char* mine = (char*)t[" + std::to_string(g_.size()) + "] + (int64_t)" + (par ? "tj_thread" : "0") + " * scratch;\n    (void)mine;\n";
+  code += "    char* mine = (char*)" + slot(tj_slot_scratch) + " + (int64_t)" + (par ? "tj_thread" : "0") + " * scratch;\n    (void)mine;\n";
   // Row index -> outer index.
   Idx oi = loop_vars(outer.size(), "r");
   Idx row_index = unflat("row", outer);

@@ -84,7 +84,7 @@ void Emitter::store(ValueId v) {
   Idx ci = iv;
   ci[axis] = "(" + iv[axis] + "+pos)";
   std::string body = "  const int64_t pos = (int64_t)(" + load(n.inputs[2], {}) + ");\n";
-  body += "  if (pos < 0 || pos + " + cpp::C(sr[axis]) + " > " + cpp::C(so[axis]) + ") { if (tj_gid == 0) tj_fail(tj_status, 3); return; }\n";
+  body += "  if (pos < 0 || pos + " + cpp::C(sr[axis]) + " > " + cpp::C(so[axis]) + ") { if (tj_gid == 0) tj_fail(tj_status, tj_status_kv_write_outside); return; }\n";
   body += element(sr, iv) + "  " + ptr(v) + "[" + cpp::flat(ci, so) + "] = " + stored(v, load(rows, iv)) + ";\n";
   launch(&prog_.launches, "kv_write", body, cpp::count(sr));
 }
