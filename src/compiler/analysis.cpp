@@ -1,7 +1,6 @@
 #include "compiler/analysis.h"
 
 #include "compiler/driver.h"
-#include "passes/pipeline.h"
 
 namespace tj {
 
@@ -34,16 +33,28 @@ FusionOptions variant_fusion(Variant v) {
   return v == Variant::fused || v == Variant::fused_flash ? FusionOptions{} : FusionOptions::none();
 }
 
-Graph prepare_variant(const Graph& traced, Variant v) {
-  Graph g = traced;
-  PipelineOptions o;
-  run_pipeline(g, variant_passes(v), o);
-  return g;
+namespace {
+
+// The compiler's stages up to `last` for variant v: its passes and fusion
+// rules, no program cache, nothing generated.
+Compilation variant_stages(const Graph& traced, Variant v, Stage last, bool reorder) {
+  CompileOptions o;
+  o.passes = variant_passes(v);
+  o.fusion = variant_fusion(v);
+  o.reorder = reorder;
+  o.program_cache = false;
+  o.device = Device::cpu;
+  Compilation c;
+  run_stages(c, &traced, {}, o, last);
+  return c;
 }
 
+}  // namespace
+
+Graph prepare_variant(const Graph& traced, Variant v) { return std::move(variant_stages(traced, v, Stage::passes, false).graph); }
+
 VariantReport analyze_variant(const Graph& traced, Variant v, DType dtype, const HardwareProfile& hw) {
-  Graph g = prepare_variant(traced, v);
-  VariantReport r{v, fuse(g, variant_fusion(v)), {}};
+  VariantReport r{v, std::move(variant_stages(traced, v, Stage::fusion, false).schedule), {}};
   r.cost = schedule_cost(r.schedule, dtype, hw);
   return r;
 }
@@ -56,9 +67,8 @@ MemoryAccount memory_account(const Graph& traced, Variant v) {
     if (n.op == Op::param) (n.name.rfind("rope_", 0) == 0 ? a.table_bytes : a.weight_bytes) += b;
     else if (n.name.find("_cache") != std::string::npos) a.kv_cache_bytes += b;
   }
-  Graph g = prepare_variant(traced, v);
-  Schedule s = schedule_kernels(g, variant_fusion(v), true, size_hint(g, {}));
-  ActivationPlan p = plan_activations(g, s);
+  Compilation c = variant_stages(traced, v, Stage::reorder, true);
+  ActivationPlan p = plan_activations(c.graph, c.schedule);
   a.peak_activation_bytes = p.plan.peak_bytes;
   a.lower_bound_bytes = p.plan.lower_bound_bytes;
   a.no_reuse_bytes = p.plan.no_reuse_bytes;

@@ -1,5 +1,5 @@
-// compile(): a traced graph and its weights to an Executable, through the
-// driver's stages (compiler/driver.h) and the autotuner (tune/autotune.h).
+// compile(): a traced graph and its weights to an Executable, through every
+// stage of the driver's list (compiler/driver.h: run_stages).
 //
 //   tj::Executable exe = tj::compile(graph, weights);
 //   exe.run(inputs, outputs);

@@ -3,27 +3,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "compiler/program_cache.h"
 #include "memory/lifetimes.h"
 #include "passes/pipeline.h"
+#include "ir/rewriter.h"
 #include "passes/specialize.h"
+#include "runtime/gemm.h"
 #include "runtime/host_program.h"
+#include "runtime/thread_pool.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
+#include "tune/autotune.h"
 
 namespace tj {
-
-namespace {
-
-// CompileOptions::autotune, else TJ_AUTOTUNE (anything but empty or 0).
-bool autotune_requested(const CompileOptions& o) {
-  if (o.autotune) return *o.autotune;
-  const char* e = std::getenv("TJ_AUTOTUNE");
-  return e && *e && std::strcmp(e, "0") != 0;
-}
-
-}  // namespace
 
 std::string_view device_name(Device d) {
   switch (d) {
@@ -51,18 +45,55 @@ Device requested_device(const CompileOptions& o) {
   }
 }
 
-void Compilation::stage(std::string name) {
-  auto now = std::chrono::steady_clock::now();
-  stages.emplace_back(std::move(name), std::chrono::duration<double>(now - last_).count());
-  last_ = now;
-}
+// Runs and records the stages of one compilation, in order.
+class StageRunner {
+ public:
+  StageRunner(Compilation& c, Stage last) : c_(c), last_(last) {}
 
-void Compilation::stage(std::string name, double seconds) {
-  stages.emplace_back(std::move(name), seconds);
-  last_ = std::chrono::steady_clock::now();
-}
+  // `body` as stage `name` unless `skip` says why not (or the stage is
+  // past `last`: not recorded). A body that returns seconds timed them
+  // itself; otherwise the runner times it.
+  template <class F>
+  void operator()(Stage s, const char* name, const char* skip, F&& body) {
+    if (s > last_) return;
+    if (skip) {
+      c_.stages.push_back({name, 0, skip});
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    if constexpr (std::is_void_v<std::invoke_result_t<F>>) {
+      body();
+      c_.stages.push_back({name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), ""});
+    } else {
+      c_.stages.push_back({name, body(), ""});
+    }
+  }
+  // The stage just recorded, if it ran (to name what it found, or to correct its time).
+  StageRecord* ran_last() { return !c_.stages.empty() && c_.stages.back().skipped.empty() ? &c_.stages.back() : nullptr; }
+
+ private:
+  Compilation& c_;
+  Stage last_;
+};
 
 namespace {
+
+// CompileOptions::autotune, else TJ_AUTOTUNE (anything but empty or 0).
+bool autotune_requested(const CompileOptions& o) {
+  if (o.autotune) return *o.autotune;
+  const char* e = std::getenv("TJ_AUTOTUNE");
+  return e && *e && std::strcmp(e, "0") != 0;
+}
+
+// oneDNN's kernels are made while a program compiles, when a product of more
+// than one row will need them (one row is a GEMV of the generated code's).
+bool needs_gemm_warmup(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    const auto& s = n.type.shape;
+    if (n.op == Op::matmul && n.type.dtype == DType::f32 && s.size() >= 2 && s[s.size() - 2] != Dim(1)) return true;
+  }
+  return false;
+}
 
 // The program cache's program becomes the compilation's.
 void adopt(Compilation& c, PreparedProgram&& prepared) {
@@ -71,93 +102,129 @@ void adopt(Compilation& c, PreparedProgram&& prepared) {
   c.prepared_constants = std::move(prepared.constants);
 }
 
+Executable::Parts parts_of(Compilation& c) {
+  return {std::move(c.graph), std::move(c.schedule), std::move(c.prepared), std::move(c.prepared_constants)};
+}
+
 }  // namespace
 
-void optimize(Compilation& c, const Graph& traced, const Bindings& params, const CompileOptions& o) {
-  c.cxx = find_compiler();
-  c.stage("compiler probe");
-  // A graph compiled before, with the same weights and options: its
-  // optimized form and prepared constants come from the program cache, and
-  // the passes do not run.
-  bool cacheable = c.cxx && o.program_cache && !has_control_flow(traced);
-  std::string key = cacheable ? program_key(traced, params, o) : "";
-  cacheable &= !key.empty();  // no key: the compiler's identity is unknown
-  c.key = key;
-  std::optional<PreparedProgram> prepared = cacheable ? load_program(key) : std::nullopt;
-  c.program_cache_hit = prepared.has_value();
-  if (cacheable) c.stage(prepared ? "program cache hit" : "program cache lookup");
-  if (!prepared) {
-    c.graph = traced;
+bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, const CompileOptions& o, Stage last) {
+  StageRunner stage(c, last);
+  c.device = requested_device(o);
+  const bool from_cache = traced == nullptr;  // compile_prepared: the key is given
+  const bool generates = last >= Stage::emit || o.program_cache || from_cache;
+  const bool control_flow = traced && has_control_flow(*traced);
+  std::optional<PreparedProgram> prepared;
+  std::optional<GemmWarmup> warm;  // meanwhile, from when the graph is known
+  if (traced && last >= Stage::build && needs_gemm_warmup(*traced)) warm.emplace();
+
+  stage(Stage::probe, "compiler probe", generates ? nullptr : "no code is generated", [&] { c.cxx = find_compiler(); });
+  if (!from_cache && c.cxx && o.program_cache && !control_flow) c.key = program_key(*traced, params, o);
+  const char* no_lookup = from_cache          ? (c.cxx ? nullptr : "no C++ compiler")
+                          : !o.program_cache  ? "CompileOptions::program_cache is off"
+                          : !c.cxx            ? "no C++ compiler"
+                          : control_flow      ? "a graph with control flow"
+                          : c.key.empty()     ? "this build's identity is unknown"
+                                              : nullptr;
+  stage(Stage::cache_lookup, "program cache lookup", no_lookup, [&] {
+    prepared = load_program(c.key);
+    c.program_cache_hit = prepared.has_value();
+  });
+  if (c.program_cache_hit) stage.ran_last()->name = "program cache hit";
+  if (from_cache) {
+    if (!c.program_cache_hit) return false;
+    // Every weight must be a prepared constant: there are no others to bind.
+    auto users = users_of(prepared->graph);
+    for (ValueId p : prepared->graph.params())
+      if (!users[static_cast<size_t>(p)].empty() && !prepared->constants.count(prepared->graph.node(p).name)) return false;
+    if (last >= Stage::build && needs_gemm_warmup(prepared->graph)) warm.emplace();
+  }
+  stage(Stage::passes, "passes", c.program_cache_hit ? "program cache hit" : nullptr, [&] {
+    c.graph = *traced;
     PipelineOptions po;
     po.pass.freeze_values = &params;
     po.pass.weights = o.weights;
     run_pipeline(c.graph, o.passes.empty() ? default_pipeline(true) : o.passes, po);
-    c.stage("passes");
-    if (cacheable) {
-      try {
-        prepared = store_program(key, c.graph);
-      } catch (const Error& e) {  // a graph whose text does not read back: compiled as it is, not cached
-        if (log_enabled("compile")) std::fprintf(stderr, "[compile] program cache: not used: %s\n", e.what());
-      }
-      c.stage("program cache store");
+  });
+  stage(Stage::cache_store, "program cache store", c.program_cache_hit ? "program cache hit" : no_lookup, [&] {
+    try {
+      prepared = store_program(c.key, c.graph);
+    } catch (const Error& e) {  // a graph whose text does not read back: compiled as it is, not cached
+      if (log_enabled("compile")) std::fprintf(stderr, "[compile] program cache: not used: %s\n", e.what());
     }
-  }
+  });
   if (prepared) adopt(c, std::move(*prepared));
-}
 
-bool load_prepared(Compilation& c, const std::string& key) {
-  c.cxx = find_compiler();
-  c.stage("compiler probe");
-  if (!c.cxx || key.empty()) return false;
-  std::optional<PreparedProgram> prepared = load_program(key);
-  if (!prepared) return false;
-  c.key = key;
-  c.program_cache_hit = true;
-  adopt(c, std::move(*prepared));
-  c.stage("program cache hit");
+  // From here on the graph runs as kernels, unless the host or the interpreter runs it.
+  const bool cpu = c.device == Device::cpu;
+  if (generates && has_control_flow(c.graph)) {
+    if (c.cxx) c.form = Form::host;  // its parts on the device, if one is asked for
+    else if (!cpu) throw Unsupported("a graph with control flow runs on the CPU only (device " + std::string(device_name(c.device)) + ")");
+    else c.form = Form::interpreter;
+  } else if (generates && !c.cxx && cpu) {
+    c.form = Form::interpreter;
+  }
+  const char* not_kernels = c.form == Form::host          ? "control flow: the host program compiles its parts"
+                            : c.form == Form::interpreter ? "no C++ compiler: the interpreter runs the graph"
+                                                          : nullptr;
+  c.hint = size_hint(c.graph, o.size_hint);  // a size never seen: decide as for a small one
+  stage(Stage::fusion, "fusion", not_kernels, [&] {
+    FusionOptions fo = o.fusion;
+    fo.size_hint = c.hint;
+    c.schedule = fuse(c.graph, fo, o.donate);
+  });
+  // Reordering weighs buffer sizes: at the hint (the same graph, sizes bound).
+  stage(Stage::reorder, "reorder", not_kernels ? not_kernels : !o.reorder ? "CompileOptions::reorder is off" : nullptr, [&] {
+    c.schedule = reorder_schedule(size_symbols(c.graph).empty() ? c.graph : specialize(c.graph, c.hint), c.schedule);
+  });
+  stage(Stage::emit, "emit", not_kernels, [&] {
+    if (cpu) c.program = emit_cpp(c.graph, c.schedule, c.hint, autotune_requested(o));
+    else c.gpu = gpu::emit(c.graph, c.schedule, c.device == Device::opencl ? gpu::Target::opencl : gpu::Target::cuda, c.hint);
+  });
+  stage(Stage::build, "build", not_kernels, [&] {
+    if (!cpu) {  // the device's compiler, and the weights uploaded
+      c.exe = Executable::load_on_device(parts_of(c), std::move(c.gpu), params, {});
+      return;
+    }
+    c.built = build_library(c.program.source, *c.cxx);
+  });
+  if (StageRecord* built = stage.ran_last(); built && cpu && built->name == "build") {
+    built->seconds -= c.built.load_seconds;  // the load is its own stage, below
+    if (c.built.cache_hit) built->name = "build (cache hit)";
+  }
+  const char* on_device = cpu ? nullptr : "on a device: the build loads and lays out";
+  stage(Stage::load, "load", not_kernels ? not_kernels : on_device, [&] { return c.built.load_seconds; });  // timed by the build
+  stage(Stage::layout, "layout", not_kernels ? not_kernels : on_device, [&] {
+    const ThreadPool& pool = o.pool ? *o.pool : ThreadPool::global();  // the threads generated code splits its work over
+    c.exe = Executable::load(parts_of(c), std::move(c.program), c.built, params, pool, {});
+  });
+  TuningTarget target;
+  if (c.exe && cpu) target = c.exe->tuning_target(c.hint);
+  const bool tunable = target.tunable && !target.tunable->empty();
+  stage(Stage::autotune, "autotune", not_kernels ? not_kernels : !tunable ? "no tunable kernels" : nullptr, [&] {
+    CompileStats s = c.exe->stats();
+    tune_program(target, s);
+    c.exe->set_stats(s);
+    return s.tuning_seconds;
+  });
   return true;
 }
 
-namespace {
-
-Schedule fuse_at(const Graph& g, const FusionOptions& fusion, const SymEnv& hint, const std::vector<Donation>& donate = {}) {
-  FusionOptions fo = fusion;
-  fo.size_hint = hint;
-  return fuse(g, fo, donate);
+std::string stages_text(const Compilation& c) {
+  std::string text;
+  for (const StageRecord& r : c.stages) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %.1f ms", r.seconds * 1e3);
+    text += (text.empty() ? "" : ", ") + r.name + (r.skipped.empty() ? std::string(buf) : " skipped (" + r.skipped + ")");
+  }
+  return text;
 }
 
-// Reordering weighs buffer sizes: at the hint (the same graph, sizes bound).
-Schedule reorder_at(const Graph& g, const Schedule& s, const SymEnv& hint) {
-  return reorder_schedule(size_symbols(g).empty() ? g : specialize(g, hint), s);
-}
-
-}  // namespace
-
-Schedule schedule_kernels(const Graph& g, const FusionOptions& fusion, bool reorder, const SymEnv& hint) {
-  Schedule s = fuse_at(g, fusion, hint);
-  return reorder ? reorder_at(g, s, hint) : s;
-}
-
-void schedule_program(Compilation& c, const CompileOptions& o) {
-  const Graph& g = c.graph;
-  c.hint = size_hint(g, o.size_hint);  // a size never seen: decide as for a small one
-  c.schedule = fuse_at(g, o.fusion, c.hint, o.donate);
-  c.stage("fusion");
-  if (o.reorder) c.schedule = reorder_at(g, c.schedule, c.hint);
-  c.stage("reorder");
-}
-
-void generate(Compilation& c, const CompileOptions& o) {
-  if (!c.cxx) throw Error("compile: no C++ compiler to generate code for");
-  const Graph& g = c.graph;
-  schedule_program(c, o);
-  c.program = emit_cpp(g, c.schedule, c.hint, autotune_requested(o));
-  c.stage("emit");
-  auto t0 = std::chrono::steady_clock::now();
-  c.built = build_library(c.program.source, *c.cxx);
-  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  c.stage(c.built.cache_hit ? "build (cache hit)" : "build", total - c.built.load_seconds);
-  c.stage("load", c.built.load_seconds);
+std::vector<std::pair<std::string, double>> stage_seconds(const Compilation& c) {
+  std::vector<std::pair<std::string, double>> r;
+  for (const StageRecord& s : c.stages)
+    if (s.skipped.empty()) r.emplace_back(s.name, s.seconds);
+  return r;
 }
 
 }  // namespace tj

@@ -1,23 +1,26 @@
-// The compiler driver: the one list of stages from a traced graph to a
-// loaded library of kernels, each timed. Executable::compile runs them all
-// and lays the result out in memory; the analysis stops after scheduling.
+// The compiler driver: run_stages() is the one list of stages from a traced
+// graph to a loaded, tuned program, each with the condition under which it
+// is skipped. compile() (compiler/compile.h) runs all of them; the analysis
+// variants and `tjc codegen` run them up to a stage. Each stage that runs
+// is timed into Compilation::stages, each that does not says why there;
+// TJ_LOG=compile prints that record.
 //
 //   stage                 does                                               skipped
-//   compiler probe        find a working C++ compiler (once per process)
-//   program cache lookup  the optimized graph and constants of an earlier   without a compiler; control flow
-//                         compilation (compiler/program_cache.h)
+//   compiler probe        find a working C++ compiler (once per process)     when no code is generated
+//   program cache lookup  the optimized graph and constants of an earlier   no compiler; off; control flow;
+//                         compilation (compiler/program_cache.h)             this build's identity unknown
 //   passes                the pass pipeline, params frozen                   on a program cache hit
 //   program cache store   the optimized graph and constants, for next time   on a hit; when not cacheable
-//   fusion                the graph's kernels (schedule/fusion.h)
-//   reorder               kernel order for a lower peak (memory/lifetimes.h) options.reorder false
-//   emit                  C++ per kernel (codegen/cpp)
-//   build, load           compile, or the kernel cache, then dlopen
-//
-// Each stage appends (name, seconds) to Compilation::stages; TJ_LOG=compile
-// prints the list (Executable::compile, with its own "layout" stage).
+//   fusion                the graph's kernels (schedule/fusion.h)            control flow (the host program
+//   reorder               kernel order for a lower peak (memory/lifetimes.h) compiles its parts); no compiler
+//   emit                  C++ per kernel (codegen/cpp), or GPU C             (the interpreter runs the graph);
+//   build                 compile, or the kernel cache; on a device, the     reorder: options.reorder false
+//                         DeviceProgram (weights uploaded)
+//   load                  dlopen                                             on a device
+//   layout                weights and activations placed (Executable::load)  on a device
+//   autotune              each tunable kernel's candidate (tune/autotune.h)  no tunable kernels
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,12 +30,31 @@
 
 #include "codegen/cpp/build.h"
 #include "codegen/cpp/emit.h"
+#include "codegen/gpu/emit.h"
 #include "compiler/options.h"
+#include "runtime/executable.h"
 
 namespace tj {
 
+enum class Stage { probe, cache_lookup, passes, cache_store, fusion, reorder, emit, build, load, layout, autotune };
+
+// How the compiled graph runs, once the passes have run.
+enum class Form {
+  kernels,      // generated code: on this CPU, or on a device
+  host,         // a graph with control flow: the host runs it over compiled parts
+  interpreter,  // no C++ compiler: the interpreter runs the optimized graph
+};
+
+struct StageRecord {
+  std::string name;
+  double seconds = 0;
+  std::string skipped;  // why it did not run ("" when it ran)
+};
+
 struct Compilation {
-  std::optional<Compiler> cxx;  // none: no working C++ compiler (the interpreter runs the graph)
+  std::optional<Compiler> cxx;  // none: no working C++ compiler
+  Device device = Device::cpu;
+  Form form = Form::kernels;
   Graph graph;                  // optimized
   bool program_cache_hit = false;
   std::string key;              // the program cache's key ("" when not cacheable)
@@ -40,34 +62,24 @@ struct Compilation {
   std::unordered_map<std::string, const void*> prepared_constants;  // by their tj.const.N param's name
   SymEnv hint;                  // the sizes choices are made at
   Schedule schedule;
-  EmittedProgram program;
+  EmittedProgram program;       // on this CPU
+  gpu::Program gpu;             // on a device
   BuildResult built;
-  std::vector<std::pair<std::string, double>> stages;
-
-  // Ends the current stage: the time since the previous one is `name`'s.
-  void stage(std::string name);
-  void stage(std::string name, double seconds);  // a stage timed by its own code
-
- private:
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::optional<Executable> exe;  // from the build (device) or layout (CPU) stage on
+  std::vector<StageRecord> stages;  // in the list's order, run or skipped
 };
 
-// Compiler probe, program cache lookup, passes, program cache store. Params
-// must have been checked against the graph. Leaves c.graph optimized.
-void optimize(Compilation& c, const Graph& traced, const Bindings& params, const CompileOptions& o);
-// The program stored under `key` (compiler probe, program cache hit), for a
-// caller that knows the key without the traced graph's params (an ONNX
-// model file seen before): false when there is no compiler or no such entry.
-bool load_prepared(Compilation& c, const std::string& key);
-// Fusion and (with `reorder`) reordering, counted and decided at `hint`.
-Schedule schedule_kernels(const Graph& g, const FusionOptions& fusion, bool reorder, const SymEnv& hint);
+// Every stage up to `last` (Stage::autotune: all of them) of `traced`
+// with `params` (every param of it; checked by compile()). With `traced`
+// null, the program comes from the program cache under c.key (no passes);
+// false when there is no compiler or no such entry.
+bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, const CompileOptions& o, Stage last = Stage::autotune);
+// "compiler probe 0.1 ms, program cache hit 3.2 ms, passes skipped (program cache hit), ...".
+std::string stages_text(const Compilation& c);
+// The stages that ran, with their seconds (CompileStats::stage_seconds).
+std::vector<std::pair<std::string, double>> stage_seconds(const Compilation& c);
+
 // o.device, else $TJ_DEVICE (checked), else the CPU.
 Device requested_device(const CompileOptions& o);
-// Fusion (with o's donations) and reordering of c.graph, decided at its
-// size hint: c.hint and c.schedule.
-void schedule_program(Compilation& c, const CompileOptions& o);
-// Fusion, reordering, emission, build and load of c.graph, which must have
-// no control flow; c.cxx must be set.
-void generate(Compilation& c, const CompileOptions& o);
 
 }  // namespace tj

@@ -24,7 +24,7 @@ namespace tj {
 struct ModelEntry {
   Graph graph;                            // as traced from the file; params renamed w0, w1, ... (no values)
   std::vector<std::string> output_names;  // the graph outputs' ONNX names, in order
-  std::string program_key;                // Executable::compile_prepared's key
+  std::string program_key;                // compile_prepared()'s key
 };
 
 // The entry for the model file at `path`, or nothing. `variant` names what

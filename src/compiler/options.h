@@ -1,5 +1,5 @@
 // What a compilation is asked for: the options of the compiler driver
-// (compiler/driver.h), which Executable::compile and everything that
+// (compiler/driver.h), which compile() and everything that
 // compiles pass down.
 #pragma once
 

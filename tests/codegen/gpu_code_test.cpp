@@ -32,10 +32,10 @@ gpu::Program program(const Graph& g, gpu::Target target, DType weights = DType::
     if (g.node(g.find(k)).op == Op::param) params[k] = v;
   CompileOptions co;
   co.weights = weights;
+  co.device = target == gpu::Target::opencl ? Device::opencl : Device::cuda;
   Compilation c;
-  optimize(c, g, params, co);
-  schedule_program(c, co);
-  return gpu::emit(c.graph, c.schedule, target, c.hint);
+  run_stages(c, &g, params, co, Stage::emit);
+  return c.gpu;
 }
 
 // What follows the renderer's prologue in each kernel: the body.

@@ -459,10 +459,9 @@ struct CodegenArgs {
 void codegen_gpu(const CodegenArgs& a, const Model& m) {
   const CompileOptions co = compile_options(a.trace);
   Compilation c;
-  optimize(c, m.graph, m.params, co);
-  schedule_program(c, co);
+  run_stages(c, &m.graph, m.params, co, Stage::emit);
   const gpu::Target target = *co.device == Device::opencl ? gpu::Target::opencl : gpu::Target::cuda;
-  const gpu::Program p = gpu::emit(c.graph, c.schedule, target, c.hint);
+  const gpu::Program& p = c.gpu;
   namespace fs = std::filesystem;
   const std::string path = (fs::path(a.out) / (target == gpu::Target::opencl ? "kernels.cl" : "kernels.cu")).string();
   std::ofstream f(path, std::ios::binary);
