@@ -149,6 +149,28 @@ using DecomposeFn = int32_t (*)(Decomposer&);
 struct Differ;
 using GradFn = void (*)(Differ&);
 
+// How a Fuse::rowwise op's kernel computes one row, as data that every
+// backend's row kernel prints (codegen/cpp and codegen/gpu render the same
+// form; the op's meaning is its reference kernel and its decomposition).
+// Passes run over the row in order; each may accumulate a statistic (in
+// double) and write the output, then run statements once the statistic is
+// complete. Expressions are C that C++ and GPU C share, with placeholders:
+// $x, $w, $b the operands 0, 1, 2 at the element (as double), $y the
+// output element an earlier pass wrote (as double), $t this pass's term,
+// $D the row's length and $eps the attribute (as double); statistics and
+// what `after` declares are plain names.
+enum class RowReduce : uint8_t { sum, max };
+struct RowPass {
+  const char* stat = nullptr;  // the statistic this pass accumulates (nullptr: none)
+  RowReduce reduce = RowReduce::sum;
+  const char* term = nullptr;   // its term per element ($t in `store`)
+  const char* store = nullptr;  // the output element, written in this pass (nullptr: none)
+  const char* after = nullptr;  // statements once the statistic is complete
+};
+struct RowForm {
+  std::vector<RowPass> passes;
+};
+
 struct OpDef {
   Op op;
   const char* name;
@@ -177,6 +199,9 @@ struct OpDef {
   // helpers named by type, as tj_max_$T, from codegen/gpu/prelude.cpp; an
   // integer error sets *tj_status). Null: c_expr is already such C.
   CExprFn gpu_expr = nullptr;
+  // Fuse::rowwise ops: the row kernel's form (a backend without it for an
+  // op is an error naming the op, never another op's kernel).
+  const RowForm* row_form = nullptr;
 };
 
 const OpDef& op_def(Op op);

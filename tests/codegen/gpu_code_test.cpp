@@ -67,6 +67,29 @@ TEST(GpuCode, OneFormTwoTargets) {
   EXPECT_EQ(cl.source.find("__global__"), std::string::npos);
 }
 
+// A row-wise op's kernel is its row's RowForm, printed by each backend: the
+// C++ program and the GPU program carry the same statistics and stores.
+TEST(GpuCode, RowKernelsPrintTheOpsRowForm) {
+  Graph g = parse_graph("graph g\ninput %x : f32[3,40]\ninput %w : f32[40]\ninput %b : f32[40]\n"
+                        "%0 = layer_norm(%x, %w, %b) {eps=0.001} : f32[3,40]\nreturn %0\n");
+  // The op kept whole (the default pipeline decomposes it where fusion does as well).
+  auto source = [&](Device d) {
+    CompileOptions co;
+    co.device = d;
+    co.passes = {"dce"};
+    co.program_cache = false;
+    Compilation c;
+    run_stages(c, &g, {}, co, Stage::emit);
+    return d == Device::cpu ? c.program.source : c.gpu.source;
+  };
+  const std::string cpp = source(Device::cpu), gpu = source(Device::opencl);
+  for (const std::string& text : {std::string("mu /= ((double)40LL);"), std::string("const double inv = 1.0 / sqrt(var / ((double)40LL) + ("),
+                                  std::string("double var = 0;"), std::string("const double tj_term = ((double)(")}) {
+    EXPECT_NE(cpp.find(text), std::string::npos) << text;
+    EXPECT_NE(gpu.find(text), std::string::npos) << text;
+  }
+}
+
 // nvcc from $TJ_NVCC, the PATH, or /usr/local/cuda; "" when there is none.
 std::string nvcc() {
   if (const char* e = std::getenv("TJ_NVCC"); e && *e) return e;

@@ -19,6 +19,7 @@
 
 #include "codegen/cpp/abi.h"
 #include "codegen/cpp/emit.h"
+#include "codegen/row_form.h"
 
 namespace tj::cpp {
 
@@ -185,6 +186,7 @@ class Emitter {
   static std::string row_slot(const Dim& D);
   std::string row_value(ValueId x, const Idx& full, const Sizes& sp);
   std::string with_rows(const Node& n, const Idx& full);
+  codegen::RowOperands row_operands(const Node& n, const std::string& out, const Idx& full, const Sizes& sp, const Dim& D);
   std::string composite_row(const Node& n, ValueId v, const std::string& out, const Idx& full, const Sizes& sp,
                             const Dim& D);
 

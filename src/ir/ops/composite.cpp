@@ -179,15 +179,35 @@ void d_gelu(Differ& d) {
 
 }  // namespace
 
+// The row kernels' forms (OpDef::row_form): statistics in double, as the
+// reference kernels compute them.
+// softmax: the row's max, the sum of exp(x - max), then each exp over the sum.
+const RowForm kSoftmaxRow{{
+    {.stat = "m", .reduce = RowReduce::max, .term = "$x"},
+    {.stat = "s", .reduce = RowReduce::sum, .term = "exp($x - m)", .store = "$t"},
+    {.store = "$y / s"},
+}};
+// rms_norm: x / sqrt(mean(x^2) + eps) * w.
+const RowForm kRmsNormRow{{
+    {.stat = "ss", .reduce = RowReduce::sum, .term = "$x * $x", .after = "const double inv = 1.0 / sqrt(ss / $D + $eps);"},
+    {.store = "$x * inv * $w"},
+}};
+// layer_norm: (x - mean) / sqrt(variance + eps) * w + b.
+const RowForm kLayerNormRow{{
+    {.stat = "mu", .reduce = RowReduce::sum, .term = "$x", .after = "mu /= $D;"},
+    {.stat = "var", .reduce = RowReduce::sum, .term = "($x - mu) * ($x - mu)", .after = "const double inv = 1.0 / sqrt(var / $D + $eps);"},
+    {.store = "($x - mu) * inv * $w + $b"},
+}};
+
 std::vector<OpDef> composite() {
   const AttrSpec eps{"eps", AK::Float, AttrValue(1e-5)};
   return {
-      with_grad({Op::softmax, "softmax", Cat::composite, 1, 1, {{"axis", AK::Int, AttrValue(int64_t{-1})}}, infer_softmax, false, Fuse::rowwise, 5,
-       nullptr, {}, nullptr, nullptr, decompose_softmax}, d_softmax),
-      with_grad({Op::rms_norm, "rms_norm", Cat::composite, 2, 2, {eps}, infer_norm, false, Fuse::rowwise, 4, nullptr, {}, nullptr, nullptr,
-       decompose_rms_norm}, d_rms_norm),
-      with_grad({Op::layer_norm, "layer_norm", Cat::composite, 3, 3, {eps}, infer_norm, false, Fuse::rowwise, 8, nullptr, {}, nullptr, nullptr,
-       decompose_layer_norm}, d_layer_norm),
+      with_row_form(with_grad({Op::softmax, "softmax", Cat::composite, 1, 1, {{"axis", AK::Int, AttrValue(int64_t{-1})}}, infer_softmax, false,
+       Fuse::rowwise, 5, nullptr, {}, nullptr, nullptr, decompose_softmax}, d_softmax), &kSoftmaxRow),
+      with_row_form(with_grad({Op::rms_norm, "rms_norm", Cat::composite, 2, 2, {eps}, infer_norm, false, Fuse::rowwise, 4, nullptr, {}, nullptr,
+       nullptr, decompose_rms_norm}, d_rms_norm), &kRmsNormRow),
+      with_row_form(with_grad({Op::layer_norm, "layer_norm", Cat::composite, 3, 3, {eps}, infer_norm, false, Fuse::rowwise, 8, nullptr, {},
+       nullptr, nullptr, decompose_layer_norm}, d_layer_norm), &kLayerNormRow),
       with_gpu(with_grad({Op::silu, "silu", Cat::composite, 1, 1, {}, infer::float_unary, false, Fuse::pointwise, 4, nullptr,
        floats<1>([](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }),
        [](const CExpr& e) { return e.fmt("(($0)/(($T)1+tj_exp(($T)(-($0)))))"); }, nullptr, decompose_silu}, d_silu),

@@ -54,7 +54,7 @@ std::string gpu_cast(const CExpr& e) {
 
 constexpr const char* kModHelpers =
     "template <class T> static inline T tj_imod(T a, T b, bool fmod) {\n"
-    "  if (b == 0) { __atomic_store_n(&tj_status, 2, __ATOMIC_RELAXED); return 0; }\n"
+    "  if (b == 0) { __atomic_store_n(&tj_status, tj_status_division_by_zero, __ATOMIC_RELAXED); return 0; }\n"
     "  if constexpr (std::is_signed_v<T>) { if (b == -1) return 0; }\n"
     "  T r = (T)(a % b);\n"
     "  return !fmod && r != 0 && ((r < 0) != (b < 0)) ? (T)(r + b) : r;\n}\n"

@@ -26,6 +26,12 @@ inline OpDef with_grad(OpDef d, GradFn g) {
   return d;
 }
 
+// A rowwise row with its row kernel's form (OpDef::row_form).
+inline OpDef with_row_form(OpDef d, const RowForm* f) {
+  d.row_form = f;
+  return d;
+}
+
 // A pointwise row with its GPU C expression (OpDef::gpu_expr), where its C
 // expression is C++ (templates, std::).
 inline OpDef with_gpu(OpDef d, CExprFn g) {

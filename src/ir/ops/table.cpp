@@ -23,6 +23,8 @@ const std::vector<OpDef>& table() {
         if ((d.fuse == Fuse::pointwise) != (d.c_expr != nullptr))
           throw std::logic_error("op table: " + std::string(d.name) + ": pointwise ops, and only they, have a C expression");
         if (d.gpu_expr && d.fuse != Fuse::pointwise) throw std::logic_error("op table: " + std::string(d.name) + ": a GPU expression but not pointwise");
+        if ((d.fuse == Fuse::rowwise) != (d.row_form != nullptr))
+          throw std::logic_error("op table: " + std::string(d.name) + ": rowwise ops, and only they, have a row kernel form");
         if (d.fuse == Fuse::lower && !d.decompose) throw std::logic_error("op table: " + std::string(d.name) + " must be lowered but has no decomposition");
         v[i] = std::move(d);
       }

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "codegen/row_form.h"
 #include "tensorjit/error.h"
 
 namespace tj::cpp {
@@ -137,36 +138,32 @@ std::string Emitter::with_rows(const Node& n, const Idx& full) {
   return e;
 }
 
-// This backend's row kernels for the Fuse::rowwise composites (softmax,
-// rms_norm, layer_norm): a kernel strategy, not the op's definition (their
-// rows in src/ir/ops/composite.cpp; decomposed, they need no kernel here).
+// A Fuse::rowwise op's row: its RowForm (the op's row, ir/op.h) printed as
+// sequential loops over the row, statistics in double.
 std::string Emitter::composite_row(const Node& n, ValueId v, const std::string& out, const Idx& full, const Sizes& sp,
                           const Dim& D) {
-  std::string ty = CT(v), Ds = C(D);
-  std::string x = row_value(n.inputs[0], full, sp);
-  std::string c;
-  if (n.op == Op::softmax) {
-    c += "    { double m = -INFINITY, s = 0;\n";
-    c += "      for (int64_t j = 0; j < " + Ds + "; ++j) m = std::max(m, (double)(" + x + "));\n";
-    c += "      for (int64_t j = 0; j < " + Ds + "; ++j) { double e = std::exp((double)(" + x + ") - m); s += e; " + out + "[j] = (" + ty + ")e; }\n";
-    c += "      for (int64_t j = 0; j < " + Ds + "; ++j) " + out + "[j] = (" + ty + ")((double)" + out + "[j] / s); }\n";
-    // Note: the interpreter divides the double exponential; close to 1 ulp in f32.
-    return c;
+  const RowForm& form = codegen::row_form(n, "the C++ backend");
+  const std::string ty = CT(v);
+  const codegen::RowOperands o = row_operands(n, out, full, sp, D);
+  std::string c = "    {\n";
+  for (const RowPass& p : form.passes) {
+    if (p.stat) c += "      " + codegen::row_stat(p) + "\n";
+    const std::string body = codegen::row_pass_body(p, o, out, ty, "std::max");
+    c += "      for (int64_t j = 0; j < " + C(D) + "; ++j) { " + body + "}\n";
+    if (p.after) c += "      " + codegen::row_expr(p.after, o) + "\n";
   }
-  std::string w = row_value(n.inputs[1], full, sp);
-  double eps = n.attr_float("eps");
-  if (n.op == Op::rms_norm) {
-    c += "    { double ss = 0;\n      for (int64_t j = 0; j < " + Ds + "; ++j) { double xv = " + x + "; ss += xv*xv; }\n";
-    c += "      const double inv = 1.0 / std::sqrt(ss / (double)" + Ds + " + " + literal(eps, DType::f64) + ");\n";
-    c += "      for (int64_t j = 0; j < " + Ds + "; ++j) " + out + "[j] = (" + ty + ")((" + x + ") * inv * (" + w + ")); }\n";
-    return c;
-  }
-  std::string b = row_value(n.inputs[2], full, sp);
-  c += "    { double mu = 0, var = 0;\n      for (int64_t j = 0; j < " + Ds + "; ++j) mu += " + x + ";\n      mu /= (double)" + Ds + ";\n";
-  c += "      for (int64_t j = 0; j < " + Ds + "; ++j) { double d = (" + x + ") - mu; var += d*d; }\n";
-  c += "      const double inv = 1.0 / std::sqrt(var / (double)" + Ds + " + " + literal(eps, DType::f64) + ");\n";
-  c += "      for (int64_t j = 0; j < " + Ds + "; ++j) " + out + "[j] = (" + ty + ")(((" + x + ") - mu) * inv * (" + w + ") + (" + b + ")); }\n";
-  return c;
+  return c + "    }\n";
+}
+
+// The placeholders of a row form at element j of the row `out`.
+codegen::RowOperands Emitter::row_operands(const Node& n, const std::string& out, const Idx& full, const Sizes& sp, const Dim& D) {
+  codegen::RowOperands o;
+  std::string* operand[] = {&o.x, &o.w, &o.b};
+  for (size_t i = 0; i < n.inputs.size() && i < 3; ++i) *operand[i] = "(double)(" + row_value(n.inputs[i], full, sp) + ")";
+  o.y = "(double)" + out + "[j]";
+  o.D = "(double)" + C(D);
+  if (attr_index(n.def(), "eps") >= 0) o.eps = literal(n.attr_float("eps"), DType::f64);
+  return o;
 }
 
 }  // namespace tj::cpp

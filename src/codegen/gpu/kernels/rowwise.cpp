@@ -106,39 +106,24 @@ void Emitter::rowwise(const Kernel& K) {
   local_row_.clear();
 }
 
-// softmax, rms_norm and layer_norm over the row, their statistics in double
-// through work-group memory (the C++ backend's composite_row, per group).
+// A Fuse::rowwise op's row: its RowForm (the op's row, ir/op.h) printed as
+// the work-group's strided loops, each statistic reduced through work-group
+// memory before the next pass (the C++ backend's composite_row, per group).
 std::string Emitter::composite(const Node& n, ValueId v, const std::string& out, const Idx& full, const Sizes& sp, const Dim& D,
                                std::vector<std::string>* locals) {
-  const std::string ty = CT(v), Ds = cpp::C(D), G = std::to_string(kRowGroup);
-  const std::string loop = "    for (int64_t j = tj_lid; j < " + Ds + "; j += " + G + ")";
-  const std::string x = row_value(n.inputs[0], full, sp);
-  const std::string sum = "$a + $b";
+  const RowForm& form = codegen::row_form(n, "the GPU backend");
+  const std::string ty = CT(v), G = std::to_string(kRowGroup);
+  const codegen::RowOperands o = row_operands(n, out, full, sp, D);
+  const std::string loop = "    for (int64_t j = tj_lid; j < " + cpp::C(D) + "; j += " + G + ")";
   std::string c = "  {\n";
-  if (n.op == Op::softmax) {
-    c += "    double m = -INFINITY, s = 0;\n" + loop + " m = tj_max_double(m, (double)(" + x + "));\n";
-    c += group_reduce("m", false, "tj_max_double($a, $b)", locals);
-    c += loop + " { const double e = exp((double)(" + x + ") - m); s += e; " + out + "[j] = (" + ty + ")e; }\n";
-    c += group_reduce("s", false, sum, locals);
-    c += loop + " " + out + "[j] = (" + ty + ")((double)" + out + "[j] / s);\n  }\n";
-    return c;
+  for (const RowPass& p : form.passes) {
+    if (p.stat) c += "    " + codegen::row_stat(p) + "\n";
+    const std::string body = codegen::row_pass_body(p, o, out, ty, "tj_max_double");
+    c += loop + " { " + body + "}\n";
+    if (p.stat) c += group_reduce(p.stat, false, p.reduce == RowReduce::max ? "tj_max_double($a, $b)" : "$a + $b", locals);
+    if (p.after) c += "    " + codegen::row_expr(p.after, o) + "\n";
   }
-  const std::string w = row_value(n.inputs[1], full, sp);
-  const std::string eps = cpp::literal(n.attr_float("eps"), DType::f64);
-  if (n.op == Op::rms_norm) {
-    c += "    double ss = 0;\n" + loop + " { const double xv = " + x + "; ss += xv*xv; }\n";
-    c += group_reduce("ss", false, sum, locals);
-    c += "    const double inv = 1.0 / sqrt(ss / (double)" + Ds + " + " + eps + ");\n";
-    c += loop + " " + out + "[j] = (" + ty + ")((" + x + ") * inv * (" + w + "));\n  }\n";
-    return c;
-  }
-  const std::string b = row_value(n.inputs[2], full, sp);
-  c += "    double mu = 0, var = 0;\n" + loop + " mu += " + x + ";\n" + group_reduce("mu", false, sum, locals);
-  c += "    mu /= (double)" + Ds + ";\n" + loop + " { const double d = (" + x + ") - mu; var += d*d; }\n";
-  c += group_reduce("var", false, sum, locals);
-  c += "    const double inv = 1.0 / sqrt(var / (double)" + Ds + " + " + eps + ");\n";
-  c += loop + " " + out + "[j] = (" + ty + ")(((" + x + ") - mu) * inv * (" + w + ") + (" + b + "));\n  }\n";
-  return c;
+  return c + "  }\n";
 }
 
 }  // namespace tj::gpu
