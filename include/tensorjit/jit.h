@@ -122,6 +122,24 @@ struct JitStats {
   double compile_seconds = 0;  // tracing, optimizing and building, all misses
 };
 
+// What explain() says, as data (for a caller that formats it its own way,
+// as the Python binding does).
+struct JitExplanation {
+  std::string name;
+  JitStats stats;
+  size_t cache_limit = 0;
+  bool breaks_graph = false;  // reads tensor values: traced on every call
+  size_t distinct_graphs = 0;  // compiled, when it breaks the graph
+  struct Entry {
+    int64_t id = 0, compiled_at = 0;  // its index; the call that compiled it
+    std::vector<std::string> guards;  // one line each
+  };
+  std::vector<Entry> entries;
+  std::vector<std::pair<std::string, int64_t>> break_sites;  // where a value was read (C++ source location), times
+  std::vector<std::string> history;  // recompilations and other notes, oldest first
+  int64_t dropped_notes = 0;         // later notes not kept
+};
+
 class JitFunction {
  public:
   JitFunction(std::string name, JitFn fn, JitOptions options);
@@ -150,6 +168,7 @@ class JitFunction {
   const JitStats& stats() const;
   // The cached entries, their guards, each recompilation and graph break.
   std::string explain() const;
+  JitExplanation explanation() const;  // the same, as data
 
   struct Impl;
 

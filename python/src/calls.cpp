@@ -349,6 +349,21 @@ class FastCalls {
   std::vector<Structure> structures_;
 };
 
+// f(j.f), with the GIL released and the JIT held.
+template <class F>
+auto locked(Jit& j, F f) {
+  nb::gil_scoped_release released;
+  std::lock_guard<std::recursive_mutex> hold(j.lock);
+  return f(j.f);
+}
+
+nb::dict stats_dict(const JitStats& s) {
+  nb::dict d;
+  d["calls"] = s.calls, d["hits"] = s.hits, d["compilations"] = s.compilations, d["eager_calls"] = s.eager_calls;
+  d["graph_breaks"] = s.graph_breaks, d["graphs_run"] = s.graphs_run, d["compile_seconds"] = s.compile_seconds;
+  return d;
+}
+
 }  // namespace
 
 nb::list results(std::vector<NDArray>&& outs, const std::vector<InputMemory>& in, const std::vector<nb::handle>& objects) {
@@ -437,24 +452,34 @@ void bind_calls(nb::module_& m) {
         }
         return seconds;
       })
-      .def("explain", [](Jit& j) {
-        nb::gil_scoped_release released;
-        std::lock_guard<std::recursive_mutex> hold(j.lock);
-        return j.f.explain();
-      })
-      .def_prop_ro("stats", [](Jit& j) {
-        JitStats s;
-        {
-          nb::gil_scoped_release released;
-          std::lock_guard<std::recursive_mutex> hold(j.lock);
-          s = j.f.stats();
+      .def("explain", [](Jit& j) { return locked(j, [](JitFunction& f) { return f.explain(); }); })
+      // explain()'s content as data (tensorjit.explain formats it, with the
+      // Python file and line of each graph break instead of the binding's).
+      .def("explanation", [](Jit& j) {
+        const JitExplanation x = locked(j, [](JitFunction& f) { return f.explanation(); });
+        nb::dict d = stats_dict(x.stats);
+        d["name"] = x.name, d["cache_limit"] = x.cache_limit, d["breaks_graph"] = x.breaks_graph, d["distinct_graphs"] = x.distinct_graphs;
+        nb::list entries;
+        for (const auto& e : x.entries) {
+          nb::dict entry;
+          entry["id"] = e.id, entry["compiled_at"] = e.compiled_at, entry["guards"] = e.guards;
+          entries.append(entry);
         }
-        nb::dict d;
-        d["calls"] = s.calls, d["hits"] = s.hits, d["compilations"] = s.compilations, d["eager_calls"] = s.eager_calls;
-        d["graph_breaks"] = s.graph_breaks, d["graphs_run"] = s.graphs_run, d["compile_seconds"] = s.compile_seconds;
+        d["entries"] = entries, d["history"] = x.history, d["dropped_notes"] = x.dropped_notes;
         return d;
-      });
+      })
+      .def_prop_ro("stats", [](Jit& j) { return stats_dict(locked(j, [](JitFunction& f) { return f.stats(); })); });
 
+  // The kinds of argument and forms of result that tensorjit/_jit.py hands
+  // the fast path: defined here (FastCalls::Kind, ::Form), read there.
+  nb::dict kinds, forms;
+  kinds["array"] = int(FastCalls::kArray), kinds["float"] = int(FastCalls::kFloat), kinds["int"] = int(FastCalls::kInt);
+  kinds["bool"] = int(FastCalls::kBool), kinds["frozen"] = int(FastCalls::kFrozen), kinds["const"] = int(FastCalls::kConst);
+  kinds["arrays"] = int(FastCalls::kArrays);
+  forms["one"] = int(FastCalls::kOne), forms["tuple"] = int(FastCalls::kTuple), forms["list"] = int(FastCalls::kList);
+  forms["other"] = int(FastCalls::kOther);
+  m.attr("_FAST_ARG_KINDS") = kinds;
+  m.attr("_FAST_RESULT_FORMS") = forms;
   nb::class_<FastCalls>(m, "_FastCalls")
       .def(nb::init<nb::callable>())
       .def("_learn", &FastCalls::learn)

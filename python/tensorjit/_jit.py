@@ -12,7 +12,6 @@ import functools
 import itertools
 import inspect
 import linecache
-import re
 import threading
 import warnings
 import weakref
@@ -99,8 +98,11 @@ _NO_KWARGS = ("d", (), ())
 # The kinds of positional argument the fast path (_core._FastCalls) checks
 # and converts itself: a numpy array, a float, an int, a bool, a frozen
 # weight (or flat container of weights) by identity, a constant (None, str),
-# a dict (str keys), list or tuple of numpy arrays.
-_ARRAY, _FLOAT, _INT, _BOOL, _FROZEN, _CONST, _ARRAYS = range(7)
+# a dict (str keys), list or tuple of numpy arrays. Their numbers, and the
+# results' forms, are the C++ side's (python/src/calls.cpp).
+_ARRAY, _FLOAT, _INT, _BOOL, _FROZEN, _CONST, _ARRAYS = (
+    _core._FAST_ARG_KINDS[k] for k in ("array", "float", "int", "bool", "frozen", "const", "arrays"))
+_ONE, _TUPLE, _LIST, _OTHER = (_core._FAST_RESULT_FORMS[k] for k in ("one", "tuple", "list", "other"))
 _FAST_KIND = {float: _FLOAT, int: _INT, bool: _BOOL, type(None): _CONST, str: _CONST}
 
 
@@ -132,13 +134,13 @@ def _fast_frozen(x):
 
 
 def _form(spec):
-    """How the fast path builds the results: 0 one array, 1 a tuple or 2 a
-    list of them in order, 3 through _unflatten."""
+    """How the fast path builds the results: one array, a tuple or a list of
+    them in order, or anything else through _unflatten."""
     if spec == ("t", 0):
-        return 0
+        return _ONE
     if spec[0] in ("u", "l") and all(s == ("t", i) for i, s in enumerate(spec[1])):
-        return 1 if spec[0] == "u" else 2
-    return 3
+        return _TUPLE if spec[0] == "u" else _LIST
+    return _OTHER
 
 
 class _Arrays(list):
@@ -446,15 +448,33 @@ class JitFunction(_core._FastCalls):
         lines = [f"tensorjit.jit({self._name}): {len(self._by_structure)} argument structure(s)"]
         for i, (spec, (jit, _, _)) in enumerate(self._by_structure.items()):
             lines.append(f"structure {i}: {_describe(spec)}")
-            # The C++ JIT names its own call site for a break (the binding's);
-            # the Python file and line are listed below.
-            lines.append(re.sub(r" at \S*python/src/proxy\.cpp:\d+", "", jit.explain().rstrip()))
+            lines += _explanation_lines(jit.explanation())
         if self._breaks:
             lines.append("graph breaks (a tensor's value read while tracing):")
             for (file, line), n in sorted(self._breaks.items()):
                 src = linecache.getline(file, line).strip()
                 lines.append(f"  {file}:{line}: {src}  ({n} time{'s' if n != 1 else ''})")
         return "\n".join(lines) + "\n"
+
+
+def _explanation_lines(x):
+    """The C++ JIT's explanation (JitFunction::explanation) as text. Its graph
+    breaks are the Python file and line, listed by explain(), not the
+    binding's C++ source location."""
+    lines = [f"jit '{x['name']}': {x['calls']} calls, {x['hits']} hits, {x['compilations']} compilations "
+             f"({x['compile_seconds']:.2f} s), {x['eager_calls']} on the interpreter, cache limit {x['cache_limit']}"]
+    if x["breaks_graph"]:
+        lines.append(f"breaks the graph (reads tensor values): traced on every call; {x['graph_breaks']} breaks, "
+                     f"{x['graphs_run']} graphs run, {x['distinct_graphs']} distinct graphs compiled")
+    for e in x["entries"]:
+        lines.append(f"entry {e['id']} (compiled at call {e['compiled_at']}):")
+        lines += ["  " + g for g in e["guards"]]
+    if x["history"]:
+        lines.append("history:")
+        lines += ["  " + h for h in x["history"]]
+    if x["dropped_notes"]:
+        lines.append(f"  ({x['dropped_notes']} later notes not kept)")
+    return lines
 
 
 def _describe(spec):

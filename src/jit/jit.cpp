@@ -413,25 +413,40 @@ int JitFunction::last_entry() const { return p_->last_entry; }
 
 const JitStats& JitFunction::stats() const { return p_->stats; }
 
-std::string JitFunction::explain() const {
+JitExplanation JitFunction::explanation() const {
   const Impl& f = *p_;
-  const JitStats& s = f.stats;
+  JitExplanation x;
+  x.name = f.name;
+  x.stats = f.stats;
+  x.cache_limit = f.o.cache_limit;
+  x.breaks_graph = f.breaking;
+  x.distinct_graphs = f.graphs.size();
+  for (const Entry& e : f.entries) x.entries.push_back({e.id, e.compiled_at, e.guards.summary()});
+  for (const auto& [site, count] : f.break_sites) x.break_sites.emplace_back(site, count);
+  x.history.assign(f.log.begin(), f.log.end());
+  x.dropped_notes = f.dropped;
+  return x;
+}
+
+std::string JitFunction::explain() const {
+  const JitExplanation x = explanation();
+  const JitStats& s = x.stats;
   char head[256];
   std::snprintf(head, sizeof head, "jit '%s': %lld calls, %lld hits, %lld compilations (%.2f s), %lld on the interpreter, cache limit %zu\n",
-                f.name.c_str(), (long long)s.calls, (long long)s.hits, (long long)s.compilations, s.compile_seconds,
-                (long long)s.eager_calls, f.o.cache_limit);
+                x.name.c_str(), (long long)s.calls, (long long)s.hits, (long long)s.compilations, s.compile_seconds,
+                (long long)s.eager_calls, x.cache_limit);
   std::string r = head;
-  if (f.breaking)
+  if (x.breaks_graph)
     r += "breaks the graph (reads tensor values): traced on every call; " + std::to_string(s.graph_breaks) + " breaks, " +
-         std::to_string(s.graphs_run) + " graphs run, " + std::to_string(f.graphs.size()) + " distinct graphs compiled\n";
-  for (const Entry& e : f.entries) {
+         std::to_string(s.graphs_run) + " graphs run, " + std::to_string(x.distinct_graphs) + " distinct graphs compiled\n";
+  for (const auto& e : x.entries) {
     r += "entry " + std::to_string(e.id) + " (compiled at call " + std::to_string(e.compiled_at) + "):\n";
-    for (const std::string& l : e.guards.summary()) r += "  " + l + "\n";
+    for (const std::string& l : e.guards) r += "  " + l + "\n";
   }
-  for (const auto& [site, count] : f.break_sites) r += "graph break at " + site + ": " + std::to_string(count) + " times\n";
-  if (!f.log.empty()) r += "history:\n";
-  for (const std::string& l : f.log) r += "  " + l + "\n";
-  if (f.dropped > 0) r += "  (" + std::to_string(f.dropped) + " later notes not kept)\n";
+  for (const auto& [site, count] : x.break_sites) r += "graph break at " + site + ": " + std::to_string(count) + " times\n";
+  if (!x.history.empty()) r += "history:\n";
+  for (const std::string& l : x.history) r += "  " + l + "\n";
+  if (x.dropped_notes > 0) r += "  (" + std::to_string(x.dropped_notes) + " later notes not kept)\n";
   return r;
 }
 

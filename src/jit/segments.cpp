@@ -107,10 +107,11 @@ double Segments::read(const Tensor& t, const std::source_location& where) {
     throw Error("item() of a tensor of " + n.type.str() + ": only one element can be read");
   ++breaks;
   ++f.stats.graph_breaks;
-  std::string site = std::string(where.file_name()) + ":" + std::to_string(where.line()) + ": item() of " + n.def().name + " -> " +
-                     n.type.str();
-  if (f.break_sites[site]++ == 0)
-    f.note("call " + std::to_string(f.stats.calls) + ": graph break " + std::to_string(breaks) + " at " + site + " (%" + std::to_string(t.id()) + ")");
+  // Where (break_sites, with the C++ source location) and what (the note:
+  // a caller with locations of its own, as the Python binding, lists those).
+  const std::string what = "item() of " + std::string(n.def().name) + " -> " + n.type.str();
+  if (f.break_sites[std::string(where.file_name()) + ":" + std::to_string(where.line()) + ": " + what]++ == 0)
+    f.note("call " + std::to_string(f.stats.calls) + ": graph break " + std::to_string(breaks) + ": " + what + " (%" + std::to_string(t.id()) + ")");
   NDArray a = value_of(t.id());
   return a.to_vector().at(0);
 }

@@ -328,7 +328,14 @@ TEST_F(Jit, GraphBreaksGiveTheEagerResult) {
   EXPECT_EQ(f.stats().graph_breaks, 2 * iters);
   EXPECT_LE(f.stats().compilations, 2) << "each iteration's graph has the same text: compiled once";
   std::string e = f.explain();
-  EXPECT_NE(e.find("graph break 1 at"), std::string::npos) << e;
+  EXPECT_NE(e.find("graph break 1: item() of"), std::string::npos) << e;
+  EXPECT_NE(e.find("graph break at "), std::string::npos) << e;  // with its source location
+  JitExplanation x = f.explanation();
+  ASSERT_FALSE(x.break_sites.empty());
+  EXPECT_NE(x.break_sites[0].first.find("jit_test.cpp:"), std::string::npos);
+  int64_t reads = 0;
+  for (const auto& [site, count] : x.break_sites) reads += count;
+  EXPECT_EQ(reads, f.stats().graph_breaks);
   EXPECT_NE(e.find("jit_test.cpp"), std::string::npos) << e;
   EXPECT_NE(e.find("item() of"), std::string::npos) << e;
 }
