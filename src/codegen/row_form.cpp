@@ -1,5 +1,7 @@
 #include "codegen/row_form.h"
 
+#include <cstring>
+
 #include "tensorjit/error.h"
 
 namespace tj::codegen {
@@ -13,8 +15,8 @@ std::string row_expr(const char* expr, const RowOperands& o) {
     bool bound = false;
     if (*p == '$') {
       for (const auto& [name, value] : names) {
-        const size_t len = std::char_traits<char>::length(name);
-        if (std::char_traits<char>::compare(p, name, len) == 0) {
+        const size_t len = std::strlen(name);
+        if (std::strncmp(p, name, len) == 0) {  // (stops at the expression's end)
           if (value->empty()) throw Error(std::string("row form: ") + name + " has no value here (" + expr + ")");
           out += "(" + *value + ")";
           p += len;
