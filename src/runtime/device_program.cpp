@@ -9,8 +9,8 @@
 #include "memory/lifetimes.h"
 #include "passes/specialize.h"
 #include "runtime/call_checks.h"
-#include "runtime/cuda.h"
-#include "runtime/opencl.h"
+#include "runtime/device/cuda/cuda.h"
+#include "runtime/device/opencl/opencl.h"
 #include "tensorjit/error.h"
 
 namespace tj {

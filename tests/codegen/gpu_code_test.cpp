@@ -16,7 +16,7 @@
 #include "ir/text.h"
 #include "models/llama.h"
 #include "reference/random_inputs.h"
-#include "runtime/cuda.h"
+#include "runtime/device/cuda/cuda.h"
 #include "support/random_graph.h"
 #include "tensorjit/error.h"
 

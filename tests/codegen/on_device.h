@@ -9,7 +9,7 @@
 #include <string>
 
 #include "compiler/driver.h"
-#include "runtime/opencl.h"
+#include "runtime/device/opencl/opencl.h"
 
 namespace tj {
 

@@ -1,11 +1,11 @@
-// OpenCL loaded at run time (runtime/opencl.h): on PoCL, which scripts/setup
+// OpenCL loaded at run time (runtime/device/opencl/opencl.h): on PoCL, which scripts/setup
 // installs, a kernel built from source runs, launches recorded into a
 // command buffer replay; a broken kernel is an error with the compiler's log. Without any OpenCL device the tests say why and skip.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "runtime/opencl.h"
+#include "runtime/device/opencl/opencl.h"
 #include "tensorjit/error.h"
 
 namespace tj {

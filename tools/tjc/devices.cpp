@@ -1,12 +1,12 @@
 // tjc devices: what this machine can run tensorjit's code on: the CPU (the
 // generated C++), OpenCL devices (through the loader, PoCL on a CPU), and
 // NVIDIA GPUs (through the driver, libcuda.so.1, opened at run time:
-// runtime/cuda.h); compiled code runs on any of them (--device).
+// runtime/device/cuda/cuda.h); compiled code runs on any of them (--device).
 #include <cstdio>
 #include <string>
 
-#include "runtime/cuda.h"
-#include "runtime/opencl.h"
+#include "runtime/device/cuda/cuda.h"
+#include "runtime/device/opencl/opencl.h"
 #include "tjc/common.h"
 #include "tune/calibrate.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/opencl.h"
+#include "runtime/device/opencl/opencl.h"
 
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>

@@ -1,4 +1,4 @@
-#include "runtime/cuda.h"
+#include "runtime/device/cuda/cuda.h"
 
 #include <dlfcn.h>
 
