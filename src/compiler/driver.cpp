@@ -10,6 +10,7 @@
 #include "passes/pipeline.h"
 #include "ir/rewriter.h"
 #include "passes/specialize.h"
+#include "runtime/device/backend.h"
 #include "runtime/gemm.h"
 #include "runtime/host_program.h"
 #include "runtime/thread_pool.h"
@@ -183,7 +184,7 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
   });
   stage(Stage::build, "build", not_kernels, [&] {
     if (!cpu) {  // the device's compiler, and the weights uploaded
-      c.exe = Executable::load_on_device(parts_of(c), std::move(c.gpu), params, {});
+      c.exe = Executable::load_on_device(*device::find_kind(device_name(c.device)), parts_of(c), std::move(c.gpu), params, {});
       return;
     }
     c.built = build_library(c.program.source, *c.cxx);

@@ -9,8 +9,6 @@
 #include "memory/lifetimes.h"
 #include "passes/specialize.h"
 #include "runtime/call_checks.h"
-#include "runtime/device/cuda/cuda.h"
-#include "runtime/device/opencl/opencl.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -27,146 +25,12 @@ bool replay_enabled() {
   return on;
 }
 
-// The launches `enqueue` makes, recorded on a context whose recording has
-// begun (OpenCL's command buffer, CUDA's stream capture): the record's handle.
-template <class Context>
-int record_on(Context& c, const std::function<void()>& enqueue) {
-  try {
-    enqueue();
-  } catch (...) {
-    c.abort_record();  // the launch's error is the one to report
-    throw;
-  }
-  return c.end_record();
-}
-
-// Where a buffer parameter points: a device buffer and a byte offset in it.
-struct Loc {
-  int buffer = -1;
-  int64_t offset = 0;
-};
-
-// What the device program needs of a runtime. Kernels are numbered in the
-// order load() was given their names.
-class Backend {
- public:
-  virtual ~Backend() = default;
-  virtual std::string name() const = 0;
-  virtual void load(const std::string& source, const std::vector<std::string>& kernels) = 0;
-  virtual int buffer(size_t bytes) = 0;
-  virtual void release(int buffer) = 0;
-  virtual void write(const Loc& at, const void* data, size_t bytes) = 0;
-  virtual void read(const Loc& at, void* data, size_t bytes) = 0;  // waits for what is enqueued
-  // Kernel k's arguments: its buffers, the sizes, the status word.
-  virtual void arguments(int k, const std::vector<Loc>& buffers, const std::vector<int64_t>& sizes, const Loc& status) = 0;
-  virtual void launch(int k, size_t groups, size_t group) = 0;
-  // The launches `enqueue` makes, recorded once to be replayed (a CUDA
-  // Graph); -1 where the runtime has no such thing (then they ran now).
-  virtual int record(const std::function<void()>& enqueue) {
-    enqueue();
-    return -1;
-  }
-  virtual void replay(int) {}
-  virtual void drop(int) {}
-  virtual void finish() = 0;  // waits for what is enqueued
-};
-
-class OpenClBackend final : public Backend {
- public:
-  std::string name() const override { return "OpenCL: " + cl_.device().name + " (" + cl_.device().platform + ")"; }
-  void load(const std::string& source, const std::vector<std::string>& kernels) override {
-    // -w: generated code compares a value with itself (lt(m, m)) and declares
-    // index variables it may not read; the OpenCL compiler would print that.
-    const int program = cl_.program(source, "-w");
-    for (const auto& k : kernels) cl_.kernel(program, k);
-  }
-  int buffer(size_t bytes) override { return cl_.buffer(bytes); }
-  void release(int b) override { cl_.release(b); }
-  void write(const Loc& at, const void* data, size_t bytes) override { cl_.write(at.buffer, data, bytes, static_cast<size_t>(at.offset)); }
-  void read(const Loc& at, void* data, size_t bytes) override { cl_.read(at.buffer, data, bytes, static_cast<size_t>(at.offset)); }
-  void arguments(int k, const std::vector<Loc>& buffers, const std::vector<int64_t>& sizes, const Loc& status) override {
-    unsigned a = 0;
-    for (const Loc& at : buffers) {  // a memory object and the byte offset in it
-      cl_.arg(k, a++, at.buffer);
-      cl_.arg(k, a++, sizeof(int64_t), &at.offset);
-    }
-    for (const int64_t& v : sizes) cl_.arg(k, a++, sizeof v, &v);
-    cl_.arg(k, a++, status.buffer);
-  }
-  void launch(int k, size_t groups, size_t group) override { cl_.launch(k, {groups * group}, {group}); }
-  void finish() override { cl_.finish(); }
-  // A command buffer where the device has them (cl_khr_command_buffer). A
-  // layout's record is replayed only while it is current, its arguments
-  // set (PoCL reads them at the replay).
-  int record(const std::function<void()>& enqueue) override {
-    if (!replay_enabled() || !cl_.can_record()) return Backend::record(enqueue);
-    try {
-      cl_.begin_record();
-    } catch (const Error&) {  // a device that lists the extension but makes no buffer: launched each call
-      return Backend::record(enqueue);
-    }
-    return record_on(cl_, enqueue);
-  }
-  void replay(int record) override { cl_.replay(record); }
-  void drop(int record) override { cl_.drop(record); }
-
- private:
-  opencl::Context cl_;
-};
-
-// CUDA: buffers are device addresses; each kernel's parameters are kept
-// (cuLaunchKernel takes their addresses), and a launch list is captured
-// into a CUDA Graph.
-class CudaBackend final : public Backend {
- public:
-  std::string name() const override { return "CUDA: " + cu_.device().name + " (" + cu_.arch() + ")"; }
-  void load(const std::string& source, const std::vector<std::string>& kernels) override {
-    const int m = cu_.module(source);
-    for (const auto& k : kernels) cu_.kernel(m, k);
-    params_.resize(kernels.size());
-    pointers_.resize(kernels.size());
-  }
-  int buffer(size_t bytes) override {
-    addresses_.push_back(cu_.alloc(bytes));
-    return static_cast<int>(addresses_.size() - 1);
-  }
-  void release(int b) override {
-    cu_.free(addresses_.at(static_cast<size_t>(b)));
-    addresses_[static_cast<size_t>(b)] = 0;
-  }
-  void write(const Loc& at, const void* data, size_t bytes) override { cu_.write(address(at), data, bytes); }
-  void read(const Loc& at, void* data, size_t bytes) override { cu_.read(address(at), data, bytes); }
-  void arguments(int k, const std::vector<Loc>& buffers, const std::vector<int64_t>& sizes, const Loc& status) override {
-    auto& p = params_[static_cast<size_t>(k)];
-    p.clear();
-    for (const Loc& at : buffers) p.push_back(address(at));
-    for (int64_t v : sizes) p.push_back(static_cast<uint64_t>(v));
-    p.push_back(address(status));
-    auto& q = pointers_[static_cast<size_t>(k)];
-    q.clear();
-    for (uint64_t& v : p) q.push_back(&v);
-  }
-  void launch(int k, size_t groups, size_t group) override { cu_.launch(k, groups, group, pointers_[static_cast<size_t>(k)].data()); }
-  int record(const std::function<void()>& enqueue) override {
-    if (!replay_enabled()) return Backend::record(enqueue);
-    cu_.begin_record();
-    return record_on(cu_, enqueue);
-  }
-  void replay(int graph) override { cu_.replay(graph); }
-  void drop(int graph) override { cu_.drop(graph); }
-  void finish() override { cu_.sync(); }
-
- private:
-  uint64_t address(const Loc& at) const { return addresses_.at(static_cast<size_t>(at.buffer)) + static_cast<uint64_t>(at.offset); }
-  cuda::Context cu_;
-  std::vector<uint64_t> addresses_;
-  std::vector<std::vector<uint64_t>> params_;  // per kernel: its parameters' values (all 8 bytes wide)
-  std::vector<std::vector<void*>> pointers_;   // and their addresses
-};
+using device::Loc;
 
 // Memory for one set of sizes (a shape bucket): the arena, temporaries,
 // scratch, inputs and outputs' copies; where each buffer parameter points;
-// and, on CUDA, the launch list captured at these sizes.
+// and the launch list's record at these sizes (a CUDA Graph, an OpenCL
+// command buffer), where the device makes one.
 struct Layout {
   std::vector<int> owned;
   std::vector<Loc> loc;  // per buffer id: values, then the scratch, then outputs' copies
@@ -183,7 +47,7 @@ struct DeviceProgram::State {
   Graph graph;
   Schedule schedule;
   gpu::Program prog;
-  std::unique_ptr<Backend> device;
+  std::unique_ptr<device::Backend> device;
   std::vector<Loc> weights;  // per value: its uploaded data
   Loc status;
   std::map<SymEnv, Layout> layouts;
@@ -201,11 +65,12 @@ struct DeviceProgram::State {
   }
 };
 
-DeviceProgram::DeviceProgram(const Graph& g, const Schedule& s, gpu::Program p, const std::vector<const void*>& held)
+DeviceProgram::DeviceProgram(const device::Kind& kind, const Graph& g, const Schedule& s, gpu::Program p, const std::vector<const void*>& held)
     : s_(std::make_unique<State>()) {
   State& st = *s_;
-  if (p.target == gpu::Target::opencl) st.device = std::make_unique<OpenClBackend>();
-  else st.device = std::make_unique<CudaBackend>();
+  if (p.target != kind.target)
+    throw Error("device program: rendered as " + std::string(gpu::target_name(p.target)) + ", which " + std::string(kind.name) + " does not run");
+  st.device = kind.open();
   st.graph = g;
   st.schedule = s;
   st.prog = std::move(p);
@@ -332,9 +197,13 @@ void DeviceProgram::run(Bindings& inputs, std::vector<NDArray>& outputs, const R
     s.enqueue(0, checks, env);
     check_status();
   }
-  // The kernels and the outputs' copies: replayed from the graph recorded
-  // at these sizes (CUDA), or launched.
-  if (l.graph < 0) l.graph = s.device->record([&] { s.enqueue(checks, total, env); });
+  // The kernels and the outputs' copies: replayed from the record made at
+  // these sizes (a CUDA Graph, an OpenCL command buffer), or launched.
+  if (l.graph < 0) {
+    auto launch_all = [&] { s.enqueue(checks, total, env); };
+    if (replay_enabled()) l.graph = s.device->record(launch_all);
+    else launch_all();
+  }
   if (l.graph >= 0) s.device->replay(l.graph);
   check_status();
   outputs.resize(g.outputs().size());

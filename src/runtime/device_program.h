@@ -1,9 +1,10 @@
-// A compiled graph on a GPU (or on any OpenCL device): the GPU emitter's
-// program (codegen/gpu/emit.h) built once, the weights uploaded once, and a
-// launch list whose arguments are all set when the sizes are bound, then
-// replayed per call: inputs written, launches enqueued in order, outputs read
-// back. Activations live in one device arena laid out by the memory plan, as
-// on the CPU; temporaries and scratch in one buffer each.
+// A compiled graph on a device (runtime/device/backend.h: a GPU, or any
+// OpenCL device), through its Backend only: the GPU emitter's program
+// (codegen/gpu/emit.h) built once, the weights uploaded once, and a launch
+// list whose arguments are all set when the sizes are bound, then replayed
+// per call: inputs written, launches enqueued in order, outputs read back.
+// Activations live in one device arena laid out by the memory plan, as on
+// the CPU; temporaries and scratch in one buffer each.
 //
 // Each set of sizes a call brings (a shape bucket, under the bucketed
 // dynamic-shape policy) gets a layout of its own, kept for the next call at
@@ -27,16 +28,18 @@
 #include <vector>
 
 #include "codegen/gpu/emit.h"
+#include "runtime/device/backend.h"
 #include "runtime/executable.h"
 
 namespace tj {
 
 class DeviceProgram {
  public:
-  // `held[v]`: the data of each param or constant value the program reads
-  // (null for the others), uploaded now. Throws tj::Error when there is no
-  // such device or the program does not build.
-  DeviceProgram(const Graph& g, const Schedule& s, gpu::Program p, const std::vector<const void*>& held);
+  // `p` (rendered for kind.target) on the first device of `kind`. `held[v]`:
+  // the data of each param or constant value the program reads (null for
+  // the others), uploaded now. Throws tj::Error when there is no such
+  // device or the program does not build.
+  DeviceProgram(const device::Kind& kind, const Graph& g, const Schedule& s, gpu::Program p, const std::vector<const void*>& held);
   ~DeviceProgram();
   void run(Bindings& inputs, std::vector<NDArray>& outputs, const RunOptions& o);
   // Median seconds of each schedule kernel (its launches, each waited for)

@@ -187,7 +187,7 @@ void Executable::State::find_aliases() {
   }
 }
 
-Executable Executable::load_on_device(Parts parts, gpu::Program program, const Bindings& params, CompileStats stats) {
+Executable Executable::load_on_device(const device::Kind& kind, Parts parts, gpu::Program program, const Bindings& params, CompileStats stats) {
   auto s = std::make_shared<State>();
   s->stats = std::move(stats);
   s->graph = std::move(parts.graph);
@@ -200,7 +200,7 @@ Executable Executable::load_on_device(Parts parts, gpu::Program program, const B
   s->table.assign(s->graph.size() + tj_slots, nullptr);
   s->stats.constant_bytes = s->hold_weights(params, parts.prepared_constants);
   const std::vector<const void*> held(s->table.begin(), s->table.begin() + static_cast<std::ptrdiff_t>(s->graph.size()));
-  s->device = std::make_shared<DeviceProgram>(s->graph, s->schedule, std::move(program), held);
+  s->device = std::make_shared<DeviceProgram>(kind, s->graph, s->schedule, std::move(program), held);
   s->find_aliases();
   s->stats.compiled = true;
   s->stats.kernels = s->schedule.kernels.size();

@@ -31,6 +31,9 @@ namespace tj {
 
 class Executable;
 class ThreadPool;
+namespace device {
+struct Kind;
+}
 
 struct RunOptions {
   bool copy_donated_outputs = true;  // false: outputs that are donated caches are left as they are (none at first)
@@ -95,8 +98,10 @@ class Executable {
   // threads the kernels split their work over.
   static Executable load(Parts parts, EmittedProgram program, const BuildResult& built, const Bindings& params,
                          const ThreadPool& pool, CompileStats stats);
-  // Kernels for a GPU or an OpenCL device (codegen/gpu), run by a DeviceProgram.
-  static Executable load_on_device(Parts parts, gpu::Program program, const Bindings& params, CompileStats stats);
+  // Kernels for a device of the registry (runtime/device/backend.h: a GPU,
+  // an OpenCL device), rendered for kind.target by codegen/gpu, run by a
+  // DeviceProgram.
+  static Executable load_on_device(const device::Kind& kind, Parts parts, gpu::Program program, const Bindings& params, CompileStats stats);
   // A graph with control flow, run by a HostProgram over parts that
   // `compile_part` compiles.
   static Executable on_host(Graph graph, const CompilePart& compile_part, CompileStats stats);
