@@ -43,7 +43,7 @@ Compilation variant_stages(const Graph& traced, Variant v, Stage last, bool reor
   o.fusion = variant_fusion(v);
   o.reorder = reorder;
   o.program_cache = false;
-  o.device = Device::cpu;
+  o.device = Device();  // the CPU
   Compilation c;
   run_stages(c, &traced, {}, o, last);
   return c;

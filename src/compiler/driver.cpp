@@ -10,7 +10,6 @@
 #include "passes/pipeline.h"
 #include "ir/rewriter.h"
 #include "passes/specialize.h"
-#include "runtime/device/backend.h"
 #include "runtime/gemm.h"
 #include "runtime/host_program.h"
 #include "runtime/thread_pool.h"
@@ -20,25 +19,41 @@
 
 namespace tj {
 
-std::string_view device_name(Device d) {
-  switch (d) {
-    case Device::cpu: return "cpu";
-    case Device::opencl: return "opencl";
-    case Device::cuda: return "cuda";
+const device::Kind& Device::kind() const {
+  if (!kind_) throw Error("the CPU is not a device of the registry");
+  return *kind_;
+}
+
+std::vector<std::string_view> device_names() {
+  std::vector<std::string_view> names = {"cpu"};
+  for (const device::Kind* k : device::kinds()) names.push_back(k->name);
+  return names;
+}
+
+std::string_view device_name(Device d) { return d.is_cpu() ? "cpu" : d.kind().name; }
+
+std::string_view device_about(Device d) { return d.is_cpu() ? "generated C++" : d.kind().about; }
+
+std::string device_list(bool about) {
+  const std::vector<std::string_view> names = device_names();
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+    if (about) list += " (" + std::string(device_about(parse_device(names[i]))) + ")";
   }
-  return "?";
+  return list;
 }
 
 Device parse_device(std::string_view name) {
-  for (Device d : {Device::cpu, Device::opencl, Device::cuda})
-    if (name == device_name(d)) return d;
-  throw Error("unknown device '" + std::string(name) + "' (cpu, opencl or cuda)");
+  if (name == "cpu") return Device();
+  if (const device::Kind* k = device::find_kind(name)) return Device(*k);
+  throw Error("unknown device '" + std::string(name) + "' (" + device_list() + ")");
 }
 
 Device requested_device(const CompileOptions& o) {
   if (o.device) return *o.device;
   const char* e = std::getenv("TJ_DEVICE");
-  if (!e || !*e) return Device::cpu;
+  if (!e || !*e) return Device();
   try {
     return parse_device(e);
   } catch (const Error& err) {
@@ -157,7 +172,7 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
   if (prepared) adopt(c, std::move(*prepared));
 
   // From here on the graph runs as kernels, unless the host or the interpreter runs it.
-  const bool cpu = c.device == Device::cpu;
+  const bool cpu = c.device.is_cpu();
   if (generates && has_control_flow(c.graph)) {
     if (c.cxx) c.form = Form::host;  // its parts on the device, if one is asked for
     else if (!cpu) throw Unsupported("a graph with control flow runs on the CPU only (device " + std::string(device_name(c.device)) + ")");
@@ -180,11 +195,11 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
   });
   stage(Stage::emit, "emit", not_kernels, [&] {
     if (cpu) c.program = emit_cpp(c.graph, c.schedule, c.hint, autotune_requested(o));
-    else c.gpu = gpu::emit(c.graph, c.schedule, c.device == Device::opencl ? gpu::Target::opencl : gpu::Target::cuda, c.hint);
+    else c.gpu = gpu::emit(c.graph, c.schedule, c.device.kind().target, c.hint);
   });
   stage(Stage::build, "build", not_kernels, [&] {
     if (!cpu) {  // the device's compiler, and the weights uploaded
-      c.exe = Executable::load_on_device(*device::find_kind(device_name(c.device)), parts_of(c), std::move(c.gpu), params, {});
+      c.exe = Executable::load_on_device(c.device.kind(), parts_of(c), std::move(c.gpu), params, {});
       return;
     }
     c.built = build_library(c.program.source, *c.cxx);

@@ -53,7 +53,7 @@ struct StageRecord {
 
 struct Compilation {
   std::optional<Compiler> cxx;  // none: no working C++ compiler
-  Device device = Device::cpu;
+  Device device;  // the CPU unless a device is asked for
   Form form = Form::kernels;
   Graph graph;                  // optimized
   bool program_cache_hit = false;

@@ -9,17 +9,38 @@
 #include <vector>
 
 #include "reference/interpreter.h"
+#include "runtime/device/backend.h"
 #include "schedule/fusion.h"
 
 namespace tj {
 
 class ThreadPool;
 
-// Where the kernels run: this CPU (generated C++), an OpenCL device (PoCL
-// runs OpenCL on a CPU), or an NVIDIA GPU through CUDA (codegen/gpu).
-enum class Device : uint8_t { cpu, opencl, cuda };
+// Where the kernels run: this CPU (generated C++, codegen/cpp), or a device
+// of the registry (runtime/device/backend.h: an OpenCL device, PoCL running
+// one on a CPU; an NVIDIA GPU through CUDA), its kernels rendered as its GPU
+// C (codegen/gpu). A value: the CPU, or the device's row of the registry.
+class Device {
+ public:
+  Device() = default;  // the CPU
+  explicit Device(const device::Kind& kind) : kind_(&kind) {}
+  bool is_cpu() const { return kind_ == nullptr; }
+  const device::Kind& kind() const;  // not on the CPU
+  friend bool operator==(const Device&, const Device&) = default;
+
+ private:
+  const device::Kind* kind_ = nullptr;
+};
+// Every place code runs, by name: "cpu", then the registry's devices in
+// its order ("opencl", "cuda").
+std::vector<std::string_view> device_names();
 std::string_view device_name(Device d);
-// "cpu", "opencl" or "cuda"; anything else is a tj::Error listing them.
+// What runs there: "generated C++", "an OpenCL device; PoCL runs one on a CPU".
+std::string_view device_about(Device d);
+// "cpu, opencl or cuda"; with `about`, each with what runs there:
+// "cpu (generated C++), opencl (an OpenCL device; ...) or cuda (an NVIDIA GPU)".
+std::string device_list(bool about = false);
+// A name of device_names(); anything else is a tj::Error listing them.
 Device parse_device(std::string_view name);
 
 struct CompileOptions {

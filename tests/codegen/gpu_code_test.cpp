@@ -5,6 +5,7 @@
 // job (OpenCL.Compiled, OpenCL.EdgeSemantics).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -32,7 +33,7 @@ gpu::Program program(const Graph& g, gpu::Target target, DType weights = DType::
     if (g.node(g.find(k)).op == Op::param) params[k] = v;
   CompileOptions co;
   co.weights = weights;
-  co.device = target == gpu::Target::opencl ? Device::opencl : Device::cuda;
+  co.device = parse_device(gpu::target_name(target));  // the device of the target's name renders it
   Compilation c;
   run_stages(c, &g, params, co, Stage::emit);
   return c.gpu;
@@ -80,9 +81,9 @@ TEST(GpuCode, RowKernelsPrintTheOpsRowForm) {
     co.program_cache = false;
     Compilation c;
     run_stages(c, &g, {}, co, Stage::emit);
-    return d == Device::cpu ? c.program.source : c.gpu.source;
+    return d.is_cpu() ? c.program.source : c.gpu.source;
   };
-  const std::string cpp = source(Device::cpu), gpu = source(Device::opencl);
+  const std::string cpp = source(Device()), gpu = source(parse_device("opencl"));
   for (const std::string& text : {std::string("mu /= ((double)40LL);"), std::string("const double inv = 1.0 / sqrt(var / ((double)40LL) + ("),
                                   std::string("double var = 0;"), std::string("const double tj_term = ((double)(")}) {
     EXPECT_NE(cpp.find(text), std::string::npos) << text;
@@ -160,10 +161,35 @@ TEST(GpuCode, NvrtcCompilesIntoTheCache) {
   std::filesystem::remove_all(dir);
 }
 
+// The list of places code runs: the CPU, then the registry's rows, each
+// found by its name and named once.
+TEST(GpuCode, EveryDeviceIsFoundByItsName) {
+  const std::vector<std::string_view> names = device_names();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names[0], "cpu");
+  EXPECT_TRUE(parse_device("cpu").is_cpu());
+  for (size_t i = 1; i < names.size(); ++i) {
+    const Device d = parse_device(names[i]);
+    EXPECT_FALSE(d.is_cpu()) << names[i];
+    EXPECT_EQ(device_name(d), names[i]);
+    EXPECT_EQ(device::find_kind(names[i]), &d.kind());
+    EXPECT_NE(d.kind().open, nullptr) << names[i];
+    EXPECT_NE(d.kind().list, nullptr) << names[i];
+    EXPECT_EQ(std::count(names.begin(), names.end(), names[i]), 1) << names[i];
+  }
+  for (std::string_view n : names) EXPECT_NE(device_list().find(n), std::string::npos) << n;
+  try {
+    (void)parse_device("gpu");
+    FAIL() << "parsed 'gpu'";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown device 'gpu' (" + device_list() + ")");
+  }
+}
+
 TEST(GpuCode, DevicesThatAreNotHereAreClearErrors) {
   Graph g = parse_graph("graph g\ninput %x : f32[4]\n%0 = exp(%x) : f32[4]\nreturn %0\n");
   CompileOptions co;
-  co.device = Device::cuda;
+  co.device = parse_device("cuda");
   if (cuda::devices().empty()) {  // (where there is one, scripts/gpu-check runs on it)
     try {
       (void)tj::compile(g, {}, co);

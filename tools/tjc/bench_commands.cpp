@@ -460,10 +460,10 @@ void codegen_gpu(const CodegenArgs& a, const Model& m) {
   const CompileOptions co = compile_options(a.trace);
   Compilation c;
   run_stages(c, &m.graph, m.params, co, Stage::emit);
-  const gpu::Target target = *co.device == Device::opencl ? gpu::Target::opencl : gpu::Target::cuda;
+  const gpu::Target target = co.device->kind().target;
   const gpu::Program& p = c.gpu;
   namespace fs = std::filesystem;
-  const std::string path = (fs::path(a.out) / (target == gpu::Target::opencl ? "kernels.cl" : "kernels.cu")).string();
+  const std::string path = (fs::path(a.out) / ("kernels" + std::string(gpu::source_extension(target)))).string();
   std::ofstream f(path, std::ios::binary);
   if (!f || !(f << p.source) || (f.close(), !f)) throw Error("cannot write '" + path + "'");
   std::printf("wrote %s (%zu kernels as %zu launches, %s)\n", path.c_str(), c.schedule.kernels.size(), p.launches.size(),

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "compiler/options.h"
 #include "frontend/onnx/import.h"
 #include "ir/text.h"
 #include "models/branches.h"
@@ -125,8 +126,9 @@ void add_weights_option(CLI::App* c, std::string& format, std::vector<std::strin
 }
 
 void add_device_option(CLI::App* c, std::string& device) {
-  c->add_option("--device", device, "where the compiled code runs: cpu (generated C++), opencl (an OpenCL device; PoCL runs one on a CPU) or cuda")
-      ->check(CLI::IsMember({"cpu", "opencl", "cuda"}));
+  const std::vector<std::string_view> names = tj::device_names();
+  c->add_option("--device", device, "where the compiled code runs: " + tj::device_list(true))
+      ->check(CLI::IsMember(std::vector<std::string>(names.begin(), names.end())));
 }
 
 void add_size_options(CLI::App* c, TraceArgs& a) {

@@ -58,7 +58,7 @@ void add_trace_options(CLI::App* c, TraceArgs& a);
 void add_size_options(CLI::App* c, TraceArgs& a);  // --sym, --set
 // --weights (alias --weight-format): f32, bf16 or int8; more names ("all") in `extra`.
 void add_weights_option(CLI::App* c, std::string& format, std::vector<std::string> extra = {});
-// --device: cpu, opencl or cuda (compiled code; a device that is not here is an error).
+// --device: a name of tj::device_names() (compiled code; a device that is not here is an error).
 void add_device_option(CLI::App* c, std::string& device);
 // The options that give `a` again, for a fresh tjc process.
 std::vector<std::string> trace_argv(const TraceArgs& a);

@@ -1,12 +1,13 @@
 // tjc devices: what this machine can run tensorjit's code on: the CPU (the
-// generated C++), OpenCL devices (through the loader, PoCL on a CPU), and
-// NVIDIA GPUs (through the driver, libcuda.so.1, opened at run time:
-// runtime/device/cuda/cuda.h); compiled code runs on any of them (--device).
+// generated C++), then each device of the registry (runtime/device/backend.h:
+// OpenCL devices through the loader, PoCL on a CPU; NVIDIA GPUs through the
+// driver, libcuda.so.1, opened at run time); compiled code runs on any of
+// them (--device).
 #include <cstdio>
 #include <string>
 
-#include "runtime/device/cuda/cuda.h"
-#include "runtime/device/opencl/opencl.h"
+#include "compiler/options.h"
+#include "runtime/device/backend.h"
 #include "tjc/common.h"
 #include "tune/calibrate.h"
 
@@ -15,25 +16,20 @@ namespace tjc {
 namespace {
 
 void cmd_devices() {
-  std::printf("cpu: %s (generated C++)\n", tj::machine_identity().c_str());
-  std::string why;
-  auto cl = tj::opencl::devices(&why);
-  if (cl.empty()) std::printf("opencl: none: %s\n", why.c_str());
-  for (size_t i = 0; i < cl.size(); ++i)
-    std::printf("opencl %zu: %s, %s (%s, %s, %d compute units, %.1f GiB)\n", i, cl[i].name.c_str(), cl[i].gpu ? "GPU" : "not a GPU",
-                cl[i].platform.c_str(), cl[i].version.c_str(), cl[i].compute_units, static_cast<double>(cl[i].memory_bytes) / (1 << 30));
-  why.clear();
-  auto cuda = tj::cuda::devices(&why);
-  if (cuda.empty()) std::printf("cuda: none: %s\n", why.c_str());
-  for (size_t i = 0; i < cuda.size(); ++i)
-    std::printf("cuda %zu: %s, sm_%d%d, %.1f GiB\n", i, cuda[i].name.c_str(), cuda[i].major, cuda[i].minor,
-                static_cast<double>(cuda[i].memory_bytes) / (1 << 30));
+  std::printf("cpu: %s (%s)\n", tj::machine_identity().c_str(), std::string(tj::device_about(tj::Device())).c_str());
+  for (const tj::device::Kind* k : tj::device::kinds()) {
+    const std::string name(k->name);
+    std::string why;
+    const std::vector<std::string> lines = k->list(&why);
+    if (lines.empty()) std::printf("%s: none: %s\n", name.c_str(), why.c_str());
+    for (size_t i = 0; i < lines.size(); ++i) std::printf("%s %zu: %s\n", name.c_str(), i, lines[i].c_str());
+  }
 }
 
 }  // namespace
 
 void add_devices_command(CLI::App& app) {
-  app.add_subcommand("devices", "what this machine can run code on: the CPU, OpenCL devices, NVIDIA GPUs")->callback(cmd_devices);
+  app.add_subcommand("devices", "what this machine can run code on: the CPU, then the devices of each kind --device names")->callback(cmd_devices);
 }
 
 }  // namespace tjc

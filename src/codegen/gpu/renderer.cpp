@@ -6,7 +6,19 @@
 
 namespace tj::gpu {
 
-std::string_view target_name(Target t) { return t == Target::opencl ? "opencl" : "cuda"; }
+namespace {
+
+// Each target's name and its sources' file extension, in Target's order.
+struct TargetText {
+  std::string_view name, extension;
+};
+constexpr TargetText kTargets[] = {{"opencl", ".cl"}, {"cuda", ".cu"}};
+
+}  // namespace
+
+std::string_view target_name(Target t) { return kTargets[static_cast<size_t>(t)].name; }
+
+std::string_view source_extension(Target t) { return kTargets[static_cast<size_t>(t)].extension; }
 
 std::string Renderer::prelude() const { return target_prelude() + shared_prelude(); }
 

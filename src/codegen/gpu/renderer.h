@@ -26,8 +26,11 @@
 
 namespace tj::gpu {
 
+// The languages kernels are rendered in (not the devices: those are the
+// registry's, runtime/device/backend.h, each naming the Target it runs).
 enum class Target : uint8_t { opencl, cuda };
-std::string_view target_name(Target t);
+std::string_view target_name(Target t);       // "opencl", "cuda"
+std::string_view source_extension(Target t);  // ".cl", ".cu"
 
 struct KernelForm {
   std::string name;
