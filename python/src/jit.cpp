@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "calls.h"
+#include "compiler/options.h"
 #include "proxy.h"
 #include "runtime/thread_pool.h"
 #include "tensorjit/compile.h"
@@ -105,6 +106,14 @@ void bind_jit(nb::module_& m) {
   // Compiled code's parallel loops on the process's OpenMP team (torch's),
   // not on tensorjit's own threads; false where there is none.
   m.def("_share_openmp_threads", [](bool on) { return ThreadPool::global().share_openmp_team(on); });
+
+  // Where compiled code runs, by name: "cpu", then each device of the
+  // registry (runtime/device/backend.h), in order; device= is one of them.
+  m.def("device_names", [] {
+    std::vector<std::string> names;
+    for (std::string_view n : device_names()) names.emplace_back(n);
+    return names;
+  });
 
   m.def("_compile_onnx", [](const std::string& path, const std::string& weights, const std::string& device) {
     OnnxProgram r;

@@ -282,8 +282,10 @@ class JitFunction(_core._FastCalls):
         if weights not in ("f32", "bf16", "int8", "i8"):
             raise ValueError(f"tensorjit.jit: weights='{weights}' is not a weight format (f32, bf16 or int8)")
         self._weights = weights
-        if device not in ("", "cpu", "opencl", "cuda"):
-            raise ValueError(f"tensorjit.jit: device='{device}' is not a device (cpu, opencl or cuda)")
+        devices = _core.device_names()  # "cpu", then the C++ registry's devices
+        if device not in ("", *devices):
+            listed = ", ".join(devices[:-1]) + " or " + devices[-1]
+            raise ValueError(f"tensorjit.jit: device='{device}' is not a device ({listed})")
         self._device = device
         # dims: [tensor, axis, policy] marks for every call (mark_dynamic's, fixed: the torch backend's SymInt dims).
         self._dims = [list(d) for d in dims]
