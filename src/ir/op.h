@@ -171,37 +171,52 @@ struct RowForm {
   std::vector<RowPass> passes;
 };
 
+// One op's row (src/ir/ops/*.cpp). Rows are written with designated
+// initializers, in the order of these fields, naming only what the op has:
+//
+//   {.op = Op::exp, .name = "exp", .category = Cat::elementwise, .min_inputs = 1, .max_inputs = 1,
+//    .infer = infer::float_unary, .fuse = Fuse::pointwise, .scalar = ..., .c_expr = ..., .grad = d_exp},
+//
+// The first five fields have no default: a row without one is a warning
+// (-Wmissing-field-initializers). The others default to "none".
 struct OpDef {
-  Op op;
-  const char* name;
-  OpCategory category;
-  int min_inputs;
-  int max_inputs;  // -1: variadic
-  std::vector<AttrSpec> attrs;
-  InferFn infer;  // null for input/param/const: their type is given
-  bool commutative = false;
+  // What the op is.
+  Op op;                // its enum entry: the row's place in the table
+  const char* name;     // its name in the IR text (docs/ir.md)
+  OpCategory category;  // the group passes treat alike
+  int min_inputs;       // operands: min_inputs to max_inputs
+  int max_inputs;       // -1: any number
+  std::vector<AttrSpec> attrs = {};  // its attribute schema, in order (ScalarAttrs' order)
+  InferFn infer = nullptr;           // its result type; null for input/param/const: their type is given
+  bool commutative = false;          // operands 0 and 1 may be swapped (CSE puts them in a canonical order)
+
+  // How kernels take it, and its cost.
   Fuse fuse = Fuse::none;
-  int flops = 1;              // per output element, unless flops_fn
-  FlopsFn flops_fn = nullptr;
-  ScalarFns scalar;           // pointwise ops (cast's depends on dtypes: its kernel is in the interpreter)
-  CExprFn c_expr = nullptr;   // pointwise ops, for the C++ backend
-  const char* c_helpers = nullptr;  // C++ the expression needs, emitted once into programs that use the op
-  DecomposeFn decompose = nullptr;  // composites (and Fuse::lower ops)
-  // Integer results can be a runtime error (division by zero): such an op is
-  // computed where it is, never recomputed lazily where read (which could
-  // skip it), unless its divisor (operand 1) is a nonzero constant.
-  bool int_divides = false;
-  // Its derivative rule; null: not differentiable (an error when a
-  // gradient must flow through it; integer and bool results never carry one).
-  GradFn grad = nullptr;
+  int flops = 1;               // per output element, unless flops_fn
+  FlopsFn flops_fn = nullptr;  // FLOPs from the operands' sizes, for ops not costed per output element
+
+  // Its math, where backends share it (an op with a kernel of its own means
+  // what its reference kernel computes, src/reference/kernels.cpp).
+  ScalarFns scalar = {};     // pointwise ops (cast's depends on dtypes: its kernel is in the interpreter)
+  CExprFn c_expr = nullptr;  // pointwise ops, for the C++ backend
   // Pointwise ops, for the GPU backend (codegen/gpu): the expression in GPU
   // C, the C that OpenCL C and CUDA C share (no templates or namespaces;
   // helpers named by type, as tj_max_$T, from codegen/gpu/prelude.cpp; an
   // integer error sets *tj_status). Null: c_expr is already such C.
   CExprFn gpu_expr = nullptr;
+  const char* c_helpers = nullptr;  // C++ that c_expr needs, emitted once into programs that use the op
   // Fuse::rowwise ops: the row kernel's form (a backend without it for an
   // op is an error naming the op, never another op's kernel).
   const RowForm* row_form = nullptr;
+  DecomposeFn decompose = nullptr;  // composites (and Fuse::lower ops): the expansion into other ops
+  // Integer results can be a runtime error (division by zero): such an op is
+  // computed where it is, never recomputed lazily where read (which could
+  // skip it), unless its divisor (operand 1) is a nonzero constant.
+  bool int_divides = false;
+
+  // Its derivative rule; null: not differentiable (an error when a
+  // gradient must flow through it; integer and bool results never carry one).
+  GradFn grad = nullptr;
 };
 
 const OpDef& op_def(Op op);

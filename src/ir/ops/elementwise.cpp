@@ -215,8 +215,10 @@ std::vector<OpDef> elementwise() {
       with_grad(unary(Op::recip, "recip", infer::float_unary, floats<1>([](auto x) { return decltype(x)(1) / x; }), C_FORM("(($T)1/($0))")), d_recip),
       // saturate: a float8 result beyond the format's range is its largest
       // value (true, ONNX's default) or infinity/NaN (false).
-      with_gpu(with_grad({Op::cast, "cast", Cat::elementwise, 1, 1, {{"to", AK::DTypeK, std::nullopt}, {"saturate", AK::Bool, AttrValue(true)}}, infer_cast,
-       false, Fuse::pointwise, 0, nullptr, {}, C_FORM("tj_cast<$T, $S>($0)"), kCastHelpers}, d_cast), gpu_cast),
+      {.op = Op::cast, .name = "cast", .category = Cat::elementwise, .min_inputs = 1, .max_inputs = 1,
+       .attrs = {{"to", AK::DTypeK, std::nullopt}, {"saturate", AK::Bool, AttrValue(true)}}, .infer = infer_cast,
+       .fuse = Fuse::pointwise, .flops = 0,
+       .c_expr = C_FORM("tj_cast<$T, $S>($0)"), .gpu_expr = gpu_cast, .c_helpers = kCastHelpers, .grad = d_cast},
       with_gpu(with_grad(unary(Op::erf, "erf", infer::float_unary, floats<1>([](auto x) { return std::erf(x); }), C_FORM("std::erf($0)")), d_erf), C_FORM("erf($0)")),
       with_gpu(with_grad(unary(Op::floor, "floor", infer::float_unary, floats<1>([](auto x) { return std::floor(x); }), C_FORM("std::floor($0)")), d_zero), C_FORM("floor($0)")),
       with_gpu(with_grad(unary(Op::ceil, "ceil", infer::float_unary, floats<1>([](auto x) { return std::ceil(x); }), C_FORM("std::ceil($0)")), d_zero), C_FORM("ceil($0)")),
@@ -277,17 +279,18 @@ std::vector<OpDef> elementwise() {
              C_INT_OR("std::min<$T>($0, $1)", "tj_min<$T>($0, $1)")), d_min), C_INT_OR("tj_smin_$T($0, $1)", "tj_min_$T($0, $1)")),
       with_gpu(with_grad(binary(Op::pow, "pow", infer::float_binary, false, floats<2>([](auto a, auto b) { return std::pow(a, b); }),
              C_FORM("std::pow($0, $1)")), d_pow), C_FORM("pow($0, $1)")),
-      with_gpu(with_grad(dividing({Op::mod, "mod", Cat::elementwise, 2, 2, {{"fmod", AK::Bool, AttrValue(false)}}, infer::binary, false, Fuse::pointwise, 2,
-                nullptr,
-                both<2>([](auto a, auto b, K k) { return float_mod(a, b, k[0] != 0); }, [](I a, I b, K k) { return int_mod(a, b, k[0] != 0); }),
-                [](const CExpr& e) {
-                  return e.fmt(std::string(e.integer ? "tj_imod" : "tj_fmod") + "<$T>($0, $1, " + (e.k[0] != 0 ? "true" : "false") + ")");
-                },
-                kModHelpers}), d_mod),
-                [](const CExpr& e) {
-                  return e.fmt(std::string(e.integer ? "tj_imod_$T($0, $1, " : "tj_fmod_$T($0, $1, ") + (e.k[0] != 0 ? "1" : "0") +
-                               (e.integer ? ", tj_status)" : ")"));
-                }),
+      {.op = Op::mod, .name = "mod", .category = Cat::elementwise, .min_inputs = 2, .max_inputs = 2,
+       .attrs = {{"fmod", AK::Bool, AttrValue(false)}}, .infer = infer::binary,
+       .fuse = Fuse::pointwise, .flops = 2,
+       .scalar = both<2>([](auto a, auto b, K k) { return float_mod(a, b, k[0] != 0); }, [](I a, I b, K k) { return int_mod(a, b, k[0] != 0); }),
+       .c_expr = [](const CExpr& e) {
+         return e.fmt(std::string(e.integer ? "tj_imod" : "tj_fmod") + "<$T>($0, $1, " + (e.k[0] != 0 ? "true" : "false") + ")");
+       },
+       .gpu_expr = [](const CExpr& e) {
+         return e.fmt(std::string(e.integer ? "tj_imod_$T($0, $1, " : "tj_fmod_$T($0, $1, ") + (e.k[0] != 0 ? "1" : "0") +
+                      (e.integer ? ", tj_status)" : ")"));
+       },
+       .c_helpers = kModHelpers, .int_divides = true, .grad = d_mod},
       with_gpu(with_grad(binary(Op::atan2, "atan2", infer::float_binary, false, floats<2>([](auto a, auto b) { return std::atan2(a, b); }),
              C_FORM("std::atan2($0, $1)")), d_atan2), C_FORM("atan2($0, $1)")),
       binary(Op::bitwise_and, "bitwise_and", infer::integer_binary, true, ints<2>([](I a, I b) { return a & b; }), C_FORM("(($T)(($0) & ($1)))")),
