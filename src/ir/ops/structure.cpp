@@ -345,45 +345,65 @@ int64_t scatter_add_flops(const CostArgs& a) { return a.in_elems(2); }
 }  // namespace
 
 std::vector<OpDef> structure() {
-  const std::vector<AttrSpec> none;
-  const AttrSpec reduce_axes{"axes", AK::Ints, std::nullopt};
   const AttrSpec keepdim{"keepdim", AK::Bool, AttrValue(false)};
-  auto reduction = [&](Op op, const char* name) {
-    return OpDef{op, name, Cat::reduction, 1, 1, {reduce_axes, keepdim}, infer_reduce, false, Fuse::reduction, 1, reduction_flops};
-  };
-  auto view = [&](Op op, const char* name, std::vector<AttrSpec> attrs, InferFn infer) {
-    return OpDef{op, name, Cat::view, 1, 1, std::move(attrs), infer, false, Fuse::view, 0};
-  };
+  const std::vector<AttrSpec> reduce_attrs = {{"axes", AK::Ints, std::nullopt}, keepdim};
   return {
-      {Op::input, "input", Cat::source, 0, 0, none, nullptr},
-      {Op::param, "param", Cat::source, 0, 0, none, nullptr},
-      {Op::constant, "const", Cat::source, 0, 0, {{"value", AK::Data, std::nullopt}}, nullptr},
-      {Op::iota, "iota", Cat::source, 0, 0, {{"n", AK::DimK, std::nullopt}, {"dtype", AK::DTypeK, AttrValue(DType::i64)}}, infer_iota,
-       false, Fuse::generator, 0},
-      with_grad(reduction(Op::sum, "sum"), d_sum),
-      with_grad(reduction(Op::amax, "amax"), d_amax),
-      with_grad(reduction(Op::mean, "mean"), d_mean),
-      reduction(Op::prod, "prod"),
+      {.op = Op::input, .name = "input", .category = Cat::source, .min_inputs = 0, .max_inputs = 0},
+      {.op = Op::param, .name = "param", .category = Cat::source, .min_inputs = 0, .max_inputs = 0},
+      {.op = Op::constant, .name = "const", .category = Cat::source, .min_inputs = 0, .max_inputs = 0,
+       .attrs = {{"value", AK::Data, std::nullopt}}},
+      {.op = Op::iota, .name = "iota", .category = Cat::source, .min_inputs = 0, .max_inputs = 0,
+       .attrs = {{"n", AK::DimK, std::nullopt}, {"dtype", AK::DTypeK, AttrValue(DType::i64)}}, .infer = infer_iota,
+       .fuse = Fuse::generator, .flops = 0},
+
+      {.op = Op::sum, .name = "sum", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1, .attrs = reduce_attrs, .infer = infer_reduce,
+       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .grad = d_sum},
+      {.op = Op::amax, .name = "amax", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1, .attrs = reduce_attrs, .infer = infer_reduce,
+       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .grad = d_amax},
+      {.op = Op::mean, .name = "mean", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1, .attrs = reduce_attrs, .infer = infer_reduce,
+       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .grad = d_mean},
+      {.op = Op::prod, .name = "prod", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1, .attrs = reduce_attrs, .infer = infer_reduce,
+       .fuse = Fuse::reduction, .flops_fn = reduction_flops},
       {.op = Op::argmax, .name = "argmax", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"axis", AK::Int, std::nullopt}, keepdim}, .infer = infer_argmax,
        .fuse = Fuse::lower, .flops = 3,
        .decompose = decompose_argmax},
-      with_grad({Op::matmul, "matmul", Cat::matmul, 2, 2, none, infer_matmul, false, Fuse::matmul, 1, matmul_flops}, d_matmul),
-      with_grad(view(Op::reshape, "reshape", {{"shape", AK::Dims, std::nullopt}}, infer_reshape), d_reshape),
-      with_grad(view(Op::permute, "permute", {{"perm", AK::Ints, std::nullopt}}, infer_permute), d_permute),
-      with_grad(view(Op::expand, "expand", {{"shape", AK::Dims, std::nullopt}}, infer_expand), d_expand),
-      with_grad(view(Op::slice, "slice",
-           {{"axis", AK::Int, std::nullopt}, {"start", AK::DimK, std::nullopt}, {"end", AK::DimK, std::nullopt},
-            {"step", AK::Int, AttrValue(int64_t{1})}},
-           infer_slice), d_slice),
-      with_grad(view(Op::squeeze, "squeeze", {{"axes", AK::Ints, std::nullopt}}, infer_squeeze), d_reshape),
-      with_grad(view(Op::unsqueeze, "unsqueeze", {{"axes", AK::Ints, std::nullopt}}, infer_unsqueeze), d_reshape),
-      with_grad({Op::concat, "concat", Cat::movement, 1, -1, {{"axis", AK::Int, std::nullopt}}, infer_concat, false, Fuse::store, 0}, d_concat),
-      with_grad({Op::gather, "gather", Cat::movement, 2, 2, {{"axis", AK::Int, AttrValue(int64_t{0})}}, infer_gather, false, Fuse::gather, 0}, d_gather),
+
+      {.op = Op::matmul, .name = "matmul", .category = Cat::matmul, .min_inputs = 2, .max_inputs = 2, .infer = infer_matmul,
+       .fuse = Fuse::matmul, .flops_fn = matmul_flops, .grad = d_matmul},
+
+      {.op = Op::reshape, .name = "reshape", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
+       .attrs = {{"shape", AK::Dims, std::nullopt}}, .infer = infer_reshape,
+       .fuse = Fuse::view, .flops = 0, .grad = d_reshape},
+      {.op = Op::permute, .name = "permute", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
+       .attrs = {{"perm", AK::Ints, std::nullopt}}, .infer = infer_permute,
+       .fuse = Fuse::view, .flops = 0, .grad = d_permute},
+      {.op = Op::expand, .name = "expand", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
+       .attrs = {{"shape", AK::Dims, std::nullopt}}, .infer = infer_expand,
+       .fuse = Fuse::view, .flops = 0, .grad = d_expand},
+      {.op = Op::slice, .name = "slice", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
+       .attrs = {{"axis", AK::Int, std::nullopt}, {"start", AK::DimK, std::nullopt}, {"end", AK::DimK, std::nullopt},
+                 {"step", AK::Int, AttrValue(int64_t{1})}},
+       .infer = infer_slice,
+       .fuse = Fuse::view, .flops = 0, .grad = d_slice},
+      {.op = Op::squeeze, .name = "squeeze", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
+       .attrs = {{"axes", AK::Ints, std::nullopt}}, .infer = infer_squeeze,
+       .fuse = Fuse::view, .flops = 0, .grad = d_reshape},
+      {.op = Op::unsqueeze, .name = "unsqueeze", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
+       .attrs = {{"axes", AK::Ints, std::nullopt}}, .infer = infer_unsqueeze,
+       .fuse = Fuse::view, .flops = 0, .grad = d_reshape},
+
+      {.op = Op::concat, .name = "concat", .category = Cat::movement, .min_inputs = 1, .max_inputs = -1,
+       .attrs = {{"axis", AK::Int, std::nullopt}}, .infer = infer_concat,
+       .fuse = Fuse::store, .flops = 0, .grad = d_concat},
+      {.op = Op::gather, .name = "gather", .category = Cat::movement, .min_inputs = 2, .max_inputs = 2,
+       .attrs = {{"axis", AK::Int, AttrValue(int64_t{0})}}, .infer = infer_gather,
+       .fuse = Fuse::gather, .flops = 0, .grad = d_gather},
       // scatter_add(base, indices, updates): base with each update slice
       // added at its index along the axis, in the indices' order (floats).
-      with_grad({Op::scatter_add, "scatter_add", Cat::movement, 3, 3, {{"axis", AK::Int, AttrValue(int64_t{0})}}, infer_scatter_add, false,
-                 Fuse::store, 1, scatter_add_flops}, d_scatter_add),
+      {.op = Op::scatter_add, .name = "scatter_add", .category = Cat::movement, .min_inputs = 3, .max_inputs = 3,
+       .attrs = {{"axis", AK::Int, AttrValue(int64_t{0})}}, .infer = infer_scatter_add,
+       .fuse = Fuse::store, .flops_fn = scatter_add_flops, .grad = d_scatter_add},
   };
 }
 
