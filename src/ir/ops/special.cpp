@@ -261,22 +261,31 @@ void d_cond(Differ& d) {
 
 std::vector<OpDef> special() {
   return {
-      {Op::causal_mask, "causal_mask", Cat::special, 1, 1,
-       {{"q", AK::DimK, std::nullopt}, {"k", AK::DimK, std::nullopt}, {"dtype", AK::DTypeK, AttrValue(DType::f32)}}, infer_causal_mask,
-       false, Fuse::generator, 0},
-      with_grad({Op::kv_write, "kv_write", Cat::special, 3, 3, {{"axis", AK::Int, AttrValue(int64_t{2})}}, infer_kv_write, false, Fuse::store, 0}, d_kv_write),
+      {.op = Op::causal_mask, .name = "causal_mask", .category = Cat::special, .min_inputs = 1, .max_inputs = 1,
+       .attrs = {{"q", AK::DimK, std::nullopt}, {"k", AK::DimK, std::nullopt}, {"dtype", AK::DTypeK, AttrValue(DType::f32)}},
+       .infer = infer_causal_mask,
+       .fuse = Fuse::generator, .flops = 0},
+      {.op = Op::kv_write, .name = "kv_write", .category = Cat::special, .min_inputs = 3, .max_inputs = 3,
+       .attrs = {{"axis", AK::Int, AttrValue(int64_t{2})}}, .infer = infer_kv_write,
+       .fuse = Fuse::store, .flops = 0, .grad = d_kv_write},
       // Operands q, k, v, [offset if causal], [bias if bias]; zero_empty_rows:
       // a row with no visible key (every score -inf) gives 0, not NaN.
-      with_grad({Op::flash_attn, "flash_attn", Cat::special, 3, 5,
-       {{"scale", AK::Float, std::nullopt},
-        {"causal", AK::Bool, AttrValue(false)},
-        {"bias", AK::Bool, AttrValue(false)},
-        {"zero_empty_rows", AK::Bool, AttrValue(false)}},
-       infer_flash_attn, false, Fuse::attention, 1, flash_attn_flops}, d_flash_attn),
-      {Op::while_loop, "while_loop", Cat::control, 1, -1,
-       {{"carried", AK::Int, std::nullopt}, {"cond", AK::RegionK, std::nullopt}, {"body", AK::RegionK, std::nullopt}}, infer_while_loop},
-      with_grad({Op::cond, "cond", Cat::control, 1, -1, {{"then", AK::RegionK, std::nullopt}, {"else", AK::RegionK, std::nullopt}}, infer_cond}, d_cond),
-      {Op::result, "result", Cat::control, 1, 1, {{"index", AK::Int, std::nullopt}}, infer_result},
+      {.op = Op::flash_attn, .name = "flash_attn", .category = Cat::special, .min_inputs = 3, .max_inputs = 5,
+       .attrs = {{"scale", AK::Float, std::nullopt},
+                 {"causal", AK::Bool, AttrValue(false)},
+                 {"bias", AK::Bool, AttrValue(false)},
+                 {"zero_empty_rows", AK::Bool, AttrValue(false)}},
+       .infer = infer_flash_attn,
+       .fuse = Fuse::attention, .flops_fn = flash_attn_flops, .grad = d_flash_attn},
+
+      {.op = Op::while_loop, .name = "while_loop", .category = Cat::control, .min_inputs = 1, .max_inputs = -1,
+       .attrs = {{"carried", AK::Int, std::nullopt}, {"cond", AK::RegionK, std::nullopt}, {"body", AK::RegionK, std::nullopt}},
+       .infer = infer_while_loop},
+      {.op = Op::cond, .name = "cond", .category = Cat::control, .min_inputs = 1, .max_inputs = -1,
+       .attrs = {{"then", AK::RegionK, std::nullopt}, {"else", AK::RegionK, std::nullopt}}, .infer = infer_cond,
+       .grad = d_cond},
+      {.op = Op::result, .name = "result", .category = Cat::control, .min_inputs = 1, .max_inputs = 1,
+       .attrs = {{"index", AK::Int, std::nullopt}}, .infer = infer_result},
   };
 }
 
