@@ -101,9 +101,15 @@ std::vector<AttrSpec> flash_attrs() {
 
 std::vector<OpDef> attention_grad() {
   return {
-      {Op::attn_lse, "attn_lse", Cat::special, 2, 4, flash_attrs(), infer_attn_lse, false, Fuse::attention, 1, attn_lse_flops},
-      {Op::attn_dq, "attn_dq", Cat::special, 6, 8, flash_attrs(), infer_attn_dq, false, Fuse::attention, 1, attn_dq_flops},
-      {Op::attn_dkv, "attn_dkv", Cat::special, 6, 8, flash_attrs(), infer_attn_dkv, false, Fuse::attention, 1, attn_dkv_flops},
+      {.op = Op::attn_lse, .name = "attn_lse", .category = Cat::special, .min_inputs = 2, .max_inputs = 4,
+       .attrs = flash_attrs(), .infer = infer_attn_lse,
+       .fuse = Fuse::attention, .flops_fn = attn_lse_flops},
+      {.op = Op::attn_dq, .name = "attn_dq", .category = Cat::special, .min_inputs = 6, .max_inputs = 8,
+       .attrs = flash_attrs(), .infer = infer_attn_dq,
+       .fuse = Fuse::attention, .flops_fn = attn_dq_flops},
+      {.op = Op::attn_dkv, .name = "attn_dkv", .category = Cat::special, .min_inputs = 6, .max_inputs = 8,
+       .attrs = flash_attrs(), .infer = infer_attn_dkv,
+       .fuse = Fuse::attention, .flops_fn = attn_dkv_flops},
   };
 }
 
