@@ -1,5 +1,6 @@
 // What the op families' files (src/ir/ops/*.cpp) share: the lists of rows
 // each contributes to the table, and builders for rows' scalar functions.
+// Rows are written with designated initializers (OpDef, ir/op.h).
 #pragma once
 
 #include <cstdint>
@@ -8,10 +9,6 @@
 
 #include "ir/op.h"
 
-// Rows are written positionally, as a table, and end where their op's
-// fields stop: the rest keep their defaults (OpDef's member initializers).
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 namespace tj::rows {
 
 std::vector<OpDef> elementwise();  // elementwise.cpp: unary, binary, comparisons, logic, selection
@@ -19,25 +16,6 @@ std::vector<OpDef> structure();    // structure.cpp: sources, reductions, matmul
 std::vector<OpDef> composite();    // composite.cpp: softmax, norms, silu, gelu
 std::vector<OpDef> special();      // special.cpp: causal_mask, kv_write, flash_attn, control flow
 std::vector<OpDef> attention_grad();  // attention_grad.cpp: flash attention's backward
-
-// A row with its derivative rule (ir/differ.h).
-inline OpDef with_grad(OpDef d, GradFn g) {
-  d.grad = g;
-  return d;
-}
-
-// A rowwise row with its row kernel's form (OpDef::row_form).
-inline OpDef with_row_form(OpDef d, const RowForm* f) {
-  d.row_form = f;
-  return d;
-}
-
-// A pointwise row with its GPU C expression (OpDef::gpu_expr), where its C
-// expression is C++ (templates, std::).
-inline OpDef with_gpu(OpDef d, CExprFn g) {
-  d.gpu_expr = g;
-  return d;
-}
 
 // Scalar functions from one generic, captureless lambda taking one to three
 // operands (and optionally the attributes last): f(x), f(x, k), f(a, b),

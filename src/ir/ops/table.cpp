@@ -15,11 +15,14 @@ namespace {
 
 const std::vector<OpDef>& table() {
   static const std::vector<OpDef> t = [] {
-    std::vector<OpDef> v(static_cast<size_t>(Op::kNumOps), OpDef{Op::kNumOps, nullptr, OpCategory::source, 0, 0, {}, nullptr});
+    const OpDef missing{.op = Op::kNumOps, .name = nullptr, .category = OpCategory::source, .min_inputs = 0, .max_inputs = 0};
+    std::vector<OpDef> v(static_cast<size_t>(Op::kNumOps), missing);
     for (auto family : {rows::structure, rows::elementwise, rows::composite, rows::special, rows::attention_grad})
       for (OpDef& d : family()) {
         size_t i = static_cast<size_t>(d.op);
         if (i >= v.size() || v[i].name) throw std::logic_error("op table: " + std::string(d.name) + " defined twice or out of range");
+        if (d.min_inputs < 0 || (d.max_inputs != -1 && d.max_inputs < d.min_inputs))
+          throw std::logic_error("op table: " + std::string(d.name) + ": operand counts out of order");
         if ((d.fuse == Fuse::pointwise) != (d.c_expr != nullptr))
           throw std::logic_error("op table: " + std::string(d.name) + ": pointwise ops, and only they, have a C expression");
         if (d.gpu_expr && d.fuse != Fuse::pointwise) throw std::logic_error("op table: " + std::string(d.name) + ": a GPU expression but not pointwise");
