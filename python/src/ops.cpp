@@ -122,12 +122,17 @@ void bind_ops(nb::module_& m) {
   TJ_BINARY(bitwise_and, bitwise_and(x, y));
   TJ_BINARY(bitwise_or, bitwise_or(x, y));
   TJ_BINARY(bitwise_xor, bitwise_xor(x, y));
+  TJ_BINARY(left_shift, shift_left(x, y));
+  TJ_BINARY(right_shift, shift_right(x, y));
 #undef TJ_BINARY
   m.def("where", [](const Proxy& c, const Operand& a, const Operand& b) {
     const Tensor& like = like_of(a, b, "where");
     return wrap(where(c.get(), operand(a, like), operand(b, like)));
   });
-  m.def("clip", [](const Proxy& x, double lo, double hi) { return wrap(clip(x.get(), lo, hi)); });
+  m.def("clip", [](const Proxy& x, const Operand& lo, const Operand& hi) {
+    const Tensor& t = x.get();
+    return wrap(clip(t, operand(lo, t), operand(hi, t)));
+  });
   m.def("concatenate", [](const std::vector<Proxy>& xs, int64_t axis) { return wrap(concat(unwrap_all(xs), axis)); }, nb::arg("xs"),
         nb::arg("axis") = 0);
   m.def("stack", [](const std::vector<Proxy>& xs, int64_t axis) {
@@ -137,6 +142,11 @@ void bind_ops(nb::module_& m) {
   }, nb::arg("xs"), nb::arg("axis") = 0);
   m.def("take", [](const Proxy& x, const Proxy& idx, int64_t axis) { return wrap(gather(x.get(), idx.get(), axis)); }, nb::arg("x"),
         nb::arg("indices"), nb::arg("axis") = 0);
+  // np.add.at(base, indices, updates) on a copy: base with each slice of
+  // updates added at its index along the axis (floats).
+  m.def("scatter_add", [](const Proxy& base, const Proxy& idx, const Proxy& updates, int64_t axis) {
+    return wrap(scatter_add(base.get(), idx.get(), updates.get(), axis));
+  }, nb::arg("base"), nb::arg("indices"), nb::arg("updates"), nb::arg("axis") = 0);
   m.def("softmax", [](const Proxy& x, int64_t axis) { return wrap(softmax(x.get(), axis)); }, nb::arg("x"), nb::arg("axis") = -1);
   m.def("log_softmax", [](const Proxy& x, int64_t axis) {
     const Tensor& t = x.get();

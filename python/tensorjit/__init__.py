@@ -19,9 +19,11 @@ from ._core import (  # noqa: F401
     Tensor, Graph, Program,
     exp, log, tanh, sqrt, rsqrt, sin, cos, abs, sigmoid, erf, floor, ceil, round, sign, log1p, expm1,
     relu, silu, softplus, hardswish, gelu, leaky_relu, negative, reciprocal, logical_not,
+    tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, trunc, bitwise_not,
     add, subtract, multiply, divide, power, maximum, minimum, matmul, equal, not_equal, less, less_equal,
-    greater, greater_equal, logical_and, logical_or, mod, where, clip, concatenate, stack, take,
-    softmax, log_softmax, layer_norm, rms_norm, expand_dims, squeeze, broadcast_to, swapaxes, argmax,
+    greater, greater_equal, logical_and, logical_or, mod, fmod, arctan2, where, clip,
+    bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift, concatenate, stack, take, scatter_add,
+    softmax, log_softmax, layer_norm, rms_norm, expand_dims, squeeze, broadcast_to, swapaxes, slice_axis, argmax,
     arange, asarray, causal_mask, kv_write, flash_attention, cond, while_loop,
 )
 from ._jit import JitFunction, jit, explain, compile, mark_dynamic, grad, value_and_grad, _note_break  # noqa: F401

@@ -98,6 +98,8 @@ def np_softmax(x, axis=-1):
     (tj.erf, np_erf), (tj.relu, lambda x: np.maximum(x, 0)), (tj.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
     (tj.negative, np.negative), (tj.softmax, np_softmax),
     (tj.silu, lambda x: x / (1 + np.exp(-x))),
+    (tj.tan, np.tan), (tj.atan, np.arctan), (tj.sinh, np.sinh), (tj.cosh, np.cosh), (tj.asinh, np.arcsinh),
+    (tj.trunc, np.trunc),
 ])
 def test_unary_functions(fn, ref):
     same(lambda a: fn(a), X, np_fn=ref)
@@ -122,6 +124,48 @@ def test_binary_functions():
     same(lambda a, b: tj.clip(a, -0.5, 0.5), X, Y, np_fn=lambda a, b: np.clip(a, -0.5, 0.5))
     same(lambda a, b: tj.expand_dims(a, [0]), X, Y, np_fn=lambda a, b: np.expand_dims(a, 0))
     same(lambda a, b: tj.sum(a, axis=1) + tj.mean(b), X, Y, np_fn=lambda a, b: np.sum(a, axis=1) + np.mean(b))
+
+
+def test_functions_on_a_domain():
+    u = np.clip(X * 0.3, -0.9, 0.9)
+    same(lambda a: tj.asin(a), u, np_fn=np.arcsin)
+    same(lambda a: tj.acos(a), u, np_fn=np.arccos)
+    same(lambda a: tj.atanh(a), u, np_fn=np.arctanh)
+    same(lambda p: tj.acosh(p + 1), P, np_fn=lambda p: np.arccosh(p + 1))
+    same(lambda a, p: tj.arctan2(a, p), X, P, np_fn=np.arctan2)
+    same(lambda a, p: tj.fmod(a, p), X, P, np_fn=np.fmod)
+
+
+def test_slice_axis():
+    same(lambda a: tj.slice_axis(a, 1, 1, 5, 2), X, np_fn=lambda a: a[:, 1:5:2])
+
+
+def test_clip_to_arrays():
+    lo, hi = -np.abs(Y), np.abs(Y)
+    same(lambda a, lo, hi: tj.clip(a, lo, hi), X, lo, hi, np_fn=np.clip)
+
+
+def test_scatter_add():
+    idx = np.array([0, 2, 0, 3, 0], dtype=np.int64)
+    upd = rng.standard_normal((5, 6)).astype(np.float32)
+
+    def add_at(x, i, u):
+        r = x.copy()
+        np.add.at(r, i, u)
+        return r
+
+    same(lambda x, i, u: tj.scatter_add(x, i, u), X, idx, upd, np_fn=add_at)
+
+
+def test_integer_bits():
+    a = np.arange(-6, 6, dtype=np.int64).reshape(3, 4)
+    b = np.arange(12, dtype=np.int64).reshape(3, 4) % 5
+    same(lambda a, b: tj.bitwise_and(a, b), a, b, np_fn=np.bitwise_and)
+    same(lambda a, b: tj.bitwise_or(a, b), a, b, np_fn=np.bitwise_or)
+    same(lambda a, b: tj.bitwise_xor(a, b), a, b, np_fn=np.bitwise_xor)
+    same(lambda a: tj.bitwise_not(a), a, np_fn=np.invert)
+    same(lambda a, b: tj.left_shift(a, b), a, b, np_fn=np.left_shift)
+    same(lambda a, b: tj.right_shift(a, b), a, b, np_fn=np.right_shift)
 
 
 def test_normalizations():
