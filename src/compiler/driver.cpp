@@ -61,6 +61,8 @@ Device requested_device(const CompileOptions& o) {
   }
 }
 
+namespace {
+
 // Runs and records the stages of one compilation, in order.
 class StageRunner {
  public:
@@ -92,7 +94,6 @@ class StageRunner {
   Stage last_;
 };
 
-namespace {
 
 // CompileOptions::autotune, else TJ_AUTOTUNE (anything but empty or 0).
 bool autotune_requested(const CompileOptions& o) {
