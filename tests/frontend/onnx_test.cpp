@@ -446,6 +446,16 @@ TEST(OnnxImport, ClearErrors) {
   input(mixed.mutable_graph(), "i", onnx::TensorProto::INT64, {"2"});
   node(mixed.mutable_graph(), "Add", {"x", "i"}, {"y"});
   EXPECT_NE(error_of(mixed).find("onnx: Add node 'Add_1': add(f32[2], i64[2]): operand dtypes differ"), std::string::npos) << error_of(mixed);
+  // Dims that ask for terabytes over a few bytes of data are refused before
+  // anything is allocated (found by fuzz_onnx: ASan's allocation-size-too-big).
+  for (bool raw : {true, false}) {
+    auto huge = model();
+    floats(huge.mutable_graph()->add_initializer(), "w", {1 << 20, 1 << 20}, {1, 2}, raw);
+    input(huge.mutable_graph(), "x", onnx::TensorProto::FLOAT, {"2"});
+    node(huge.mutable_graph(), "Add", {"x", "w"}, {"y"});
+    EXPECT_EQ(error_of(huge), raw ? "onnx: initializer 'w': 8 bytes of raw data for f32[1048576,1048576]"
+                                  : "onnx: initializer 'w': 2 values for f32[1048576,1048576]");
+  }
 }
 
 // A window's geometry is checked before it is lowered: a kernel of size 0

@@ -205,12 +205,15 @@ int packed_bits(DType dt) {
 uint64_t packed_bytes(int64_t numel, int bits) { return (static_cast<uint64_t>(numel) * static_cast<uint64_t>(bits) + 7) / 8; }
 
 // One byte per element (the 4- and 2-bit integers sign-extended).
+// The data's size is checked before the array is allocated: a corrupt
+// file's dims must not ask for terabytes.
 NDArray unpack(const uint8_t* p, uint64_t bytes, DType dt, const std::vector<int64_t>& shape, const std::string& what) {
-  NDArray a(dt, shape);
   const int bits = packed_bits(dt), per = 8 / bits;
-  const uint64_t want = packed_bytes(a.numel(), bits);
+  const uint64_t want = packed_bytes(checked_numel(shape, dt), bits);
   if (bytes != want)
-    throw Error("onnx: " + what + ": " + std::to_string(bytes) + " bytes of packed data for " + a.type_str() + " (" + std::to_string(want) + " bytes)");
+    throw Error("onnx: " + what + ": " + std::to_string(bytes) + " bytes of packed data for " + std::string(dtype_name(dt)) +
+                shape_str(Shape(shape.begin(), shape.end())) + " (" + std::to_string(want) + " bytes)");
+  NDArray a(dt, shape);
   for (int64_t i = 0; i < a.numel(); ++i) {
     const int64_t v = (p[i / per] >> (i % per * bits)) & ((1 << bits) - 1);
     store_int(a.raw(), i, dt == DType::f4e2m1 ? DType::u8 : dt, v);
@@ -270,8 +273,8 @@ NDArray tensor_value(const onnx::TensorProto& t, const std::string& where, const
   for (int64_t d : shape)
     if (d < 0) throw Error("onnx: " + what + ": negative dim " + std::to_string(d));
   if (t.data_location() == onnx::TensorProto::EXTERNAL) return external_value(t, dt, shape, what, base_dir);
-  NDArray a(dt, shape);
-  size_t n = static_cast<size_t>(a.numel());
+  const size_t n = static_cast<size_t>(checked_numel(shape, dt));
+  const std::string type = std::string(dtype_name(dt)) + shape_str(Shape(shape.begin(), shape.end()));
   if (packed_bits(dt)) {  // in raw_data, or a byte in each of int32_data
     if (t.has_raw_data()) return unpack(reinterpret_cast<const uint8_t*>(t.raw_data().data()), t.raw_data().size(), dt, shape, what);
     std::vector<uint8_t> bytes;
@@ -279,33 +282,35 @@ NDArray tensor_value(const onnx::TensorProto& t, const std::string& where, const
     return unpack(bytes.data(), bytes.size(), dt, shape, what);
   }
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != a.nbytes())
-      throw Error("onnx: " + what + ": " + std::to_string(t.raw_data().size()) + " bytes of raw data for " + a.type_str());
-    return NDArray::copy_of(dt, shape, t.raw_data().data(), a.nbytes());
+    const size_t nbytes = n * dtype_size(dt);
+    if (t.raw_data().size() != nbytes)
+      throw Error("onnx: " + what + ": " + std::to_string(t.raw_data().size()) + " bytes of raw data for " + type);
+    return NDArray::copy_of(dt, shape, t.raw_data().data(), nbytes);
   }
-  auto check = [&](size_t got) {
-    if (got != n) throw Error("onnx: " + what + ": " + std::to_string(got) + " values for " + a.type_str());
-  };
+  // Typed fields: the count is checked before the array is allocated.
+  const size_t got = dt == DType::f32                        ? static_cast<size_t>(t.float_data_size())
+                     : dt == DType::f64                      ? static_cast<size_t>(t.double_data_size())
+                     : dt == DType::i64                      ? static_cast<size_t>(t.int64_data_size())
+                     : dt == DType::u32 || dt == DType::u64  ? static_cast<size_t>(t.uint64_data_size())
+                                                             : static_cast<size_t>(t.int32_data_size());  // the rest: in int32_data
+  if (got != n) throw Error("onnx: " + what + ": " + std::to_string(got) + " values for " + type);
+  NDArray a(dt, shape);
   switch (dt) {
-    case DType::f32: check(static_cast<size_t>(t.float_data_size())); for (size_t i = 0; i < n; ++i) a.data<float>()[i] = t.float_data(static_cast<int>(i)); break;
-    case DType::f64: check(static_cast<size_t>(t.double_data_size())); for (size_t i = 0; i < n; ++i) a.data<double>()[i] = t.double_data(static_cast<int>(i)); break;
-    case DType::i64: check(static_cast<size_t>(t.int64_data_size())); for (size_t i = 0; i < n; ++i) a.data<int64_t>()[i] = t.int64_data(static_cast<int>(i)); break;
-    case DType::i32: check(static_cast<size_t>(t.int32_data_size())); for (size_t i = 0; i < n; ++i) a.data<int32_t>()[i] = t.int32_data(static_cast<int>(i)); break;
-    case DType::boolean: check(static_cast<size_t>(t.int32_data_size())); for (size_t i = 0; i < n; ++i) a.data<uint8_t>()[i] = t.int32_data(static_cast<int>(i)) != 0; break;
-    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0:  // bits in int32_data
-      check(static_cast<size_t>(t.int32_data_size()));
+    case DType::f32: for (size_t i = 0; i < n; ++i) a.data<float>()[i] = t.float_data(static_cast<int>(i)); break;
+    case DType::f64: for (size_t i = 0; i < n; ++i) a.data<double>()[i] = t.double_data(static_cast<int>(i)); break;
+    case DType::i64: for (size_t i = 0; i < n; ++i) a.data<int64_t>()[i] = t.int64_data(static_cast<int>(i)); break;
+    case DType::i32: for (size_t i = 0; i < n; ++i) a.data<int32_t>()[i] = t.int32_data(static_cast<int>(i)); break;
+    case DType::boolean: for (size_t i = 0; i < n; ++i) a.data<uint8_t>()[i] = t.int32_data(static_cast<int>(i)) != 0; break;
+    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0:  // bits
       for (size_t i = 0; i < n; ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(t.int32_data(static_cast<int>(i)));
       break;
-    case DType::i8: case DType::u8: case DType::i16: case DType::u16:  // in int32_data
-      check(static_cast<size_t>(t.int32_data_size()));
+    case DType::i8: case DType::u8: case DType::i16: case DType::u16:
       for (size_t i = 0; i < n; ++i) store_int(a.raw(), static_cast<int64_t>(i), dt, t.int32_data(static_cast<int>(i)));
       break;
-    case DType::u32: case DType::u64:  // in uint64_data
-      check(static_cast<size_t>(t.uint64_data_size()));
+    case DType::u32: case DType::u64:
       for (size_t i = 0; i < n; ++i) store_int(a.raw(), static_cast<int64_t>(i), dt, static_cast<int64_t>(t.uint64_data(static_cast<int>(i))));
       break;
-    default:  // f16/bf16 as bits in int32_data
-      check(static_cast<size_t>(t.int32_data_size()));
+    default:  // f16/bf16 as bits
       for (size_t i = 0; i < n; ++i) a.data<uint16_t>()[i] = static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
   }
   return a;
