@@ -3,7 +3,6 @@
 // entries with their guards, and the graphs of a function that breaks.
 #pragma once
 
-#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,14 +14,12 @@
 #include "ir/graph.h"
 #include "jit/guards.h"
 #include "runtime/executable.h"
+#include "support/timing.h"
 #include "tensorjit/jit.h"
 
 namespace tj {
 
 namespace jitimpl {
-
-using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The trace's input for tensor argument i.
 inline std::string tensor_name(size_t i) { return "t" + std::to_string(i); }

@@ -1,7 +1,6 @@
 #include "runtime/device_program.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -9,6 +8,7 @@
 #include "memory/lifetimes.h"
 #include "passes/specialize.h"
 #include "runtime/call_checks.h"
+#include "support/timing.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -232,18 +232,15 @@ std::vector<double> DeviceProgram::profile(Bindings& inputs, int reps) {
     std::vector<double> sum(t.size(), 0.0);
     for (size_t i = 0; i < s.prog.launches.size(); ++i) {
       s.device->finish();
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = Clock::now();
       s.enqueue(checks + i, checks + i + 1, env);
       s.device->finish();
-      sum[static_cast<size_t>(s.prog.launches[i].kernel)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      sum[static_cast<size_t>(s.prog.launches[i].kernel)] += seconds_since(t0);
     }
     for (size_t k = 0; k < t.size(); ++k) t[k].push_back(sum[k]);
   }
   std::vector<double> med;
-  for (auto& v : t) {
-    std::sort(v.begin(), v.end());
-    med.push_back(v.empty() ? 0 : v[v.size() / 2]);
-  }
+  for (const auto& v : t) med.push_back(quantile(v, 0.5));
   return med;
 }
 

@@ -1,7 +1,6 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -18,6 +17,7 @@
 #include "runtime/host_program.h"
 #include "runtime/split_choice.h"
 #include "runtime/thread_pool.h"
+#include "support/timing.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -371,9 +371,9 @@ void Executable::run(Bindings& inputs, std::vector<NDArray>& outputs, const RunO
   bool measured = s.prog.splits_small_kernels && s.threads > 1 && o.split_small_kernels < 0;
   s.split_small = measured ? s.split_choice.next() : o.split_small_kernels != 0;
   bool timed = measured && s.split_choice.timing();
-  auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const auto t0 = timed ? Clock::now() : Clock::time_point{};
   for (auto* k : s.kernels) k(t);
-  if (timed) s.split_choice.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (timed) s.split_choice.record(seconds_since(t0));
   check_status();
   // Reuse the caller's arrays when they already have the right types. A
   // donated cache left out is left as the caller had it (no array at first).
@@ -404,15 +404,12 @@ std::vector<double> Executable::profile(Bindings& inputs, int reps) {
   std::vector<std::vector<double>> t(s.kernels.size());
   for (int r = 0; r < reps; ++r)
     for (size_t k = 0; k < s.kernels.size(); ++k) {
-      auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = Clock::now();
       s.kernels[k](s.table.data());
-      t[k].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      t[k].push_back(seconds_since(t0));
     }
   std::vector<double> med;
-  for (auto& v : t) {
-    std::sort(v.begin(), v.end());
-    med.push_back(v.empty() ? 0 : v[v.size() / 2]);
-  }
+  for (const auto& v : t) med.push_back(quantile(v, 0.5));
   return med;
 }
 

@@ -1,17 +1,8 @@
 #include "runtime/split_choice.h"
 
-#include <algorithm>
+#include "support/timing.h"
 
 namespace tj {
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 bool SplitChoice::next() {
   ++calls_;
@@ -26,7 +17,7 @@ bool SplitChoice::next() {
 void SplitChoice::record(double seconds) {
   times_[current_ ? 1 : 0].push_back(seconds);
   if (times_[0].size() < kProbeCalls || times_[1].size() < kProbeCalls) return;
-  choice_ = median(times_[1]) <= median(times_[0]);
+  choice_ = quantile(times_[1], 0.5) <= quantile(times_[0], 0.5);
   probing_ = false;
   since_probe_ = 0;
 }

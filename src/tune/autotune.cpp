@@ -1,7 +1,6 @@
 #include "tune/autotune.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include "support/identity.h"
 #include "support/log.h"
 #include "support/paths.h"
+#include "support/timing.h"
 #include "tune/calibrate.h"
 
 namespace tj {
@@ -21,7 +21,6 @@ namespace tj {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 constexpr const char* kFormat = "tensorjit tuning 1";
 constexpr double kWinRatio = 0.97;   // a candidate's median time over the rule's, at most
@@ -34,14 +33,6 @@ constexpr double kKeepShare = 0.6;   // rounds it must be faster in, at least
 
 void note(const std::string& what) {
   if (log_enabled("autotune")) std::fprintf(stderr, "[autotune] %s\n", what.c_str());
-}
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
 // The entry of a kernel signature on this machine, for this tensorjit.

@@ -13,23 +13,17 @@
 #include "runtime/gemm.h"
 #include "runtime/thread_pool.h"
 #include "support/paths.h"
+#include "support/timing.h"
 #include "tensorjit/error.h"
 
 namespace tj {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
+// A peak is the fastest of a few calls (the others met interference).
 template <class F>
 double best_seconds(int reps, F f) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return best;
+  return time_calls(f, reps, 0).min;
 }
 
 // The runtime's single-threaded f32 GEMM on column blocks over the pool:

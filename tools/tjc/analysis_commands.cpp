@@ -36,7 +36,7 @@ std::string ops_str(const Graph& g, const Kernel& k) {
 
 // ---- kernels ----------------------------------------------------------------
 struct KernelsArgs {
-  TraceArgs trace;
+  ModelSpec trace;
   bool json = false, no_fuse = false, no_flash = false, eager = false, no_epilogue = false, no_pointwise = false,
        no_rowwise = false, horizontal = false;
   std::string dot;
@@ -94,7 +94,7 @@ void cmd_kernels(const KernelsArgs& a) {
 
 // ---- analyze ----------------------------------------------------------------
 struct AnalyzeArgs {
-  TraceArgs trace;
+  ModelSpec trace;
   std::string hardware = "h100";
   bool json = false;
 };
@@ -140,7 +140,7 @@ void cmd_analyze(const AnalyzeArgs& a) {
 
 // ---- memplan ----------------------------------------------------------------
 struct MemplanArgs {
-  TraceArgs trace;
+  ModelSpec trace;
   bool json = false, no_flash = false, no_reorder = false, no_in_place = false, sweep = true;
   std::string svg;
 };
@@ -164,7 +164,7 @@ void cmd_memplan(const MemplanArgs& a) {
   bool llama = a.trace.model == "llama-layer" || a.trace.model == "llama";
   if (a.sweep && llama && a.trace.mode == "prefill") {
     for (int64_t t = 512; t <= 32768; t *= 2) {
-      TraceArgs ta = a.trace;
+      ModelSpec ta = a.trace;
       ta.tokens = std::to_string(t);
       ta.kv_len.clear();
       Graph tg = trace_model(ta);

@@ -15,6 +15,9 @@
 
 #include <sys/resource.h>
 
+#include "bench/autotune_report.h"
+#include "bench/busy.h"
+#include "bench/weights_report.h"
 #include "codegen/gpu/emit.h"
 #include "compiler/compile.h"
 #include "compiler/driver.h"
@@ -27,10 +30,7 @@
 #include "support/paths.h"
 #include "tensorjit/compile.h"
 #include "tensorjit/error.h"
-#include "tjc/autotune_report.h"
-#include "tjc/busy.h"
 #include "tjc/common.h"
-#include "tjc/weights_report.h"
 #include "tune/calibrate.h"
 
 namespace tjc {
@@ -39,67 +39,8 @@ using namespace tj;
 
 namespace {
 
-template <class F>
-double median_seconds(F f, int min_runs, double budget) {
-  return time_calls(f, min_runs, budget).median;
-}
-
-struct Model {
-  Graph graph;
-  Bindings params, inputs;
-  SymEnv sizes;  // --sym
-};
-
-// Seeded weights with real RoPE tables; inputs for `mode`. An ONNX model
-// brings its weights (the initializers); its inputs are seeded random
-// (indices within their tables), --sym and --set applied.
-Model make_model(const TraceArgs& a, double* trace_seconds = nullptr) {
-  Model m;
-  auto t0 = Clock::now();
-  Bindings onnx_params;
-  if (a.ir.size() > 5 && a.ir.ends_with(".onnx")) {
-    auto o = onnx_import::import_file(a.ir);
-    m.graph = std::move(o.graph);
-    onnx_params = std::move(o.params);
-  } else {
-    m.graph = trace_model(a);
-  }
-  if (trace_seconds) *trace_seconds = seconds_since(t0);
-  RandomInputOptions ro;
-  ro.seed = 7;
-  if (m.graph.find("pos") >= 0) ro.fixed["pos"] = 0;
-  for (const auto& s : a.syms) {
-    auto [k, val] = split_eq(s, "--sym");
-    ro.sizes[k] = size_arg(val, "--sym " + k);
-  }
-  for (const auto& s : a.sets) {
-    auto [k, val] = split_eq(s, "--set");
-    if (m.graph.find(k) < 0) throw Error("--set: the graph has no input named '" + k + "'");
-    ro.fixed[k] = parse_number(val, "--set " + k);
-  }
-  for (const auto& [k, w] : onnx_params) ro.given.insert(k);  // the model's own weights: none made for them
-  Bindings all = random_inputs(m.graph, ro);
-  for (auto& [k, w] : onnx_params) all[k] = std::move(w);
-  m.sizes = ro.sizes;
-  if (a.ir.empty() && a.model != "branches") {
-    const auto& c = models::llama_config(a.config);
-    DType dt = dtype_arg(a.dtype);
-    if (all.count("rope_cos")) {
-      all["rope_cos"] = models::rope_table_array(c, false, dt);
-      all["rope_sin"] = models::rope_table_array(c, true, dt);
-    }
-    // Decode at the cache's last row, prefill at 0.
-    if (all.count("pos") && a.mode == "decode") {
-      for (const auto& [name, arr] : all)
-        if (name.rfind("k_cache", 0) == 0) all["pos"] = NDArray::scalar(DType::i64, static_cast<double>(arr.shape()[2] - 1));
-    }
-  }
-  for (auto& [k, v] : all) (m.graph.node(m.graph.find(k)).op == Op::param ? m.params : m.inputs)[k] = std::move(v);
-  return m;
-}
-
 struct BenchArgs {
-  TraceArgs trace;
+  ModelSpec trace;
   std::string dump;
   bool json = false, profile = false;
   double budget = 2.0;
@@ -109,8 +50,6 @@ struct BenchArgs {
   bool skip_interpreter = false;  // a model too large for the interpreter: outputs unchecked
 };
 
-// The format of the program that is benchmarked: --weights all compares
-// the others with f32, which is benchmarked.
 // The roofline model's profile of the device a program runs on, for the
 // GPUs it knows by name; none for the CPU and others.
 std::optional<HardwareProfile> device_hardware(const std::string& device) {
@@ -123,15 +62,6 @@ std::optional<HardwareProfile> device_hardware(const std::string& device) {
 }
 
 std::string ops_header(const std::optional<HardwareProfile>& hw) { return hw ? hw->name + ", ratio)  ops" : "ops"; }
-
-DType main_format(const TraceArgs& a) { return a.weights == "all" ? DType::f32 : weights_format(a.weights); }
-
-CompileOptions compile_options(const TraceArgs& a) {
-  CompileOptions co;
-  co.weights = main_format(a);
-  co.device = parse_device(a.device);
-  return co;
-}
 
 nlohmann::json timing_json(const Timing& t) {
   return {{"median_us", t.median * 1e6}, {"p90_us", t.p90 * 1e6}, {"p99_us", t.p99 * 1e6}, {"max_us", t.max * 1e6}, {"calls", t.calls}};
@@ -177,7 +107,7 @@ void bench_child(const BenchArgs& a) {
 
 nlohmann::json run_child(const BenchArgs& a, double budget) {
   std::vector<std::string> args = {"bench", "--child", "--seconds", std::to_string(std::max(budget, 0.001))};
-  for (const auto& x : trace_argv(a.trace)) args.push_back(x);
+  for (const auto& x : spec_argv(a.trace)) args.push_back(x);
   std::string out = run_self(args);
   try {
     while (!out.empty() && out.back() == '\n') out.pop_back();
@@ -316,7 +246,7 @@ void cmd_bench(const BenchArgs& a) {
   double t_interp = std::numeric_limits<double>::quiet_NaN();
   if (!a.skip_interpreter) {
     d = compare_outputs(got, narrow ? interpret(exe.optimized(), converted, {DType::f32}) : interpret(m.graph, all, {DType::f32}));
-    t_interp = median_seconds([&] { interpret(m.graph, all, {DType::f32}); }, 3, a.budget);
+    t_interp = time_calls([&] { interpret(m.graph, all, {DType::f32}); }, 3, a.budget).median;
   }
   // As a decode loop runs it: the donated caches are updated in place and
   // not copied out again; and, for reference, with that copy.
@@ -324,7 +254,7 @@ void cmd_bench(const BenchArgs& a) {
   in_place.copy_donated_outputs = false;
   Timing comp = time_calls([&] { exe.run(run_inputs, got, in_place); }, 10, a.budget);
   double t_comp = comp.median;
-  double t_copy = median_seconds([&] { exe.run(run_inputs, got); }, 10, a.budget / 2);
+  double t_copy = time_calls([&] { exe.run(run_inputs, got); }, 10, a.budget / 2).median;
 
   // Work and limits.
   FusionOptions counted;
@@ -450,7 +380,7 @@ void cmd_bench(const BenchArgs& a) {
 }
 
 struct CodegenArgs {
-  TraceArgs trace;
+  ModelSpec trace;
   std::string out;
 };
 

@@ -123,10 +123,6 @@ struct FixedStep {
 };
 FixedStep fixed_step(const models::LlamaConfig& c, const Bindings& w, int64_t S) {
   const int calls = 4000;
-  auto median_us = [](std::vector<double> t) {
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2] * 1e6;
-  };
   Rng r(13);
   NDArray x = uniform_array(DType::f32, {1, 1, c.d_model}, r), kc0 = uniform_array(DType::f32, {1, c.n_kv_heads, S, c.head_dim}, r);
   NDArray pos = NDArray::scalar(DType::i64, static_cast<double>(S - 1));
@@ -139,13 +135,7 @@ FixedStep fixed_step(const models::LlamaConfig& c, const Bindings& w, int64_t S)
     RunOptions ro;
     ro.copy_donated_outputs = false;
     std::vector<NDArray> out;
-    std::vector<double> t;
-    for (int i = 0; i < calls; ++i) {
-      auto t0 = Clock::now();
-      e.run(in, out, ro);
-      t.push_back(seconds_since(t0));
-    }
-    f.executable_us = median_us(t);
+    f.executable_us = time_calls([&] { e.run(in, out, ro); }, calls, 0).median * 1e6;
   }
   for (const char* policy : {"static", "symbolic", "automatic"}) {
     JitOptions o;
@@ -168,7 +158,7 @@ FixedStep fixed_step(const models::LlamaConfig& c, const Bindings& w, int64_t S)
       if (i > 0) t.push_back(seconds_since(t0));
       kc = std::move(out[1]), vc = std::move(out[2]);
     }
-    f.jit_us.emplace_back(policy, median_us(t));
+    f.jit_us.emplace_back(policy, quantile(t, 0.5) * 1e6);
   }
   return f;
 }

@@ -20,7 +20,7 @@ using namespace tj;
 namespace {
 
 struct GradArgs {
-  TraceArgs trace;
+  ModelSpec trace;
   std::vector<std::string> wrt;
   bool report = false, json = false;
 };

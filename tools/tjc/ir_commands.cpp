@@ -384,7 +384,7 @@ void cmd_run(RunArgs a) {
 }  // namespace
 
 void add_trace_command(CLI::App& app) {
-  auto a = std::make_shared<TraceArgs>();
+  auto a = std::make_shared<ModelSpec>();
   auto* c = app.add_subcommand("trace", "trace a model and print its graph");
   add_trace_options(c, *a);
   c->callback([a] {

@@ -53,7 +53,7 @@ void cmd_opt(const OptArgs& a) {
 }
 
 struct PassesArgs {
-  TraceArgs trace;
+  ModelSpec trace;
   bool json = false, freeze = false;
   uint64_t seed = 0;
 };

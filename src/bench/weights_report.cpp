@@ -1,4 +1,4 @@
-#include "tjc/weights_report.h"
+#include "bench/weights_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,13 +9,11 @@
 #include "models/llama.h"
 #include "reference/interpreter.h"
 #include "reference/random_inputs.h"
+#include "support/timing.h"
 #include "tensorjit/error.h"
-#include "tjc/busy.h"
 #include "tune/calibrate.h"
 
-namespace tjc {
-
-using namespace tj;
+namespace tj::bench {
 
 namespace {
 
@@ -191,7 +189,7 @@ void print_weight_formats(const nlohmann::json& j) {
               " largest and mean magnitude, and the least cosine of a row; kernels err: against the interpreter on the converted weights)\n");
 }
 
-nlohmann::json model_accuracy(const TraceArgs& trace, const std::vector<DType>& formats, int steps) {
+nlohmann::json model_accuracy(const ModelSpec& trace, const std::vector<DType>& formats, int steps) {
   const auto& cfg = models::llama_config(trace.config);
   const int64_t layers = trace.layers ? trace.layers : cfg.n_layers, prompt = 16, S = prompt + steps;
   Graph prefill = models::trace_llama(cfg, {1, prompt, S, DType::f32}, layers);
@@ -275,4 +273,4 @@ void print_model_accuracy(const nlohmann::json& j) {
   }
 }
 
-}  // namespace tjc
+}  // namespace tj::bench

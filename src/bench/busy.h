@@ -1,5 +1,6 @@
 // Background load and fresh processes for benchmarks (tjc bench --busy,
-// --repeat): what a user's machine does while the model runs.
+// --repeat): what a user's machine does while the model runs. Timing and
+// its statistics: support/timing.h.
 #pragma once
 
 #include <sys/types.h>
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace tjc {
+namespace tj::bench {
 
 // When this process started (static initialization, before main).
 extern const std::chrono::steady_clock::time_point process_start;
@@ -32,31 +33,4 @@ class BusyLoad {
 // standard output (its standard error is ours); a non-zero exit is a tj::Error.
 std::string run_self(const std::vector<std::string>& args);
 
-// Per-call times of one measurement, in seconds.
-struct Timing {
-  double median = 0, p90 = 0, p99 = 0, max = 0;
-  size_t calls = 0;
-};
-// Sorts `t` and summarizes it (empty: zeros).
-Timing summarize(std::vector<double> t);
-
-// The seconds of each call of `f`: at least `min_runs`, and until `budget` seconds.
-template <class F>
-std::vector<double> call_seconds(F f, int min_runs, double budget) {
-  using Clock = std::chrono::steady_clock;
-  std::vector<double> t;
-  auto start = Clock::now();
-  auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-  while (static_cast<int>(t.size()) < min_runs || (since(start) < budget && t.size() < 100000)) {
-    auto t0 = Clock::now();
-    f();
-    t.push_back(since(t0));
-  }
-  return t;
-}
-template <class F>
-Timing time_calls(F f, int min_runs, double budget) {
-  return summarize(call_seconds(f, min_runs, budget));
-}
-
-}  // namespace tjc
+}  // namespace tj::bench

@@ -1,4 +1,4 @@
-#include "tjc/busy.h"
+#include "bench/busy.h"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -15,7 +15,7 @@
 #include "support/process.h"
 #include "tensorjit/error.h"
 
-namespace tjc {
+namespace tj::bench {
 
 namespace {
 
@@ -31,19 +31,19 @@ const char* kBusySource =
 }  // namespace
 
 BusyLoad::BusyLoad(int jobs, double max_seconds, const std::string& folder) {
-  auto cxx = tj::find_compiler();
-  if (!cxx) throw tj::Error("--busy: no C++ compiler to make the load with ($TJ_CXX, c++, g++, clang++)");
+  auto cxx = find_compiler();
+  if (!cxx) throw Error("--busy: no C++ compiler to make the load with ($TJ_CXX, c++, g++, clang++)");
   namespace fs = std::filesystem;
   fs::path src = fs::path(folder) / "busy.cpp";
   std::ofstream(src) << kBusySource;
-  if (!fs::exists(src)) throw tj::Error("--busy: cannot write " + src.string());
+  if (!fs::exists(src)) throw Error("--busy: cannot write " + src.string());
   long seconds = std::max(1L, static_cast<long>(max_seconds));
   for (int i = 0; i < jobs; ++i) {
     std::string obj = (fs::path(folder) / ("busy" + std::to_string(i) + ".o")).string();
-    std::string loop = "end=$(( $(date +%s) + " + std::to_string(seconds) + " )); while [ $(date +%s) -lt $end ]; do " + tj::shell_quote(cxx->path) +
-                       " -O2 -std=c++20 -c " + tj::shell_quote(src.string()) + " -o " + tj::shell_quote(obj) + " >/dev/null 2>&1; done";
+    std::string loop = "end=$(( $(date +%s) + " + std::to_string(seconds) + " )); while [ $(date +%s) -lt $end ]; do " + shell_quote(cxx->path) +
+                       " -O2 -std=c++20 -c " + shell_quote(src.string()) + " -o " + shell_quote(obj) + " >/dev/null 2>&1; done";
     pid_t pid = fork();
-    if (pid < 0) throw tj::Error("--busy: fork failed");
+    if (pid < 0) throw Error("--busy: fork failed");
     if (pid == 0) {  // only async-signal-safe calls until exec
       setpgid(0, 0);
       prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -65,27 +65,14 @@ BusyLoad::~BusyLoad() {
 }
 
 std::string run_self(const std::vector<std::string>& args) {
-  std::string cmd = tj::shell_quote(std::filesystem::read_symlink("/proc/self/exe").string());
-  for (const auto& a : args) cmd += " " + tj::shell_quote(a);
+  std::string cmd = shell_quote(std::filesystem::read_symlink("/proc/self/exe").string());
+  for (const auto& a : args) cmd += " " + shell_quote(a);
   std::string out;
-  int st = tj::run_command(cmd, &out, false);  // its messages go to our standard error
-  if (st != 0) throw tj::Error("a fresh process failed (its messages are above): " + cmd.substr(0, 300));
+  int st = run_command(cmd, &out, false);  // its messages go to our standard error
+  if (st != 0) throw Error("a fresh process failed (its messages are above): " + cmd.substr(0, 300));
   return out;
 }
 
 const std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
 
-Timing summarize(std::vector<double> t) {
-  Timing r;
-  if (t.empty()) return r;
-  std::sort(t.begin(), t.end());
-  auto at = [&](double q) { return t[std::min(t.size() - 1, static_cast<size_t>(q * static_cast<double>(t.size())))]; };
-  r.median = t[t.size() / 2];
-  r.p90 = at(0.9);
-  r.p99 = at(0.99);
-  r.max = t.back();
-  r.calls = t.size();
-  return r;
-}
-
-}  // namespace tjc
+}  // namespace tj::bench

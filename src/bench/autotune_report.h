@@ -9,10 +9,10 @@
 #include "compiler/options.h"
 #include "ir/graph.h"
 
-namespace tjc {
+namespace tj::bench {
 
-nlohmann::json autotune_report(const tj::Graph& graph, const tj::Bindings& params, const tj::Bindings& inputs, const tj::CompileOptions& o,
+nlohmann::json autotune_report(const Graph& graph, const Bindings& params, const Bindings& inputs, const CompileOptions& o,
                                double budget, int rounds = 10);
 void print_autotune_report(const nlohmann::json& report);
 
-}  // namespace tjc
+}  // namespace tj::bench

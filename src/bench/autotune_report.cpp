@@ -1,15 +1,13 @@
-#include "tjc/autotune_report.h"
+#include "bench/autotune_report.h"
 
 #include <cstdio>
 
 #include "compiler/compile.h"
 #include "passes/pipeline.h"
+#include "support/timing.h"
 #include "tensorjit/error.h"
-#include "tjc/busy.h"
 
-namespace tjc {
-
-using namespace tj;
+namespace tj::bench {
 
 namespace {
 
@@ -76,4 +74,4 @@ void print_autotune_report(const nlohmann::json& j) {
               j.at("max_rel_diff").get<double>());
 }
 
-}  // namespace tjc
+}  // namespace tj::bench
