@@ -33,15 +33,7 @@ FusionOptions variant_fusion(Variant v) {
   return v == Variant::fused || v == Variant::fused_flash ? FusionOptions{} : FusionOptions::none();
 }
 
-namespace {
-
-// The compiler's stages up to `last` for variant v: its passes and fusion
-// rules, no program cache, nothing generated.
-Compilation variant_stages(const Graph& traced, Variant v, Stage last, bool reorder) {
-  CompileOptions o;
-  o.passes = variant_passes(v);
-  o.fusion = variant_fusion(v);
-  o.reorder = reorder;
+Compilation analysis_stages(const Graph& traced, CompileOptions o, Stage last) {
   o.program_cache = false;
   o.device = Device();  // the CPU
   Compilation c;
@@ -49,7 +41,13 @@ Compilation variant_stages(const Graph& traced, Variant v, Stage last, bool reor
   return c;
 }
 
-}  // namespace
+Compilation variant_stages(const Graph& traced, Variant v, Stage last, bool reorder, std::optional<FusionOptions> fusion) {
+  CompileOptions o;
+  o.passes = variant_passes(v);
+  o.fusion = fusion ? *fusion : variant_fusion(v);
+  o.reorder = reorder;
+  return analysis_stages(traced, o, last);
+}
 
 Graph prepare_variant(const Graph& traced, Variant v) { return std::move(variant_stages(traced, v, Stage::passes, false).graph); }
 

@@ -11,9 +11,11 @@
 // scale weights at run time) is left out of every variant.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "compiler/driver.h"
 #include "cost/roofline.h"
 #include "memory/lifetimes.h"
 #include "schedule/fusion.h"
@@ -28,6 +30,13 @@ const std::vector<Variant>& all_variants();
 std::vector<std::string> variant_passes(Variant v);
 FusionOptions variant_fusion(Variant v);
 Graph prepare_variant(const Graph& traced, Variant v);
+
+// The compiler's stages (compiler/driver.h) up to `last`, for a report:
+// no program cache, on the CPU, with `o`'s passes (empty: the default
+// pipeline), fusion rules and reordering; nothing generated before emit.
+Compilation analysis_stages(const Graph& traced, CompileOptions o, Stage last);
+// The same with variant v's passes and fusion rules (or `fusion`).
+Compilation variant_stages(const Graph& traced, Variant v, Stage last, bool reorder, std::optional<FusionOptions> fusion = std::nullopt);
 
 struct VariantReport {
   Variant variant;

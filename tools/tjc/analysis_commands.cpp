@@ -57,14 +57,15 @@ void cmd_kernels(const KernelsArgs& a) {
   Graph traced = trace_model(a.trace);
   require_concrete(traced, "kernels");
   Variant v = a.eager ? Variant::eager : a.no_flash ? Variant::fused : Variant::fused_flash;
-  Graph g = prepare_variant(traced, v);
   FusionOptions fo;
   fo.epilogue = !a.no_epilogue;
   fo.pointwise = !a.no_pointwise;
   fo.rowwise = !a.no_rowwise;
   fo.horizontal = a.horizontal;
   if (a.no_fuse || a.eager) fo = FusionOptions::none();
-  Schedule s = fuse(g, fo);
+  Compilation c = variant_stages(traced, v, Stage::fusion, false, fo);
+  const Graph& g = c.graph;
+  const Schedule& s = c.schedule;
   if (!a.dot.empty()) write_file(a.dot, schedule_dot(g, s));
   if (a.json) {
     json j = {{"variant", variant_name(v)}, {"kernels", json::array()}};
@@ -149,9 +150,10 @@ void cmd_memplan(const MemplanArgs& a) {
   Graph traced = trace_model(a.trace);
   require_concrete(traced, "memplan");
   Variant v = a.no_flash ? Variant::fused : Variant::fused_flash;
-  Graph g = prepare_variant(traced, v);
-  Schedule original = fuse(g, variant_fusion(v));
-  Schedule s = a.no_reorder ? original : reorder_schedule(g, original);
+  Compilation fused = variant_stages(traced, v, Stage::fusion, false);
+  const Graph& g = fused.graph;
+  const Schedule& original = fused.schedule;
+  const Schedule s = a.no_reorder ? original : variant_stages(traced, v, Stage::reorder, true).schedule;
   ActivationPlan p = plan_activations(g, s, !a.no_in_place);
   ActivationPlan before = plan_activations(g, original, !a.no_in_place);
   if (!a.svg.empty()) write_file(a.svg, memory_plan_svg(g, p, g.name() + " (" + std::string(variant_name(v)) + ")"));

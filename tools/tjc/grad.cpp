@@ -9,7 +9,7 @@
 
 #include "autodiff/partition.h"
 #include "ir/text.h"
-#include "schedule/fusion.h"
+#include "compiler/analysis.h"
 #include "tensorjit/error.h"
 #include "tjc/common.h"
 
@@ -40,7 +40,9 @@ void cmd_grad(const GradArgs& a) {
 
   // Per kernel of the partitioned forward: every value it computes, and
   // what of it is saved.
-  Schedule s = fuse(p.forward);
+  CompileOptions fusing;
+  fusing.passes = {"dce"};  // the partitioned forward as it is
+  const Schedule s = analysis_stages(p.forward, fusing, Stage::fusion).schedule;
   std::vector<bool> saved(p.forward.size(), false);
   for (size_t k = g.outputs().size(); k < p.forward.outputs().size(); ++k) saved[static_cast<size_t>(p.forward.outputs()[k])] = true;
   const SymEnv hint = size_hint(p.forward, {});
