@@ -119,11 +119,12 @@ Bindings make_inputs(const Graph& g, const GraphRunOptions& a, const std::set<st
     if (used == 0) throw Error("--weights " + path + ": none of its " + std::to_string(f.tensors().size()) + " tensors names an input or param of the graph");
   }
   for (const auto& s : a.inputs) {
-    auto [k, v] = split_eq(s, "--input");
+    const auto [k, v] = split_eq(s, "--input");
+    const std::string& name = k;  // clang 14 does not capture structured bindings
     ValueId id = g.find(k);
     if (id < 0) throw Error("--input: the graph has no input or param named '" + k + "'");
     const Type& t = g.type(id);
-    if (given.count(k) || std::any_of(lists.begin(), lists.end(), [&](const auto& l) { return l.first == k; }))
+    if (given.count(k) || std::any_of(lists.begin(), lists.end(), [&](const auto& l) { return l.first == name; }))
       throw Error("--input " + k + " given twice");
     if (ends_with(v, ".npy")) {
       NDArray arr = read_npy(v);

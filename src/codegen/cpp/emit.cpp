@@ -12,118 +12,6 @@
 
 namespace tj::cpp {
 
-std::string ctype(DType t) {
-  switch (t) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::i64: return "int64_t";
-    case DType::i32: return "int32_t";
-    case DType::boolean: return "uint8_t";
-    case DType::i8: return "int8_t";
-    case DType::u8: return "char8_t";  // unsigned, 8 bits, and a type of its own: uint8_t is bool here
-    case DType::i16: return "int16_t";
-    case DType::u16: return "uint16_t";
-    case DType::u32: return "uint32_t";
-    case DType::u64: return "uint64_t";
-    case DType::f16: return "tj_f16";
-    case DType::bf16: return "tj_bf16";
-    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz: case DType::f8e8m0: case DType::f4e2m1:
-      return "tj_mf<" + std::to_string(minifloat_format(t)) + ">";
-    case DType::i4: case DType::i2: return "int8_t";
-    case DType::u4: case DType::u2: return "char8_t";
-  }
-  throw Error("code generation does not support " + std::string(dtype_name(t)) + " yet");
-}
-
-std::string compute_ctype(DType t) { return is_narrow_float(t) ? "float" : ctype(t); }
-
-std::string rounded(const std::string& expr, DType t, bool saturate) {
-  switch (t) {
-    case DType::bf16: return "tj_rbf16(" + expr + ")";
-    case DType::f16: return "tj_rf16(" + expr + ")";
-    case DType::i4: case DType::u4: case DType::i2: case DType::u2:
-      return "tj_wrapbits<" + ctype(t) + ", " + (t == DType::i4 || t == DType::u4 ? "4" : "2") + ">(" + expr + ")";
-    default:
-      if (!is_minifloat(t)) return expr;
-      return "tj_mini_round<" + std::to_string(minifloat_format(t)) + ">(" + expr + (saturate ? ", true)" : ", false)");
-  }
-}
-
-std::string literal(double v, DType t) {
-  CExpr e;
-  e.T = compute_ctype(t);
-  e.integer = !is_float(t);
-  return e.lit(v);
-}
-
-Sizes contiguous_strides(const Sizes& s) {
-  Sizes st(s.size());
-  Dim acc(1);
-  for (size_t i = s.size(); i-- > 0;) {
-    st[i] = acc;
-    acc = acc * s[i];
-  }
-  return st;
-}
-
-Dim count(const Sizes& s) {
-  Dim n(1);
-  for (const Dim& d : s) n = n * d;
-  return n;
-}
-
-// a / b, exact (sizes divide evenly where the emitter divides them).
-Dim div(const Dim& a, const Dim& b) {
-  if (b == Dim(0)) return Dim(0);
-  if (auto q = a.div_exact(b)) return *q;
-  if (a.is_const() && b.is_const()) return Dim(a.value() / b.value());
-  throw Error("code generation: cannot divide " + a.str() + " by " + b.str());
-}
-
-// The C name of size symbol `s`.
-std::string sym_name(const std::string& s) {
-  std::string r = "tj_sym_";
-  for (char c : s) r += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return r;
-}
-
-// A size as a C expression ("128LL", "(2LL*tj_sym_S+1LL)").
-std::string C(const Dim& d) {
-  if (d.is_const()) return std::to_string(d.value()) + "LL";
-  return "(" + d.c_expr(sym_name) + ")";
-}
-
-// The index of flat position `f` in an array of `shape`: the inverse of
-// flat(). An array with a zero extent has no element to index (the loop over
-// it never runs), so it gets zeros rather than a division by zero that the
-// compiler would warn about.
-Idx unflat(const std::string& f, const Sizes& shape) {
-  Idx r(shape.size(), "0");
-  for (const Dim& d : shape)
-    if (d == Dim(0)) return r;
-  auto cs = contiguous_strides(shape);
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != Dim(1)) r[d] = "((" + f + ")/" + C(cs[d]) + "%" + C(shape[d]) + ")";
-  return r;
-}
-
-std::string flat(const Idx& idx, const Sizes& shape) {
-  auto st = contiguous_strides(shape);
-  std::string e;
-  for (size_t d = 0; d < idx.size(); ++d) {
-    if (shape[d] == Dim(1) || idx[d] == "0") continue;
-    std::string term = st[d] == Dim(1) ? "(" + idx[d] + ")" : "(" + idx[d] + ")*" + C(st[d]);
-    e += (e.empty() ? "" : " + ") + term;
-  }
-  return e.empty() ? "0" : e;
-}
-
-Idx loop_vars(size_t rank, const std::string& prefix) {
-  Idx v;
-  for (size_t d = 0; d < rank; ++d) v.push_back(prefix + std::to_string(d));
-  return v;
-}
-
 EmittedProgram Emitter::run() {
   for (size_t k = 0; k < s_.kernels.size(); ++k) emit_kernel(static_cast<int>(k));
   // Small GEMVs and attentions split over the pool only when the program
@@ -151,18 +39,6 @@ std::string Emitter::op_helpers() const {
   return h;
 }
 
-DType Emitter::check_dtype(DType t) {
-  (void)ctype(t);
-  return t;
-}
-
-// Value v's data as the function's local pointer p<v>, declared at its top
-// (see pointers()): loaded from the table once, not in every loop.
-std::string Emitter::ptr(ValueId v) {
-  used_.insert(v);
-  return "p" + std::to_string(v);
-}
-
 std::string Emitter::slot(tj_table_slot s) const {
   static constexpr const char* kNames[tj_slots] = {"tj_slot_scratch", "tj_slot_runtime", "tj_slot_sizes", "tj_slot_split_small"};
   return "t[" + std::to_string(g_.size()) + " + " + kNames[s] + "]";
@@ -177,35 +53,6 @@ std::string Emitter::pointers() {
     d += "  const int64_t " + sym_name(out_.symbols[k]) + " = ((const int64_t*)" + slot(tj_slot_sizes) + ")[" +
          std::to_string(k) + "];\n";
   return d;
-}
-
-// ---- elementwise ops (values read through codegen/cpp/views.cpp) ----------
-
-// A pointwise op's value at `idx` (its own output index): its row's C
-// expression over its operands' values (src/ir/ops/).
-std::string Emitter::elementwise(const Node& n, const Idx& idx) {
-  const OpDef& def = n.def();
-  const CExprFn form = expression(def);
-  if (!form) throw Error(std::string("code generation: ") + def.name + " is not pointwise");
-  CExpr e;
-  for (ValueId in : n.inputs) e.a.push_back(load(in, broadcast(in, n.type.shape, idx)));
-  e.T = compute_ctype(n.type.dtype);
-  e.S = n.inputs.empty() ? e.T : CT(n.inputs[0]);
-  e.integer = is_int(n.type.dtype);
-  std::vector<double> k = scalar_attrs(def, n.attrs);
-  e.k = k.data();
-  if (n.op == Op::cast) {
-    const DType from = g_.type(n.inputs[0]).dtype, to = n.type.dtype;
-    const bool saturate = n.attr_bool("saturate");
-    // Narrow floats from f64: through float rounded to odd, so rounded once.
-    if (is_narrow_float(to) && from == DType::f64) return rounded("tj_odd(" + e.a[0] + ")", to, saturate);
-    if (is_narrow_float(to)) return rounded("(float)(" + e.a[0] + ")", to, saturate);
-    // Floats to 4- and 2-bit integers: 0 out of range (round_to_dtype).
-    if (is_float(from) && is_subbyte_int(to))
-      return "tj_f2sub<" + ctype(to) + ">(" + e.a[0] + ", " + std::to_string(static_cast<int>(int_min(to))) + ", " +
-             std::to_string(static_cast<int>(int_max(to))) + ")";
-  }
-  return rounded(form(e), n.type.dtype);
 }
 
 // ---- loops ---------------------------------------------------------------
@@ -246,50 +93,6 @@ std::string Emitter::open_parallel_loop(const std::string& var, const std::strin
   c += "const int64_t tj_lo = " + n + "*tj_part/tj_parts, tj_hi = " + n + "*(tj_part + 1)/tj_parts;\n";
   c += simd ? "#pragma omp simd\n" : "";
   return c + "for (int64_t " + var + " = tj_lo; " + var + " < tj_hi; ++" + var + ") {\n";
-}
-
-void Emitter::make_temp(ValueId v) {
-  if (in_mem_[static_cast<size_t>(v)] || temp_.count(v)) return;
-  temp_.insert(v);
-  out_.temporaries.push_back(v);
-  out_.temporary_kernel.push_back(current_kernel_);
-  out_.temporary_sizes.push_back(count(shape(v)) * static_cast<int64_t>(dtype_size(g_.type(v).dtype)));
-}
-
-// Values of kernel k that others in it read from memory: through a view,
-// or as a store's data.
-void Emitter::plan_temporaries(const Kernel& K, int k) {
-  current_kernel_ = k;
-  for (ValueId v : K.ops) {
-    const Node& n = g_.node(v);
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      ValueId o = n.inputs[i];
-      // Walk to the first non-free value behind o.
-      ValueId b = o;
-      while (g_.node(b).def().category == OpCategory::view) b = g_.node(b).inputs[0];
-      if (s_.kernel_of[static_cast<size_t>(b)] != k) continue;
-      bool via_view = b != o;
-      bool store_data = n.op == Op::concat || (n.op == Op::kv_write && i == 1);
-      if (via_view || store_data) make_temp(b);
-    }
-  }
-  // Ops are emitted in segments: a store ends the loop nest before it.
-  // A value used in a later segment than its own must be in memory.
-  if (K.kind != KernelKind::rowwise && K.kind != KernelKind::reduction) {
-    std::map<ValueId, int> segment;
-    int seg = 0;
-    for (ValueId v : K.ops) {
-      const Node& n = g_.node(v);
-      for (ValueId o : n.inputs)
-        if (auto it = segment.find(o); it != segment.end() && it->second != seg) make_temp(o);
-      segment[v] = seg;
-      if (n.def().fuse == Fuse::store) ++seg;
-    }
-  }
-  // Results written by a library call or a store loop live in memory.
-  if (K.kind == KernelKind::matmul || K.kind == KernelKind::attention) make_temp(K.ops[0]);
-  for (ValueId v : K.ops)
-    if (g_.node(v).def().fuse == Fuse::store) make_temp(v);
 }
 
 // ---- kernels -------------------------------------------------------------
@@ -375,11 +178,6 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
   }
   temp_.clear();  // temporaries are only visible to their kernel
   return team_work_;
-}
-
-std::string Emitter::elementwise_or_gather(const Node& n, const Idx& idx) {
-  if (n.op == Op::gather) return load_gather(n, idx);
-  return elementwise(n, idx);
 }
 
 // Per-thread scratch of `bytes` for the current kernel: its stride in

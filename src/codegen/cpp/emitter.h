@@ -1,13 +1,13 @@
 // The C++ emitter's working state, internal to src/codegen/cpp: one Emitter
-// per program. Its methods are split by what they emit: prelude.cpp the
-// text every program starts with; emit.cpp the program (pointer table,
-// elementwise ops, loops, the pool, temporaries, the dispatch by kernel
-// kind, outputs, index checks);
-// views.cpp reads values through views and gathers; stores.cpp writes
-// concat, kv_write and scatter_add; kernels/ has one file per kernel kind
-// (pointwise, rowwise, reduction, matmul with the GEMVs, attention, and
-// attention's backward). A kind reads the kernel and this state and returns
-// its body.
+// per program, built on the value reading every target shares
+// (codegen/value_reader.h: views, gathers, op expressions, temporaries), as
+// the GPU emitter is. Its methods are split by what they emit: prelude.cpp
+// the text every program starts with; emit.cpp the program (pointer table,
+// loops, the pool, the dispatch by kernel kind, outputs, index checks);
+// stores.cpp writes concat, kv_write and scatter_add; kernels/ has one file
+// per kernel kind (pointwise, rowwise, reduction, matmul with the GEMVs,
+// attention, and attention's backward). A kind reads the kernel and this
+// state and returns its body.
 #pragma once
 
 #include <cstdint>
@@ -20,13 +20,17 @@
 #include "codegen/cpp/abi.h"
 #include "codegen/cpp/emit.h"
 #include "codegen/row_form.h"
+#include "codegen/value_reader.h"
 
 namespace tj::cpp {
 
-using Idx = std::vector<std::string>;
-// Sizes are Dims: constants, or polynomials over the graph's size symbols,
-// which generated code reads at run time (C() prints them).
-using Sizes = std::vector<Dim>;
+// The C-family text every target shares (codegen/c_text.h).
+using namespace codegen;
+
+// src/support/minifloat.h and codegen/cpp/abi.h, as text (embedded by
+// cmake/embed_text.cmake).
+extern const char* const kMinifloatText;
+extern const char* const kAbiText;
 
 constexpr int64_t kParallelElements = int64_t{1} << 15;  // below this a fork/join costs more than it saves
 constexpr int64_t kAttentionQueryBlock = 32;             // rows (query, head) that share each transposed block of keys
@@ -40,74 +44,12 @@ constexpr int kGemvPartials = 8;    // a large GEMV over [K, N] weights sums thi
 constexpr int64_t kSplitMatmul = int64_t{1} << 17;
 constexpr int kPartsPerThread = 4;  // parts per pool thread of a split loop: late threads leave less undone
 
-// A dtype's C type in memory; f16 and bf16 are 16-bit structs (tj_f16,
-// tj_bf16) and the float8/float4 formats 8-bit ones (tj_mf<F>) that convert
-// to and from float; the 4- and 2-bit integers are int8_t and char8_t.
-std::string ctype(DType t);
-// The type values of a dtype are computed in: float for the narrow floats.
-std::string compute_ctype(DType t);
-// Floats narrower than float: stored in structs, computed in float.
-inline bool is_narrow_float(DType t) { return t == DType::f16 || t == DType::bf16 || is_minifloat(t); }
-// `expr` rounded to `t` as the interpreter rounds each op's result: a float
-// to a narrow float (float8 saturating unless `saturate` is false), an
-// integer wrapped to 4 or 2 bits; `expr` itself otherwise.
-std::string rounded(const std::string& expr, DType t, bool saturate = true);
-std::string literal(double v, DType t);
-// src/support/minifloat.h and codegen/cpp/abi.h, as text (embedded by
-// cmake/embed_text.cmake).
-extern const char* const kMinifloatText;
-extern const char* const kAbiText;
-Sizes contiguous_strides(const Sizes& s);
-Dim count(const Sizes& s);
-// a / b, exact (sizes divide evenly where the emitter divides them).
-Dim div(const Dim& a, const Dim& b);
-// The C name of size symbol `s`.
-std::string sym_name(const std::string& s);
-// A size as a C expression ("128LL", "(2LL*tj_sym_S+1LL)").
-std::string C(const Dim& d);
-// The index of flat position `f` in an array of `shape`, and back.
-Idx unflat(const std::string& f, const Sizes& shape);
-std::string flat(const Idx& idx, const Sizes& shape);
-Idx loop_vars(size_t rank, const std::string& prefix = "i");
-
-// A strided view of a base buffer: element (i0..) at offset + sum(i_d * stride_d).
-struct Strided {
-  ValueId base;
-  Dim offset = 0;
-  Sizes strides;
-};
-
-class Emitter {
+class Emitter : public codegen::ValueReader {
  public:
-  Emitter(const Graph& g, const Schedule& s, const SymEnv& hint, bool tune = false)
-      : g_(g), s_(s), in_mem_(g.size(), false), hint_(size_hint(g, hint)), tune_(tune) {
-    for (const Node& n : g.nodes()) (void)check_dtype(n.type.dtype);
-    out_.symbols = size_symbols(g);
-    for (size_t i = 0; i < g.size(); ++i) {
-      const Node& n = g.nodes()[i];
-      if (n.op == Op::input || n.op == Op::param || (n.op == Op::constant && n.const_data()->size() > 1)) in_mem_[i] = true;
-    }
-    for (const Kernel& k : s.kernels) {
-      for (ValueId v : k.outputs) in_mem_[static_cast<size_t>(v)] = true;
-      for (ValueId v : k.ops)
-        if (s.writes_in_place(v)) in_mem_[static_cast<size_t>(v)] = true;  // it is its cache
-    }
-  }
-  virtual ~Emitter() = default;
+  Emitter(const Graph& g, const Schedule& s, const SymEnv& hint, bool tune = false) : ValueReader(g, s, hint), tune_(tune) {}
   EmittedProgram run();
 
  protected:
-  // ---- what another target's emitter spells differently (codegen/gpu)
-  // An element of a narrow float (f16, bf16) read from memory, as a float.
-  virtual std::string read_narrow(DType, const std::string& e) const { return "((float)" + e + ")"; }
-  // A pointwise op's expression (its row's C++, or GPU C).
-  virtual CExprFn expression(const OpDef& d) const { return d.c_expr; }
-
-  Sizes shape(ValueId v) const { return g_.type(v).shape; }
-  // A size's value for decisions (parallel or not, team or not): at the hint.
-  int64_t hint(const Dim& d) const { return d.eval(hint_); }
-  std::string T(ValueId v) const { return ctype(g_.type(v).dtype); }  // in memory
-  std::string CT(ValueId v) const { return compute_ctype(g_.type(v).dtype); }  // in registers
   // ---- the thread pool -----------------------------------------------------
   // Generated code runs parallel work as parts on the process's pool
   // (src/runtime/thread_pool.h): a lambda called as (tj_part, tj_parts,
@@ -119,59 +61,25 @@ class Emitter {
   std::string split_parts() const { return std::to_string(kPartsPerThread) + "*tj_threads(" + pool() + ")"; }
   static std::string close_parallel_loop() { return "}\n" + close_parallel(); }
   bool is_temp(ValueId v) const { return temp_.count(v) > 0; }
-  // How a reduction accumulates: floats in double, integers exactly in int64
-  // (wrapping, like the interpreter).
-  struct Accumulator {
-    std::string type, init;
-    bool integer, max, prod = false;
-    std::string update(const std::string& acc, const std::string& x) const {
-      if (integer)
-        return max    ? "std::max<int64_t>(" + acc + ", (int64_t)(" + x + "))"
-               : prod ? "tj_imul<int64_t>(" + acc + ", (int64_t)(" + x + "))"
-                      : "tj_iadd<int64_t>(" + acc + ", (int64_t)(" + x + "))";
-      return max ? "tj_max<double>(" + acc + ", (double)(" + x + "))" : acc + (prod ? " * " : " + ") + "(double)(" + x + ")";
-    }
-  };
 
   // ---- stores.cpp: concat, kv_write, scatter_add
   std::string store(ValueId v);
-  // Each input of concat v, its index (loop variables c0..) and the
-  // result's index it is stored at.
-  struct ConcatPart {
-    ValueId input;
-    Idx at, into;
-  };
-  std::vector<ConcatPart> concat_parts(ValueId v) const;
   std::string scatter_add(ValueId v);
 
-  // ---- views.cpp: reading values through views, generators and gathers
-  Idx broadcast(ValueId o, const Sizes& out, const Idx& idx) const;
-  Idx reshape_index(const Idx& idx, const Sizes& so, const Sizes& sx) const;
-  std::string load(ValueId o, const Idx& idx);
-  std::string load_gather(const Node& n, const Idx& idx);
-  std::optional<Strided> strided(ValueId o) const;
-  static std::optional<Sizes> reshaped_strides(const Sizes& si, const Sizes& strides, const Sizes& so);
-
   // ---- emit.cpp: the program, elementwise ops, loops, the pool, temporaries, kernels, outputs
-  static DType check_dtype(DType t);
-  std::string ptr(ValueId v);
   std::string pointers();
   static std::string prelude();         // prelude.cpp
   static std::string embedded(const char* header_text);  // prelude.cpp
   std::string op_helpers() const;
-  std::string elementwise(const Node& n, const Idx& idx);
   std::string loops(const Sizes& sh, const Idx& vars, const std::string& body, bool allow_parallel = true,
                     bool simd = true, bool columns = false);
   std::string open_parallel(const std::string& parts) const;
   std::string open_parallel_loop(const std::string& var, const std::string& n, bool simd) const;
-  void make_temp(ValueId v);
-  void plan_temporaries(const Kernel& K, int k);
   std::string name_of(int k) const;
   void emit_kernel(int k);
   // The kernel's function under `name` with the current knobs_; returns its
   // team work (units it splits over the team, 0: none).
   int64_t emit_function(int k, const std::string& name);
-  std::string elementwise_or_gather(const Node& n, const Idx& idx);
   std::string scratch(const Dim& bytes);
   void make_temp_copy(ValueId x, std::string* code);
   void emit_output(size_t i);
@@ -184,14 +92,10 @@ class Emitter {
   std::string rowwise_body(const Kernel& K);
   std::string scratch_for(const Kernel& K, const Dim& D);
   static std::string row_slot(const Dim& D);
-  std::string row_value(ValueId x, const Idx& full, const Sizes& sp);
-  std::string with_rows(const Node& n, const Idx& full);
-  codegen::RowOperands row_operands(const Node& n, const std::string& out, const Idx& full, const Sizes& sp, const Dim& D);
   std::string composite_row(const Node& n, ValueId v, const std::string& out, const Idx& full, const Sizes& sp,
                             const Dim& D);
 
   // ---- kernels/reduction.cpp
-  static Accumulator accumulator(const Node& n);
   std::string reduction_body(const Kernel& K);
 
   // ---- kernels/matmul.cpp
@@ -253,10 +157,6 @@ class Emitter {
   static std::string block_dots(const std::string& ty, const std::string& st, const std::string& row, const std::string& kt,
                                 const std::string& dst, const std::string& Ds, const std::string& at);
   // ---- kernels/attention_grad.cpp: attn_lse, attn_dq, attn_dkv
-  struct Rows {
-    std::string p;                     // the base pointer, offset applied
-    std::vector<std::string> strides;  // per dim ("0" where it is 1: broadcast); the last is 1
-  };
   Rows rows_of(ValueId x, std::string* code);
   std::string attention_grad_body(const Kernel& K);
 
@@ -271,18 +171,9 @@ class Emitter {
     std::string label;
   };
 
-  const Graph& g_;
-  const Schedule& s_;
-  std::vector<bool> in_mem_;
-  std::set<ValueId> temp_;
-  std::set<ValueId> used_;  // pointers the function being emitted uses
-  int current_kernel_ = 0;
-  SymEnv hint_;
-  std::map<ValueId, std::string> local_, local_row_;
   bool reads_narrow_weights_ = false;  // some GEMV reads bf16 or int8 weights: the prelude gets their helpers
   int64_t team_work_ = 0;         // elements of work the current kernel splits over the team (0: it does not)
   int64_t team_work_total_ = 0;
-  EmittedProgram out_;
   bool tune_ = false;
   Knobs knobs_;
   std::vector<Knobs> alternatives_;

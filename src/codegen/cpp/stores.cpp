@@ -33,22 +33,6 @@ std::string Emitter::store(ValueId v) {
   return code + "}\n";
 }
 
-std::vector<Emitter::ConcatPart> Emitter::concat_parts(ValueId v) const {
-  const Node& n = g_.node(v);
-  const size_t axis = static_cast<size_t>(n.attr_int("axis"));
-  std::vector<ConcatPart> r;
-  Dim at = 0;
-  for (ValueId in : n.inputs) {
-    auto si = shape(in);
-    ConcatPart c{in, loop_vars(si.size(), "c"), {}};
-    c.into = c.at;
-    c.into[axis] = "(" + c.at[axis] + "+" + C(at) + ")";
-    r.push_back(std::move(c));
-    at = at + si[axis];
-  }
-  return r;
-}
-
 // scatter_add: the base copied, then each update slice added at its index,
 // in the indices' order. The columns (the dims after the axis) are split
 // over the pool, so every element's sum runs in one order on one thread, as

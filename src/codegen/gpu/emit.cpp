@@ -8,7 +8,7 @@
 namespace tj::gpu {
 
 Emitter::Emitter(const Graph& g, const Schedule& s, Target t, const SymEnv& hint)
-    : cpp::Emitter(g, s, hint), r_(renderer(t)) {
+    : ValueReader(g, s, hint), r_(renderer(t)) {
   for (const Node& n : g.nodes())
     if (is_minifloat(n.type.dtype) || is_subbyte_int(n.type.dtype))
       throw Unsupported("GPU code generation does not support " + std::string(dtype_name(n.type.dtype)) + " yet");
@@ -27,8 +27,8 @@ std::string Emitter::stored(ValueId v, const std::string& value) const {
 }
 
 std::string Emitter::element(const Sizes& space, const Idx& iv) const {
-  Idx at = cpp::unflat("tj_gid", space);
-  std::string c = "  if (tj_gid >= " + cpp::C(cpp::count(space)) + ") return;\n";
+  Idx at = unflat("tj_gid", space);
+  std::string c = "  if (tj_gid >= " + C(count(space)) + ") return;\n";
   for (size_t d = 0; d < iv.size(); ++d) c += "  const int64_t " + iv[d] + " = " + at[d] + ";\n";
   return c;
 }
@@ -57,12 +57,12 @@ void Emitter::copy_into(ValueId x) {
   used_.clear();
   make_temp(x);
   auto sx = shape(x);
-  Idx iv = cpp::loop_vars(sx.size(), "m");
+  Idx iv = loop_vars(sx.size(), "m");
   temp_.erase(x);  // read through the view while copying
   std::string value = load(x, iv);
   temp_.insert(x);
-  launch(&prog_.launches, "copy", element(sx, iv) + "  " + ptr(x) + "[" + cpp::flat(iv, sx) + "] = " + stored(x, value) + ";\n",
-         cpp::count(sx));
+  launch(&prog_.launches, "copy", element(sx, iv) + "  " + ptr(x) + "[" + flat(iv, sx) + "] = " + stored(x, value) + ";\n",
+         count(sx));
   used_ = outer;
 }
 
@@ -90,24 +90,24 @@ Program Emitter::run() {
   for (size_t i = 0; i < g_.outputs().size(); ++i) {
     ValueId o = g_.outputs()[i];
     auto so = shape(o);
-    Idx iv = cpp::loop_vars(so.size(), "o");
+    Idx iv = loop_vars(so.size(), "o");
     local_.clear();
     const std::string dst = "p" + std::to_string(n + 1 + i);
-    std::string body = element(so, iv) + "  " + dst + "[" + cpp::flat(iv, so) + "] = " + stored(o, load(o, iv)) + ";\n";
-    launch(&prog_.outputs, "output" + std::to_string(i), body, cpp::count(so), kGroup, {},
+    std::string body = element(so, iv) + "  " + dst + "[" + flat(iv, so) + "] = " + stored(o, load(o, iv)) + ";\n";
+    launch(&prog_.outputs, "output" + std::to_string(i), body, count(so), kGroup, {},
            {{static_cast<ValueId>(n + 1 + i), T(o)}});
   }
   // Free gathers' indices, each checked once per call before any kernel (as
   // the C++ backend's tj_check_indices).
   for (size_t v = 0; v < n; ++v) {
     const Node& nd = g_.nodes()[v];
-    if (nd.op != Op::gather || s_.kernel_of[v] >= 0 || cpp::count(shape(static_cast<ValueId>(v))) == Dim(0)) continue;
+    if (nd.op != Op::gather || s_.kernel_of[v] >= 0 || count(shape(static_cast<ValueId>(v))) == Dim(0)) continue;
     ValueId ind = nd.inputs[1];
     auto si = shape(ind);
-    Idx iv = cpp::loop_vars(si.size(), "q");
+    Idx iv = loop_vars(si.size(), "q");
     Dim len = shape(nd.inputs[0])[static_cast<size_t>(nd.attr_int("axis"))];
-    launch(&prog_.checks, "check", element(si, iv) + "  (void)tj_index((int64_t)(" + load(ind, iv) + "), " + cpp::C(len) + ");\n",
-           cpp::count(si));
+    launch(&prog_.checks, "check", element(si, iv) + "  (void)tj_index((int64_t)(" + load(ind, iv) + "), " + C(len) + ");\n",
+           count(si));
   }
   prog_.source = r_->prelude() + prog_.source;
   prog_.layout = std::move(out_);

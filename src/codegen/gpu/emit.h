@@ -14,8 +14,9 @@
 //   attention  a work-item per (batch, head, query) row: online softmax over
 //              the keys, never materializing the scores
 // Reads go through views, broadcasting, generators and gathers as index
-// arithmetic, as in the C++ backend (the GPU emitter is the C++ emitter's
-// value reading with GPU C's spellings and kernels of its own).
+// arithmetic, as in the C++ backend: both emitters build on the shared
+// value reading (codegen/value_reader.h), this one with GPU C's spellings
+// and kernels of its own.
 //
 // Buffers: p<v> for value v; p<n> (n = the graph's size) is the scratch;
 // p<n+1+i> is output i's copy, written by outputs[i].
@@ -24,8 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpp/emit.h"
 #include "codegen/gpu/renderer.h"
+#include "codegen/program.h"
+#include "schedule/fusion.h"
 
 namespace tj::gpu {
 

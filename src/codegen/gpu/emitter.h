@@ -1,23 +1,23 @@
-// The GPU emitter's working state, internal to src/codegen/gpu: the C++
-// emitter's value reading (views, broadcasting, generators, gathers and the
-// ops' expressions, codegen/cpp/views.cpp) with GPU C's spellings, and a
-// kernel body of its own per kernel kind (kernels/). Each launch is a
-// KernelForm, rendered for the target as it is added.
+// The GPU emitter's working state, internal to src/codegen/gpu: the value
+// reading every target shares (codegen/value_reader.h: views, broadcasting,
+// generators, gathers and the ops' expressions) with GPU C's spellings, and
+// a kernel body of its own per kernel kind (kernels/). Each launch is a
+// KernelForm, rendered for the target as it is added. A sibling of the C++
+// emitter (codegen/cpp), not a kind of it.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "codegen/cpp/emitter.h"
 #include "codegen/gpu/emit.h"
+#include "codegen/value_reader.h"
 
 namespace tj::gpu {
 
-using cpp::Idx;
-using cpp::Sizes;
-using cpp::is_narrow_float;
+// The C-family text every target shares (codegen/c_text.h).
+using namespace codegen;
 
-class Emitter final : public cpp::Emitter {
+class Emitter final : public codegen::ValueReader {
  public:
   Emitter(const Graph& g, const Schedule& s, Target t, const SymEnv& hint);
   Program run();

@@ -2,9 +2,11 @@
 // doubles: cl_khr_fp64) and CUDA C (nvcc or NVRTC, C++17).
 #include "codegen/gpu/renderer.h"
 
-#include "codegen/cpp/emitter.h"
+#include "codegen/c_text.h"
 
 namespace tj::gpu {
+
+using codegen::sym_name;
 
 namespace {
 
@@ -28,7 +30,7 @@ std::string Renderer::render(const KernelForm& k, const std::vector<std::string>
     params += (params.empty() ? "" : ", ") + buffer_params(b);
     setup += buffer_setup(b);
   }
-  for (const auto& s : symbols) params += (params.empty() ? "" : ", ") + std::string("const int64_t ") + cpp::sym_name(s);
+  for (const auto& s : symbols) params += (params.empty() ? "" : ", ") + std::string("const int64_t ") + sym_name(s);
   params += (params.empty() ? "" : ", ") + status_param();
   std::string locals;
   for (const auto& l : k.locals) locals += "  " + local_prefix() + " " + l + ";\n";

@@ -13,15 +13,6 @@
 
 namespace tj::cpp {
 
-// How this backend accumulates each Fuse::reduction op (sum and mean add,
-// amax takes the maximum, prod multiplies; mean divides after): a kernel
-// strategy, by op.
-Emitter::Accumulator Emitter::accumulator(const Node& n) {
-  bool integer = is_int(n.type.dtype), max = n.op == Op::amax, prod = n.op == Op::prod;
-  if (integer) return {"int64_t", max ? "INT64_MIN" : prod ? "1" : "0", true, max, prod};
-  return {"double", max ? "-INFINITY" : prod ? "1" : "0", false, max, prod};
-}
-
 // A reduction over any axes: accumulate every input element into its output.
 std::string Emitter::reduction_body(const Kernel& K) {
   if (K.ops.size() != 1) throw Error("code generation: a reduction kernel with more than one op");

@@ -120,24 +120,6 @@ std::string Emitter::row_slot(const Dim& D) {
   return D.is_const() ? C(Dim((D.value() * 8 + 63) / 64 * 64)) : "((" + C(D * 8) + "+63LL)/64LL*64LL)";
 }
 
-// The value of `x` at row position j: an in-kernel row, an in-kernel
-// per-row scalar, or a load.
-std::string Emitter::row_value(ValueId x, const Idx& full, const Sizes& sp) {
-  if (auto it = local_row_.find(x); it != local_row_.end()) return it->second + "[j]";
-  if (auto it = local_.find(x); it != local_.end()) return it->second;
-  return load(x, broadcast(x, sp, full));
-}
-
-// An elementwise op over the row, with in-kernel operands from registers/rows.
-std::string Emitter::with_rows(const Node& n, const Idx& full) {
-  std::map<ValueId, std::string> saved = local_;
-  for (ValueId in : n.inputs)
-    if (auto it = local_row_.find(in); it != local_row_.end()) local_[in] = it->second + "[j]";
-  std::string e = elementwise_or_gather(n, full);
-  local_ = saved;
-  return e;
-}
-
 // A Fuse::rowwise op's row: its RowForm (the op's row, ir/op.h) printed as
 // sequential loops over the row, statistics in double.
 std::string Emitter::composite_row(const Node& n, ValueId v, const std::string& out, const Idx& full, const Sizes& sp,
@@ -153,17 +135,6 @@ std::string Emitter::composite_row(const Node& n, ValueId v, const std::string& 
     if (p.after) c += "      " + codegen::row_expr(p.after, o) + "\n";
   }
   return c + "    }\n";
-}
-
-// The placeholders of a row form at element j of the row `out`.
-codegen::RowOperands Emitter::row_operands(const Node& n, const std::string& out, const Idx& full, const Sizes& sp, const Dim& D) {
-  codegen::RowOperands o;
-  std::string* operand[] = {&o.x, &o.w, &o.b};
-  for (size_t i = 0; i < n.inputs.size() && i < 3; ++i) *operand[i] = "(double)(" + row_value(n.inputs[i], full, sp) + ")";
-  o.y = "(double)" + out + "[j]";
-  o.D = "(double)" + C(D);
-  if (attr_index(n.def(), "eps") >= 0) o.eps = literal(n.attr_float("eps"), DType::f64);
-  return o;
 }
 
 }  // namespace tj::cpp

@@ -14,12 +14,12 @@ Emitter::Rows Emitter::strided_rows(ValueId x) {
   auto st = strided(x);
   if (!st || st->strides.back() != Dim(1)) {
     copy_into(x);
-    st = cpp::Strided{x, 0, cpp::contiguous_strides(shape(x))};
+    st = Strided{x, 0, contiguous_strides(shape(x))};
   }
   Rows r;
-  r.p = "(" + ptr(st->base) + " + " + cpp::C(st->offset) + ")";
+  r.p = "(" + ptr(st->base) + " + " + C(st->offset) + ")";
   auto sx = shape(x);
-  for (size_t d = 0; d < sx.size(); ++d) r.strides.push_back(sx[d] == Dim(1) ? std::string("0") : cpp::C(st->strides[d]));
+  for (size_t d = 0; d < sx.size(); ++d) r.strides.push_back(sx[d] == Dim(1) ? std::string("0") : C(st->strides[d]));
   return r;
 }
 
@@ -46,17 +46,17 @@ void Emitter::attention(const Kernel& K) {
   const Dim rows = B * Dim(H) * Tq;
   const bool groups = hint(Tq) <= 8 && hint(rows) < 4096;
   const std::string who = groups ? "tj_grp" : "tj_gid";
-  std::string code = groups ? "" : "  if (tj_gid >= " + cpp::C(rows) + ") return;\n";
-  code += "  const int64_t i = " + who + " % " + cpp::C(Tq) + ", h = " + who + " / " + cpp::C(Tq) + " % " + std::to_string(H) + "L, b = " + who +
-          " / " + cpp::C(Tq) + " / " + std::to_string(H) + "L, g = h / " + std::to_string(H / std::max<int64_t>(Hkv, 1)) + "L;\n";
+  std::string code = groups ? "" : "  if (tj_gid >= " + C(rows) + ") return;\n";
+  code += "  const int64_t i = " + who + " % " + C(Tq) + ", h = " + who + " / " + C(Tq) + " % " + std::to_string(H) + "L, b = " + who +
+          " / " + C(Tq) + " / " + std::to_string(H) + "L, g = h / " + std::to_string(H / std::max<int64_t>(Hkv, 1)) + "L;\n";
   code += "  TJ_GLOBAL const " + st + "* const qr = " + row(q, "b", "h", "i") + ";\n";
   code += "  TJ_GLOBAL const " + st + "* const kh = " + row(k, "b", "g", "0") + ";\n";
   code += "  TJ_GLOBAL const " + st + "* const vh = " + row(v, "b", "g", "0") + ";\n";
   // Keys j < limit are visible: j <= offset + i (clamped: no overflow for any offset).
-  std::string limit = cpp::C(S);
+  std::string limit = C(S);
   if (n.attr_bool("causal")) {
     code += "  const int64_t off = (int64_t)(" + load(n.inputs[3], {}) + ");\n";
-    limit = "(off >= " + cpp::C(S) + " ? " + cpp::C(S) + " : off + i + 1 < 0 ? 0 : tj_smin_int64_t(" + cpp::C(S) + ", off + i + 1))";
+    limit = "(off >= " + C(S) + " ? " + C(S) + " : off + i + 1 < 0 ? 0 : tj_smin_int64_t(" + C(S) + ", off + i + 1))";
   }
   std::string bias;
   if (n.attr_bool("bias")) {
@@ -64,13 +64,13 @@ void Emitter::attention(const Kernel& K) {
     bias = " + (double)" + at("(" + row(br, "b", "h", "i") + ")[j*" + br.strides[3] + "]");
   }
   code += "  const int64_t limit = " + limit + ";\n";
-  const std::string score = "    double s = 0;\n    for (int64_t d = 0; d < " + cpp::C(D) + "; ++d) s += (double)" + at("qr[d]") + " * (double)" +
-                            at("kh[j*" + k.strides[2] + " + d]") + ";\n    s = s * " + cpp::literal(n.attr_float("scale"), DType::f64) + bias + ";\n";
+  const std::string score = "    double s = 0;\n    for (int64_t d = 0; d < " + C(D) + "; ++d) s += (double)" + at("qr[d]") + " * (double)" +
+                            at("kh[j*" + k.strides[2] + " + d]") + ";\n    s = s * " + literal(n.attr_float("scale"), DType::f64) + bias + ";\n";
   const std::string value = at("vh[j*" + v.strides[2] + " + d]");
   // A row with every key masked has no defined softmax: NaN, as softmax
   // gives, or 0 where asked (zero_empty_rows).
   const std::string fill = n.attr_bool("zero_empty_rows") ? "0.0" : "(double)NAN";
-  auto result = [&](const std::string& acc) { return stored(fa, cpp::rounded("(" + ty + ")(empty ? " + fill + " : " + acc + " / sum)", dt)); };
+  auto result = [&](const std::string& acc) { return stored(fa, rounded("(" + ty + ")(empty ? " + fill + " : " + acc + " / sum)", dt)); };
   code += "  TJ_GLOBAL " + st + "* const out = " + ptr(fa) + " + " + who + " * " + Dvs + ";\n";
   if (groups) {
     // The row's scores, then their exponentials, in scratch; the maximum
@@ -80,7 +80,7 @@ void Emitter::attention(const Kernel& K) {
     const ValueId scratch = static_cast<ValueId>(g_.size());
     std::vector<std::string> locals;
     const std::string G = std::to_string(kRowGroup), keys = "  for (int64_t j = tj_lid; j < limit; j += " + G + ") {\n";
-    code += "  TJ_GLOBAL double* const sc = (TJ_GLOBAL double*)p" + std::to_string(scratch) + " + tj_grp * " + cpp::C(S) + ";\n";
+    code += "  TJ_GLOBAL double* const sc = (TJ_GLOBAL double*)p" + std::to_string(scratch) + " + tj_grp * " + C(S) + ";\n";
     code += "  double m = -INFINITY, sum = 0;\n" + keys + score + "    sc[j] = s;\n    m = tj_max_double(m, s);\n  }\n  {\n";
     code += group_reduce("m", false, "tj_max_double($a, $b)", &locals);
     code += "  }\n" + keys + "    const double e = m == -INFINITY ? 0.0 : exp(sc[j] - m);\n    sc[j] = e;\n    sum += e;\n  }\n  {\n";
@@ -124,8 +124,8 @@ void Emitter::attention_grad(const Kernel& K) {
   auto at = [&](const std::string& e) { return "(double)" + (is_narrow_float(dt) ? read_narrow(dt, e) : e); };
   std::string code;
   code += "  const int64_t off = " + (n.attr_bool("causal") ? "(int64_t)(" + load(n.inputs[extra], {}) + ")" : std::string("0")) + ";\n";
-  code += "  const double scale = " + cpp::literal(n.attr_float("scale"), DType::f64) + ";\n  (void)off;\n";
-  const std::string Ss = cpp::C(S), Tqs = cpp::C(Tq);
+  code += "  const double scale = " + literal(n.attr_float("scale"), DType::f64) + ";\n  (void)off;\n";
+  const std::string Ss = C(S), Tqs = C(Tq);
   // Keys j < limit(i) are visible to query i: j <= off + i, clamped.
   const std::string limit = n.attr_bool("causal") ? "(off >= " + Ss + " ? " + Ss + " : off + i + 1 < 0 ? 0 : tj_smin_int64_t(" + Ss + ", off + i + 1))" : Ss;
   // The score of query row qr against key j, scaled, with its bias: into s.
@@ -141,7 +141,7 @@ void Emitter::attention_grad(const Kernel& K) {
   };
   const std::string out = ptr(v0);
   if (!dkv) {
-    code += "  if (tj_gid >= " + cpp::C(B * Dim(H) * Tq) + ") return;\n";
+    code += "  if (tj_gid >= " + C(B * Dim(H) * Tq) + ") return;\n";
     code += "  const int64_t i = tj_gid % " + Tqs + ", h = tj_gid / " + Tqs + " % " + std::to_string(H) + "L, b = tj_gid / " + Tqs + " / " +
             std::to_string(H) + "L, g = h / " + G + ";\n";
     code += "  TJ_GLOBAL const " + st + "* const qr = " + row(q, "b", "h", "i") + ";\n  const int64_t limit = " + limit + ";\n";
@@ -149,7 +149,7 @@ void Emitter::attention_grad(const Kernel& K) {
       code += "  double m = -INFINITY, sum = 0;\n  for (int64_t j = 0; j < limit; ++j) {\n";
       code += "    TJ_GLOBAL const " + st + "* const kj = " + row(k, "b", "g", "j") + ";\n" + score;
       code += "    if (s == -INFINITY) continue;\n    if (s > m) { sum *= exp(m - s); m = s; }\n    sum += exp(s - m);\n  }\n";
-      code += "  " + out + "[tj_gid] = " + stored(v0, cpp::rounded("(" + ty + ")(m == -INFINITY ? m : m + log(sum))", dt)) + ";\n";
+      code += "  " + out + "[tj_gid] = " + stored(v0, rounded("(" + ty + ")(m == -INFINITY ? m : m + log(sum))", dt)) + ";\n";
       launch(&prog_.launches, "attn_lse", code, B * Dim(H) * Tq);
     } else {
       code += row_values() + "  double acc[" + Ds + "];\n  for (int d = 0; d < " + Ds + "; ++d) acc[d] = 0;\n";
@@ -157,28 +157,28 @@ void Emitter::attention_grad(const Kernel& K) {
       code += "    TJ_GLOBAL const " + st + "* const kj = " + row(k, "b", "g", "j") + ";\n";
       code += "    TJ_GLOBAL const " + st + "* const vj = " + row(v, "b", "g", "j") + ";\n" + score + probs;
       code += "      for (int64_t d = 0; d < " + Ds + "; ++d) acc[d] += ds * " + at("kj[d]") + ";\n  }\n";
-      code += "  for (int d = 0; d < " + Ds + "; ++d) " + out + "[tj_gid*" + Ds + " + d] = " + stored(v0, cpp::rounded("(" + ty + ")(acc[d] * scale)", dt)) +
+      code += "  for (int d = 0; d < " + Ds + "; ++d) " + out + "[tj_gid*" + Ds + " + d] = " + stored(v0, rounded("(" + ty + ")(acc[d] * scale)", dt)) +
               ";\n";
       launch(&prog_.launches, "attn_dq", code, B * Dim(H) * Tq);
     }
   } else {
     // A work-item per key j of KV head g: the rows r of its query heads,
     // query r / G of head g*G + r % G, as flash_attn reads them.
-    code += "  if (tj_gid >= " + cpp::C(B * Dim(Hkv) * S) + ") return;\n";
+    code += "  if (tj_gid >= " + C(B * Dim(Hkv) * S) + ") return;\n";
     code += "  const int64_t j = tj_gid % " + Ss + ", g = tj_gid / " + Ss + " % " + std::to_string(Hkv) + "L, b = tj_gid / " + Ss + " / " +
             std::to_string(Hkv) + "L;\n";
     code += "  TJ_GLOBAL const " + st + "* const kj = " + row(k, "b", "g", "j") + ";\n";
     code += "  TJ_GLOBAL const " + st + "* const vj = " + row(v, "b", "g", "j") + ";\n";
     code += "  double dk[" + Ds + "], dv[" + Dvs + "];\n  for (int d = 0; d < " + Ds + "; ++d) dk[d] = 0;\n  for (int d = 0; d < " + Dvs +
             "; ++d) dv[d] = 0;\n";
-    code += "  for (int64_t r = 0; r < " + cpp::C(Tq * Dim(group)) + "; ++r) {\n    const int64_t i = r / " + G + ", h = g*" + G + " + r % " + G + ";\n";
+    code += "  for (int64_t r = 0; r < " + C(Tq * Dim(group)) + "; ++r) {\n    const int64_t i = r / " + G + ", h = g*" + G + " + r % " + G + ";\n";
     code += "    if (j >= " + limit + ") continue;\n    {\n      TJ_GLOBAL const " + st + "* const qr = " + row(q, "b", "h", "i") + ";\n";
     code += row_values() + score + probs;
     code += "      for (int64_t d = 0; d < " + Ds + "; ++d) dk[d] += ds * " + at("qr[d]") + ";\n";
     code += "      for (int64_t d = 0; d < " + Dvs + "; ++d) dv[d] += p * " + at("dO[d]") + ";\n    }\n  }\n";
     code += "  TJ_GLOBAL " + st + "* const o = " + out + " + tj_gid*" + std::to_string(D + Dv) + ";\n";
-    code += "  for (int d = 0; d < " + Ds + "; ++d) o[d] = " + stored(v0, cpp::rounded("(" + ty + ")(dk[d] * scale)", dt)) + ";\n";
-    code += "  for (int d = 0; d < " + Dvs + "; ++d) o[" + Ds + " + d] = " + stored(v0, cpp::rounded("(" + ty + ")dv[d]", dt)) + ";\n";
+    code += "  for (int d = 0; d < " + Ds + "; ++d) o[d] = " + stored(v0, rounded("(" + ty + ")(dk[d] * scale)", dt)) + ";\n";
+    code += "  for (int d = 0; d < " + Dvs + "; ++d) o[" + Ds + " + d] = " + stored(v0, rounded("(" + ty + ")dv[d]", dt)) + ";\n";
     launch(&prog_.launches, "attn_dkv", code, B * Dim(Hkv) * S);
   }
   if (K.ops.size() > 1) pointwise(K, 1);

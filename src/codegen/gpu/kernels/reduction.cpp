@@ -16,16 +16,16 @@ void Emitter::reduction(const Kernel& K) {
   Sizes kept, reduced;  // the dims each output element has, and those it sums over
   for (size_t d = 0; d < sx.size(); ++d)
     (std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end() ? reduced : kept).push_back(sx[d]);
-  const Dim outn = cpp::count(kept), per = cpp::count(reduced);
-  Idx ko = cpp::unflat("tj_gid", kept), ri = cpp::unflat("r", reduced), iv;
+  const Dim outn = count(kept), per = count(reduced);
+  Idx ko = unflat("tj_gid", kept), ri = unflat("r", reduced), iv;
   for (size_t d = 0, k = 0, r = 0; d < sx.size(); ++d)
     iv.push_back(std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end() ? ri[r++] : ko[k++]);
   Accumulator A = accumulator(n);
   const std::string ty = CT(v);
-  std::string code = "  if (tj_gid >= " + cpp::C(outn) + ") return;\n  " + A.type + " acc = " + A.init + ";\n";
-  code += "  for (int64_t r = 0; r < " + cpp::C(per) + "; ++r) acc = " + update(A, "acc", load(x, iv)) + ";\n";
+  std::string code = "  if (tj_gid >= " + C(outn) + ") return;\n  " + A.type + " acc = " + A.init + ";\n";
+  code += "  for (int64_t r = 0; r < " + C(per) + "; ++r) acc = " + update(A, "acc", load(x, iv)) + ";\n";
   code += "  " + ptr(v) + "[tj_gid] = " +
-          stored(v, cpp::rounded("(" + ty + ")(acc" + (n.op == Op::mean ? " / (double)" + cpp::C(per) : std::string()) + ")", n.type.dtype)) +
+          stored(v, rounded("(" + ty + ")(acc" + (n.op == Op::mean ? " / (double)" + C(per) : std::string()) + ")", n.type.dtype)) +
           ";\n";
   launch(&prog_.launches, "reduction", code, outn);
 }

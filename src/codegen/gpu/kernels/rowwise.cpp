@@ -36,8 +36,8 @@ void Emitter::rowwise(const Kernel& K) {
   Sizes sp = K.space;
   Dim D = sp.back();
   Sizes outer(sp.begin(), sp.end() - 1);
-  Dim rows = cpp::count(outer);
-  const std::string Ds = cpp::C(D), G = std::to_string(kRowGroup);
+  Dim rows = count(outer);
+  const std::string Ds = C(D), G = std::to_string(kRowGroup);
   const std::string loop = "    for (int64_t j = tj_lid; j < " + Ds + "; j += " + G + ")";
   // Stores lead a rowwise kernel (fusion guarantees it): they run first.
   for (ValueId v : K.ops)
@@ -49,9 +49,9 @@ void Emitter::rowwise(const Kernel& K) {
   const ValueId scratch = static_cast<ValueId>(g_.size());
   std::string code = "  const int64_t row = tj_grp;\n";
   code += "  TJ_GLOBAL double* const mine = (TJ_GLOBAL double*)p" + std::to_string(scratch) + " + row * " +
-          cpp::C(Dim(static_cast<int64_t>(K.ops.size())) * D) + ";\n  (void)mine;\n";
-  Idx oi = cpp::loop_vars(outer.size(), "r");
-  Idx row_index = cpp::unflat("row", outer);
+          C(Dim(static_cast<int64_t>(K.ops.size())) * D) + ";\n  (void)mine;\n";
+  Idx oi = loop_vars(outer.size(), "r");
+  Idx row_index = unflat("row", outer);
   for (size_t d = 0; d < outer.size(); ++d) code += "  const int64_t " + oi[d] + " = " + row_index[d] + ";\n";
   Idx full = oi;
   full.push_back("j");
@@ -75,7 +75,7 @@ void Emitter::rowwise(const Kernel& K) {
       code += group_reduce(acc, A.integer, update(A, "$a", "$b"), &locals) + "  }\n";
       const std::string var = "s" + std::to_string(v);
       code += "  const " + ty + " " + var + " = " +
-              cpp::rounded("(" + ty + ")(" + acc + (n.op == Op::mean ? " / (double)" + Ds : "") + ")", n.type.dtype) + ";\n";
+              rounded("(" + ty + ")(" + acc + (n.op == Op::mean ? " / (double)" + Ds : "") + ")", n.type.dtype) + ";\n";
       local_[v] = var;
       if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) code += "  if (tj_lid == 0) " + ptr(v) + "[row] = " + stored(v, var) + ";\n";
       continue;
@@ -86,7 +86,7 @@ void Emitter::rowwise(const Kernel& K) {
       code += "  TJ_GLOBAL " + ty + "* const " + rowvar + " = (TJ_GLOBAL " + ty + "*)(mine + " + std::to_string(slots++) + "*" + Ds + ");\n";
       if (n.def().fuse == Fuse::rowwise) {  // softmax, rms_norm, layer_norm as one op
         code += composite(n, v, rowvar, full, sp, D, &locals);
-        if (is_narrow_float(n.type.dtype)) code += loop + " " + rowvar + "[j] = " + cpp::rounded(rowvar + "[j]", n.type.dtype) + ";\n";
+        if (is_narrow_float(n.type.dtype)) code += loop + " " + rowvar + "[j] = " + rounded(rowvar + "[j]", n.type.dtype) + ";\n";
       } else {
         code += loop + " " + rowvar + "[j] = " + with_rows(n, full) + ";\n";
       }
@@ -114,7 +114,7 @@ std::string Emitter::composite(const Node& n, ValueId v, const std::string& out,
   const RowForm& form = codegen::row_form(n, "the GPU backend");
   const std::string ty = CT(v), G = std::to_string(kRowGroup);
   const codegen::RowOperands o = row_operands(n, out, full, sp, D);
-  const std::string loop = "    for (int64_t j = tj_lid; j < " + cpp::C(D) + "; j += " + G + ")";
+  const std::string loop = "    for (int64_t j = tj_lid; j < " + C(D) + "; j += " + G + ")";
   std::string c = "  {\n";
   for (const RowPass& p : form.passes) {
     if (p.stat) c += "    " + codegen::row_stat(p) + "\n";

@@ -1,8 +1,8 @@
-// The C++ emitter reading values: an element of any value at an index,
+// Every target's emitter reading values: an element of any value at an index,
 // through views (strided where the layout allows, numpy's no-copy reshape
 // included; flat index arithmetic otherwise), broadcasting, generators,
 // splat constants and gathers (bounds-checked), never a copy.
-#include "codegen/cpp/emitter.h"
+#include "codegen/value_reader.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,11 +13,11 @@
 
 #include "tensorjit/error.h"
 
-namespace tj::cpp {
+namespace tj::codegen {
 
 // The index of operand `o` (shape so) read at the consumer's index `idx`
 // (shape out), numpy-broadcast.
-Idx Emitter::broadcast(ValueId o, const Sizes& out, const Idx& idx) const {
+Idx ValueReader::broadcast(ValueId o, const Sizes& out, const Idx& idx) const {
   auto so = shape(o);
   Idx r(so.size());
   size_t off = out.size() - so.size();
@@ -26,7 +26,7 @@ Idx Emitter::broadcast(ValueId o, const Sizes& out, const Idx& idx) const {
 }
 
 // The value of `o` at index `idx` (of o's own shape), as a C expression.
-std::string Emitter::load(ValueId o, const Idx& idx) {
+std::string ValueReader::load(ValueId o, const Idx& idx) {
   auto it = local_.find(o);
   if (it != local_.end()) return it->second;
   const Node& n = g_.node(o);
@@ -98,7 +98,7 @@ std::string Emitter::load(ValueId o, const Idx& idx) {
 // symbolic sizes per element: an exported attention's output copy took
 // 0.6 ms of MiniLM's 0.8 ms output projection.) The flat index where groups
 // cannot be shown to agree (a symbolic product that differs from its hint's).
-Idx Emitter::reshape_index(const Idx& idx, const Sizes& so, const Sizes& sx) const {
+Idx ValueReader::reshape_index(const Idx& idx, const Sizes& so, const Sizes& sx) const {
   auto whole = [&] { return unflat(flat(idx, so), sx); };
   for (const Sizes* s : {&so, &sx})
     for (const Dim& d : *s)
@@ -133,7 +133,7 @@ Idx Emitter::reshape_index(const Idx& idx, const Sizes& so, const Sizes& sx) con
 
 // A gather's value at `idx`: the table read at the index it loads (bounds
 // checked: an index out of range sets tj_status).
-std::string Emitter::load_gather(const Node& n, const Idx& idx) {
+std::string ValueReader::load_gather(const Node& n, const Idx& idx) {
   ValueId table = n.inputs[0], ind = n.inputs[1];
   size_t a = static_cast<size_t>(n.attr_int("axis"));
   size_t ri = static_cast<size_t>(g_.type(ind).rank());
@@ -151,7 +151,7 @@ std::string Emitter::load_gather(const Node& n, const Idx& idx) {
 }
 
 // A strided description of `o` if its view chain allows one.
-std::optional<Strided> Emitter::strided(ValueId o) const {
+std::optional<Strided> ValueReader::strided(ValueId o) const {
   const Node& n = g_.node(o);
   if (in_mem_[static_cast<size_t>(o)] || temp_.count(o)) return Strided{o, 0, contiguous_strides(shape(o))};
   if (n.def().category != OpCategory::view) return std::nullopt;
@@ -201,7 +201,7 @@ std::optional<Strided> Emitter::strided(ValueId o) const {
 // equal products; each input group must be contiguous within itself, and its
 // output dims then step through it. nullopt when the layout does not allow
 // it (or when a group's sizes cannot be compared: symbols on one side only).
-std::optional<Sizes> Emitter::reshaped_strides(const Sizes& si, const Sizes& strides, const Sizes& so) {
+std::optional<Sizes> ValueReader::reshaped_strides(const Sizes& si, const Sizes& strides, const Sizes& so) {
   Sizes out(so.size(), Dim(0));
   size_t i = 0, j = 0;
   auto skip_ones = [&] {
@@ -239,4 +239,4 @@ std::optional<Sizes> Emitter::reshaped_strides(const Sizes& si, const Sizes& str
   return out;
 }
 
-}  // namespace tj::cpp
+}  // namespace tj::codegen

@@ -1,0 +1,166 @@
+#include "codegen/value_reader.h"
+
+#include <map>
+
+#include "tensorjit/error.h"
+
+namespace tj::codegen {
+
+ValueReader::ValueReader(const Graph& g, const Schedule& s, const SymEnv& hint)
+    : g_(g), s_(s), in_mem_(g.size(), false), hint_(size_hint(g, hint)) {
+  for (const Node& n : g.nodes()) (void)check_dtype(n.type.dtype);
+  out_.symbols = size_symbols(g);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (n.op == Op::input || n.op == Op::param || (n.op == Op::constant && n.const_data()->size() > 1)) in_mem_[i] = true;
+  }
+  for (const Kernel& k : s.kernels) {
+    for (ValueId v : k.outputs) in_mem_[static_cast<size_t>(v)] = true;
+    for (ValueId v : k.ops)
+      if (s.writes_in_place(v)) in_mem_[static_cast<size_t>(v)] = true;  // it is its cache
+  }
+}
+
+// Value v's data as the function's local pointer p<v>, declared at its top
+// (see pointers()): loaded from the table once, not in every loop.
+std::string ValueReader::ptr(ValueId v) {
+  used_.insert(v);
+  return "p" + std::to_string(v);
+}
+
+DType ValueReader::check_dtype(DType t) {
+  (void)ctype(t);
+  return t;
+}
+
+// A pointwise op's value at `idx` (its own output index): its row's C
+// expression over its operands' values (src/ir/ops/).
+std::string ValueReader::elementwise(const Node& n, const Idx& idx) {
+  const OpDef& def = n.def();
+  const CExprFn form = expression(def);
+  if (!form) throw Error(std::string("code generation: ") + def.name + " is not pointwise");
+  CExpr e;
+  for (ValueId in : n.inputs) e.a.push_back(load(in, broadcast(in, n.type.shape, idx)));
+  e.T = compute_ctype(n.type.dtype);
+  e.S = n.inputs.empty() ? e.T : CT(n.inputs[0]);
+  e.integer = is_int(n.type.dtype);
+  std::vector<double> k = scalar_attrs(def, n.attrs);
+  e.k = k.data();
+  if (n.op == Op::cast) {
+    const DType from = g_.type(n.inputs[0]).dtype, to = n.type.dtype;
+    const bool saturate = n.attr_bool("saturate");
+    // Narrow floats from f64: through float rounded to odd, so rounded once.
+    if (is_narrow_float(to) && from == DType::f64) return rounded("tj_odd(" + e.a[0] + ")", to, saturate);
+    if (is_narrow_float(to)) return rounded("(float)(" + e.a[0] + ")", to, saturate);
+    // Floats to 4- and 2-bit integers: 0 out of range (round_to_dtype).
+    if (is_float(from) && is_subbyte_int(to))
+      return "tj_f2sub<" + ctype(to) + ">(" + e.a[0] + ", " + std::to_string(static_cast<int>(int_min(to))) + ", " +
+             std::to_string(static_cast<int>(int_max(to))) + ")";
+  }
+  return rounded(form(e), n.type.dtype);
+}
+
+std::string ValueReader::elementwise_or_gather(const Node& n, const Idx& idx) {
+  if (n.op == Op::gather) return load_gather(n, idx);
+  return elementwise(n, idx);
+}
+
+void ValueReader::make_temp(ValueId v) {
+  if (in_mem_[static_cast<size_t>(v)] || temp_.count(v)) return;
+  temp_.insert(v);
+  out_.temporaries.push_back(v);
+  out_.temporary_kernel.push_back(current_kernel_);
+  out_.temporary_sizes.push_back(count(shape(v)) * static_cast<int64_t>(dtype_size(g_.type(v).dtype)));
+}
+
+// Values of kernel k that others in it read from memory: through a view,
+// or as a store's data.
+void ValueReader::plan_temporaries(const Kernel& K, int k) {
+  current_kernel_ = k;
+  for (ValueId v : K.ops) {
+    const Node& n = g_.node(v);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      ValueId o = n.inputs[i];
+      // Walk to the first non-free value behind o.
+      ValueId b = o;
+      while (g_.node(b).def().category == OpCategory::view) b = g_.node(b).inputs[0];
+      if (s_.kernel_of[static_cast<size_t>(b)] != k) continue;
+      bool via_view = b != o;
+      bool store_data = n.op == Op::concat || (n.op == Op::kv_write && i == 1);
+      if (via_view || store_data) make_temp(b);
+    }
+  }
+  // Ops are emitted in segments: a store ends the loop nest before it.
+  // A value used in a later segment than its own must be in memory.
+  if (K.kind != KernelKind::rowwise && K.kind != KernelKind::reduction) {
+    std::map<ValueId, int> segment;
+    int seg = 0;
+    for (ValueId v : K.ops) {
+      const Node& n = g_.node(v);
+      for (ValueId o : n.inputs)
+        if (auto it = segment.find(o); it != segment.end() && it->second != seg) make_temp(o);
+      segment[v] = seg;
+      if (n.def().fuse == Fuse::store) ++seg;
+    }
+  }
+  // Results written by a library call or a store loop live in memory.
+  if (K.kind == KernelKind::matmul || K.kind == KernelKind::attention) make_temp(K.ops[0]);
+  for (ValueId v : K.ops)
+    if (g_.node(v).def().fuse == Fuse::store) make_temp(v);
+}
+
+std::vector<ValueReader::ConcatPart> ValueReader::concat_parts(ValueId v) const {
+  const Node& n = g_.node(v);
+  const size_t axis = static_cast<size_t>(n.attr_int("axis"));
+  std::vector<ConcatPart> r;
+  Dim at = 0;
+  for (ValueId in : n.inputs) {
+    auto si = shape(in);
+    ConcatPart c{in, loop_vars(si.size(), "c"), {}};
+    c.into = c.at;
+    c.into[axis] = "(" + c.at[axis] + "+" + C(at) + ")";
+    r.push_back(std::move(c));
+    at = at + si[axis];
+  }
+  return r;
+}
+
+// How this backend accumulates each Fuse::reduction op (sum and mean add,
+// amax takes the maximum, prod multiplies; mean divides after): a kernel
+// strategy, by op.
+ValueReader::Accumulator ValueReader::accumulator(const Node& n) {
+  bool integer = is_int(n.type.dtype), max = n.op == Op::amax, prod = n.op == Op::prod;
+  if (integer) return {"int64_t", max ? "INT64_MIN" : prod ? "1" : "0", true, max, prod};
+  return {"double", max ? "-INFINITY" : prod ? "1" : "0", false, max, prod};
+}
+
+// The value of `x` at row position j: an in-kernel row, an in-kernel
+// per-row scalar, or a load.
+std::string ValueReader::row_value(ValueId x, const Idx& full, const Sizes& sp) {
+  if (auto it = local_row_.find(x); it != local_row_.end()) return it->second + "[j]";
+  if (auto it = local_.find(x); it != local_.end()) return it->second;
+  return load(x, broadcast(x, sp, full));
+}
+
+// An elementwise op over the row, with in-kernel operands from registers/rows.
+std::string ValueReader::with_rows(const Node& n, const Idx& full) {
+  std::map<ValueId, std::string> saved = local_;
+  for (ValueId in : n.inputs)
+    if (auto it = local_row_.find(in); it != local_row_.end()) local_[in] = it->second + "[j]";
+  std::string e = elementwise_or_gather(n, full);
+  local_ = saved;
+  return e;
+}
+
+// The placeholders of a row form at element j of the row `out`.
+RowOperands ValueReader::row_operands(const Node& n, const std::string& out, const Idx& full, const Sizes& sp, const Dim& D) {
+  RowOperands o;
+  std::string* operand[] = {&o.x, &o.w, &o.b};
+  for (size_t i = 0; i < n.inputs.size() && i < 3; ++i) *operand[i] = "(double)(" + row_value(n.inputs[i], full, sp) + ")";
+  o.y = "(double)" + out + "[j]";
+  o.D = "(double)" + C(D);
+  if (attr_index(n.def(), "eps") >= 0) o.eps = literal(n.attr_float("eps"), DType::f64);
+  return o;
+}
+
+}  // namespace tj::codegen
