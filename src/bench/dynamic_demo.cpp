@@ -23,6 +23,23 @@ namespace {
 
 constexpr int64_t kMaxSteps = 100000, kMaxFirstKv = 65536;
 
+// The tiny layer's config, with RoPE rows for every position the demo
+// reaches; `command` names the subcommand in the error on bad options.
+models::LlamaConfig demo_config(const DynamicDemoOptions& a, const std::string& command) {
+  if (a.steps < 1 || a.steps > kMaxSteps || a.first < 2 || a.first > kMaxFirstKv)
+    throw Error(command + ": --steps must be in 1..100000 and --first-kv in 2..65536");
+  models::LlamaConfig c = models::llama_config("tiny");
+  c.max_pos = std::max(c.max_pos, a.first + a.steps);
+  return c;
+}
+
+DynamicPolicy policy_named(const std::string& name) {
+  return name == "bucketed"    ? DynamicPolicy::bucketed
+         : name == "symbolic"  ? DynamicPolicy::symbolic
+         : name == "automatic" ? DynamicPolicy::automatic
+                               : DynamicPolicy::static_shapes;
+}
+
 // The tiny layer's weights (seeded) and real RoPE tables, by name.
 Bindings layer_weights(const models::LlamaConfig& c) {
   Graph g = models::trace_llama_layer(c, {1, 1, 8, DType::f32});
@@ -67,10 +84,7 @@ DecodeRow decode(const DynamicDemoOptions& a, const models::LlamaConfig& c, cons
   // every other dim static.
   JitOptions o;
   o.policy = DynamicPolicy::static_shapes;
-  DynamicPolicy p = policy == "bucketed" ? DynamicPolicy::bucketed
-                    : policy == "symbolic" ? DynamicPolicy::symbolic
-                    : policy == "automatic" ? DynamicPolicy::automatic
-                                            : DynamicPolicy::static_shapes;
+  DynamicPolicy p = policy_named(policy);
   o.dims = {{2, 2, p}, {3, 2, p}};
   JitFunction f = jit("decode_" + policy, layer_fn(c, w), o);
   Rng r(11);
@@ -128,9 +142,7 @@ FixedStep fixed_step(const models::LlamaConfig& c, const Bindings& w, int64_t S)
   for (const char* policy : {"static", "symbolic", "automatic"}) {
     JitOptions o;
     o.policy = DynamicPolicy::static_shapes;
-    DynamicPolicy p = std::string(policy) == "symbolic" ? DynamicPolicy::symbolic
-                      : std::string(policy) == "automatic" ? DynamicPolicy::automatic
-                                                           : DynamicPolicy::static_shapes;
+    DynamicPolicy p = policy_named(policy);
     o.dims = {{2, 2, p}, {3, 2, p}};
     JitFunction fn = jit(std::string("fixed_") + policy, layer_fn(c, w), o);
     NDArray kc = kc0, vc = kc0;
@@ -188,16 +200,13 @@ LoopResult tanh_loop(bool structured) {
   f(args);  // compiles
   int64_t graphs0 = f.stats().graphs_run, breaks0 = f.stats().graph_breaks;
   const int reps = 5;
-  std::vector<double> t;
   std::vector<NDArray> out;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = Clock::now();
-    std::vector<NDArray> call{y0};
-    out = f(call);
-    t.push_back(seconds_since(t0));
-  }
-  std::sort(t.begin(), t.end());
-  return {(f.stats().graphs_run - graphs0) / reps, (f.stats().graph_breaks - breaks0) / reps, f.stats().compilations, t[reps / 2] * 1e6,
+  auto call = [&] {
+    std::vector<NDArray> in{y0};
+    out = f(in);
+  };
+  double us = time_calls(call, reps, 0).median * 1e6;
+  return {(f.stats().graphs_run - graphs0) / reps, (f.stats().graph_breaks - breaks0) / reps, f.stats().compilations, us,
           out[0].to_vector(), f.explain()};
 }
 
@@ -250,10 +259,7 @@ double guard_check_ns(const models::LlamaConfig& c, const Bindings& w) {
 }  // namespace
 
 void run_dynamic_demo(const DynamicDemoOptions& a) {
-  if (a.steps < 1 || a.steps > kMaxSteps || a.first < 2 || a.first > kMaxFirstKv)
-    throw Error("dynamic-demo: --steps must be in 1..100000 and --first-kv in 2..65536");
-  models::LlamaConfig c = models::llama_config("tiny");
-  c.max_pos = std::max(c.max_pos, a.first + a.steps);  // RoPE rows for every position the demo reaches
+  models::LlamaConfig c = demo_config(a, "dynamic-demo");
   Bindings w = layer_weights(c);
   std::vector<DecodeRow> rows;
   // Each policy compiles into an empty cache of its own: its compile time is
@@ -279,7 +285,6 @@ void run_dynamic_demo(const DynamicDemoOptions& a) {
   for (size_t i = 0; i < loop.y.size(); ++i) same = std::max(same, std::abs(loop.y[i] - structured.y[i]));
   double guard_ns = guard_check_ns(c, w);
   FixedStep fixed = fixed_step(c, w, 64);
-  const char* missing = "";
   if (a.json) {
     nlohmann::json j;
     for (const auto& r : rows)
@@ -294,7 +299,6 @@ void run_dynamic_demo(const DynamicDemoOptions& a) {
     for (const auto& [p, us] : fixed.jit_us) j["fixed_step"]["jit_" + p + "_us"] = us;
     j["symbolic_check"] = {{"sizes", sc.sizes}, {"identical", sc.max_abs_diff == 0}, {"max_abs_diff", sc.max_abs_diff},
                            {"compilations", sc.compilations}};
-    (void)missing;
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -318,16 +322,12 @@ void run_dynamic_demo(const DynamicDemoOptions& a) {
               (long long)sc.compilations);
   for (int64_t S : sc.sizes) std::printf(" %lld", (long long)S);
   std::printf(": %s (max abs diff %.2e)\n", sc.max_abs_diff == 0 ? "identical" : "different", sc.max_abs_diff);
-  (void)missing;
 }
 
 // tjc explain: the demo's jitted functions, run briefly, and what each
 // compiled, under which guards, and why it recompiled or broke the graph.
 void explain_dynamic_demo(const DynamicDemoOptions& a) {
-  if (a.steps < 1 || a.steps > kMaxSteps || a.first < 2 || a.first > kMaxFirstKv)
-    throw Error("explain: --steps must be in 1..100000 and --first-kv in 2..65536");
-  models::LlamaConfig c = models::llama_config("tiny");
-  c.max_pos = std::max(c.max_pos, a.first + a.steps);
+  models::LlamaConfig c = demo_config(a, "explain");
   Bindings w = layer_weights(c);
   for (const char* p : {"static", "bucketed", "symbolic", "automatic"}) std::printf("%s\n", decode(a, c, w, p).explanation.c_str());
   std::printf("%s\n%s", tanh_loop(false).explanation.c_str(), tanh_loop(true).explanation.c_str());
