@@ -163,4 +163,18 @@ RowOperands ValueReader::row_operands(const Node& n, const std::string& out, con
   return o;
 }
 
+ValueReader::Rows ValueReader::as_rows(ValueId x, const std::function<void(ValueId)>& copy) {
+  auto st = strided(x);
+  if (!st || st->strides.back() != Dim(1)) {
+    copy(x);
+    st = Strided{x, 0, contiguous_strides(shape(x))};
+  }
+  Rows r;
+  r.p = "(" + ptr(st->base) + " + " + C(st->offset) + ")";
+  // A dim of 1 broadcasts (a bias): stride 0.
+  auto sx = shape(x);
+  for (size_t d = 0; d < sx.size(); ++d) r.strides.push_back(sx[d] == Dim(1) ? std::string("0") : C(st->strides[d]));
+  return r;
+}
+
 }  // namespace tj::codegen

@@ -12,6 +12,7 @@
 // narrow float read from memory; the op row's expression it prints).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -76,6 +77,9 @@ class ValueReader {
     std::string p;                     // the base pointer, offset applied
     std::vector<std::string> strides;  // per dim ("0" where it is 1: broadcast); the last is 1
   };
+  // Operand x as rows: through its view where the last dim is contiguous,
+  // else copied into its temporary by the target's `copy` first.
+  Rows as_rows(ValueId x, const std::function<void(ValueId)>& copy);
 
   // ---- views.cpp: reading values through views, generators and gathers
   Idx broadcast(ValueId o, const Sizes& out, const Idx& idx) const;

@@ -14,17 +14,7 @@ namespace tj::cpp {
 // into a temporary first, appended to `code`): its base pointer expression
 // and strides.
 Emitter::Rows Emitter::rows_of(ValueId x, std::string* code) {
-  auto st = strided(x);
-  if (!st || st->strides.back() != Dim(1)) {
-    make_temp_copy(x, code);
-    st = Strided{x, 0, contiguous_strides(shape(x))};
-  }
-  Rows r;
-  r.p = "(" + ptr(st->base) + " + " + C(st->offset) + ")";
-  // A dim of 1 broadcasts (a bias): stride 0.
-  auto sx = shape(x);
-  for (size_t d = 0; d < sx.size(); ++d) r.strides.push_back(sx[d] == Dim(1) ? std::string("0") : C(st->strides[d]));
-  return r;
+  return as_rows(x, [&](ValueId v) { make_temp_copy(v, code); });
 }
 
 std::string Emitter::attention_grad_body(const Kernel& K) {

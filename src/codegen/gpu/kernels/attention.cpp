@@ -11,16 +11,7 @@
 namespace tj::gpu {
 
 Emitter::Rows Emitter::strided_rows(ValueId x) {
-  auto st = strided(x);
-  if (!st || st->strides.back() != Dim(1)) {
-    copy_into(x);
-    st = Strided{x, 0, contiguous_strides(shape(x))};
-  }
-  Rows r;
-  r.p = "(" + ptr(st->base) + " + " + C(st->offset) + ")";
-  auto sx = shape(x);
-  for (size_t d = 0; d < sx.size(); ++d) r.strides.push_back(sx[d] == Dim(1) ? std::string("0") : C(st->strides[d]));
-  return r;
+  return as_rows(x, [&](ValueId v) { copy_into(v); });
 }
 
 std::string Emitter::row(const Rows& r, const std::string& a, const std::string& b, const std::string& c) {
