@@ -1,6 +1,6 @@
 #include "runtime/call_checks.h"
 
-#include "codegen/cpp/abi.h"
+#include "codegen/abi.h"
 #include "runtime/gemm.h"
 #include "tensorjit/error.h"
 

@@ -20,7 +20,7 @@ SymEnv sizes_from_inputs(const Graph& g, const Bindings& inputs);
 // Input `v` of g, present, of its dtype, of `shape` (its shape at the bound
 // sizes) and holding data.
 NDArray& checked_input(const Graph& g, ValueId v, Bindings& inputs, const std::vector<int64_t>& shape);
-// The error of a nonzero tj_status (codegen/cpp/abi.h: tj_status_code).
+// The error of a nonzero tj_status (codegen/abi.h: tj_status_code).
 std::string status_message(int status);
 
 }  // namespace tj

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "codegen/cpp/abi.h"  // tj_runtime_api
+#include "codegen/abi.h"  // tj_runtime_api
 
 namespace tj {
 

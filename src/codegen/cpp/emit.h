@@ -4,7 +4,7 @@
 // Generated functions take the buffer table `void** t`: t[v] is the address
 // of value v's data for every value held in memory (inputs, params,
 // constants, planned kernel outputs and kernel-local temporaries), then the
-// slots of codegen/cpp/abi.h: per-thread scratch, the process's runtime (a
+// slots of codegen/abi.h: per-thread scratch, the process's runtime (a
 // tj_runtime_api: parallel loops run as parts on its pool, whose thread
 // count is what the scratch was sized for, and matrix products call its
 // GEMM), the size symbols' values, and whether small kernels split over the

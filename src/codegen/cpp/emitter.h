@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpp/abi.h"
+#include "codegen/abi.h"
 #include "codegen/cpp/emit.h"
 #include "codegen/row_form.h"
 #include "codegen/value_reader.h"
@@ -27,7 +27,7 @@ namespace tj::cpp {
 // The C-family text every target shares (codegen/c_text.h).
 using namespace codegen;
 
-// src/support/minifloat.h and codegen/cpp/abi.h, as text (embedded by
+// src/support/minifloat.h and codegen/abi.h, as text (embedded by
 // cmake/embed_text.cmake).
 extern const char* const kMinifloatText;
 extern const char* const kAbiText;
@@ -55,7 +55,7 @@ class Emitter : public codegen::ValueReader {
   // (src/runtime/thread_pool.h): a lambda called as (tj_part, tj_parts,
   // tj_thread), where tj_thread (< the pool's threads) indexes scratch.
   std::string pool() const { return slot(tj_slot_runtime); }
-  // t[n + s]: the table's slot s (codegen/cpp/abi.h), as generated code names it.
+  // t[n + s]: the table's slot s (codegen/abi.h), as generated code names it.
   std::string slot(tj_table_slot s) const;
   static std::string close_parallel() { return "});\n"; }
   std::string split_parts() const { return std::to_string(kPartsPerThread) + "*tj_threads(" + pool() + ")"; }

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "codegen/cpp/abi.h"
+#include "codegen/abi.h"
 #include "codegen/gpu/renderer.h"
 
 namespace tj::gpu {
@@ -95,7 +95,7 @@ std::string float_helpers(const char* f) {
   return s + "\n";
 }
 
-// The status codes of codegen/cpp/abi.h, by name (OpenCL C has no enum with
+// The status codes of codegen/abi.h, by name (OpenCL C has no enum with
 // a base type to share the header's text with).
 std::string status_codes() {
   std::string s;
