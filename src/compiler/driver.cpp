@@ -186,6 +186,12 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
                                                           : nullptr;
   c.hint = size_hint(c.graph, o.size_hint);  // a size never seen: decide as for a small one
   stage(Stage::fusion, "fusion", not_kernels, [&] {
+    // Convolutions the target has no kernel for become windows and products.
+    if (lower_convs_where(c.graph, [&](const Node& n) { return !cpu || (n.type.dtype != DType::f32 && n.type.dtype != DType::f64); })) {
+      PassOptions po;
+      cse(c.graph, po);
+      dce(c.graph, po);
+    }
     FusionOptions fo = o.fusion;
     fo.size_hint = c.hint;
     c.schedule = fuse(c.graph, fo, o.donate);

@@ -5,7 +5,7 @@
 namespace tj {
 
 KernelCost kernel_cost(const Kernel& k, DType dtype, const HardwareProfile& hw) {
-  bool mm = k.kind == KernelKind::matmul || k.kind == KernelKind::attention;
+  bool mm = k.kind == KernelKind::matmul || k.kind == KernelKind::attention || k.kind == KernelKind::conv;
   KernelCost c;
   c.compute_seconds = static_cast<double>(k.flops) / (mm ? hw.matmul_flops(dtype) : hw.vector_flops);
   c.memory_seconds = static_cast<double>(k.bytes_read + k.bytes_written) / hw.bandwidth;

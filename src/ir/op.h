@@ -39,7 +39,7 @@ enum class Op : uint8_t {
   // reductions
   sum, amax, mean, prod, argmax,
   // contraction
-  matmul,
+  matmul, conv,
   // views
   reshape, permute, expand, slice, squeeze, unsqueeze,
   // data movement
@@ -93,6 +93,7 @@ enum class Fuse : uint8_t {
   rowwise,    // a last-axis row computation with a row kernel of its own (softmax, norms)
   reduction,  // a reduction kernel, or a row kernel's statistic
   matmul,
+  conv,       // a convolution kernel (its epilogue joins as matmul's does)
   attention,
   store,      // writes operand data into a buffer (concat, kv_write)
   view,       // free: an index transform of its operand

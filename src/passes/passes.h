@@ -4,6 +4,8 @@
 // comment of each .cpp says what it assumes and guarantees.
 #pragma once
 
+#include <functional>
+
 #include "ir/graph.h"
 #include "reference/interpreter.h"
 
@@ -25,11 +27,14 @@ bool freeze(Graph& g, const PassOptions& o);             // bit-exact
 bool constant_fold(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter in the graph's dtypes
 bool simplify(Graph& g, const PassOptions& o);           // bit-exact
 bool fold_norm_weights(Graph& g, const PassOptions& o);  // reassociates: ~1 ulp
+bool fold_conv_affine(Graph& g, const PassOptions& o);   // reassociates: ~1 ulp
 bool merge_matmuls(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter
 bool match_attention(Graph& g, const PassOptions& o);    // reassociates: ~1 ulp
 bool quantize_weights(Graph& g, const PassOptions& o);   // changes values: the weights' format
 bool decompose(Graph& g, const PassOptions& o);          // ~1 ulp
 bool lower(Graph& g, const PassOptions& o);              // exact: ops without kernels (Fuse::lower) into primitives
 bool needs_lowering(const Graph& g);                     // whether the graph has such ops
+bool lower_convs(Graph& g, const PassOptions& o);        // ~1 ulp: convolutions as windows and matmuls (targets without a conv kernel)
+bool lower_convs_where(Graph& g, const std::function<bool(const Node&)>& which);  // those `which` selects
 
 }  // namespace tj

@@ -20,10 +20,12 @@ const std::vector<PassInfo>& pass_registry() {
       {"simplify", simplify, "remove algebraic no-ops (bit-exact rules)"},
       {"constant_fold", constant_fold, "compute what depends only on constants"},
       {"match_attention", match_attention, "attention as one flash_attn, before softmax is decomposed"},
+      {"fold_conv_affine", fold_conv_affine, "per-channel scales and shifts after a convolution (batch-norm) move into its weights and bias"},
       {"fold_norm_weights", fold_norm_weights, "norm scales move into the following weights"},
       {"merge_matmuls", merge_matmuls, "products of one operand by constant weights become one product"},
       {"quantize_weights", quantize_weights, "products' constant weights in bf16 or int8 (--weights), read converted"},
       {"decompose", decompose, "composites into primitives for fusion"},
+      {"lower_convs", lower_convs, "convolutions into windows and matmuls, for targets without a conv kernel"},
       {"lower", lower, "ops without kernels into primitives (after every pipeline)"},
       {"dce", dce, "drop what no output needs"},
   };
@@ -47,6 +49,7 @@ std::vector<std::string> default_pipeline(bool freeze) {
   p.push_back("constant_fold");           // transposed/scaled weights, with freeze
   p.push_back("match_attention");         // needs softmax whole: before decompose
   p.push_back("dce");                     // drop the attention it replaced
+  p.push_back("fold_conv_affine");        // inference batch-norm into the convolution before it
   p.push_back("fold_norm_weights");       // rms_norm scale into Wq/Wk/Wv, W_gate/W_up
   p.push_back("constant_fold");           // the scaled weights, with freeze
   if (freeze) p.push_back("merge_matmuls");  // x@Wq, x@Wk, x@Wv -> one x@[Wq|Wk|Wv]

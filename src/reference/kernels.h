@@ -44,6 +44,10 @@ Value<T> eval_node(const Node& n, const std::vector<const Value<T>*>& in, const 
 template <class T>
 Array<T> attention_kernel(const Node& n, const std::vector<const Value<T>*>& in);
 
+// conv: reference/conv.cpp.
+template <class T>
+Array<T> conv_kernel(const Node& n, const std::vector<const Value<T>*>& in);
+
 // bf16/f16 and float8/float4 values are rounded to their format (float8
 // saturating unless told not to); others are left alone.
 template <class T>

@@ -13,7 +13,7 @@
 namespace tj {
 
 std::string_view kernel_kind_name(KernelKind k) {
-  static constexpr std::array<std::string_view, 5> names = {"pointwise", "rowwise", "reduction", "matmul", "attention"};
+  static constexpr std::array<std::string_view, 6> names = {"pointwise", "rowwise", "reduction", "matmul", "attention", "conv"};
   return names[static_cast<size_t>(k)];
 }
 
@@ -218,6 +218,7 @@ class Partitioner {
     if (fuse == Fuse::lower) throw Error(std::string("fusion: ") + n.def().name + " must be decomposed first (the driver lowers it)");
     if (fuse == Fuse::matmul) return (void)new_kernel(v, KernelKind::matmul, n.type.shape);
     if (fuse == Fuse::attention) return (void)new_kernel(v, KernelKind::attention, n.type.shape);
+    if (fuse == Fuse::conv) return (void)new_kernel(v, KernelKind::conv, n.type.shape);
     bool direct = false;
     int k = latest_dependency(v, &direct);
     Kernel* K = k >= 0 ? &s_.kernels[static_cast<size_t>(k)] : nullptr;
@@ -261,6 +262,7 @@ class Partitioner {
       bool fits = false;
       switch (K->kind) {
         case KernelKind::matmul:
+        case KernelKind::conv:
         case KernelKind::attention: fits = o_.epilogue && K->space == n.type.shape && !feeds_only_reductions(v); break;
         case KernelKind::pointwise: fits = o_.pointwise && K->space == n.type.shape; break;
         case KernelKind::rowwise: {
@@ -514,7 +516,7 @@ Schedule fuse(const Graph& g, const FusionOptions& o, const std::vector<Donation
 
 bool overwrites_safely(const Graph& g, const Kernel& K, ValueId v, ValueId b) {
   size_t first = 0;
-  if (K.kind == KernelKind::matmul) {  // the product's operands must not be b
+  if (K.kind == KernelKind::matmul || K.kind == KernelKind::conv) {  // the product's operands must not be b
     for (ValueId o : g.node(K.ops[0]).inputs)
       if (base_buffer(g, o) == b) return false;
     first = 1;

@@ -9,7 +9,7 @@
 //     are free (an indirect load), and casts of constants and params
 //     (weights stored narrower, read converted). Consumers read through them: a view costs
 //     no bytes of its own; reading through it touches the base buffer.
-//   - matmul and flash_attn are kernels of their own; elementwise consumers
+//   - matmul, conv and flash_attn are kernels of their own; elementwise consumers
 //     with the same iteration space join as an epilogue (rule `epilogue`).
 //   - An elementwise op joins the kernel of its latest producer when they
 //     share the iteration space (rule `pointwise`).
@@ -35,7 +35,7 @@
 
 namespace tj {
 
-enum class KernelKind : uint8_t { pointwise, rowwise, reduction, matmul, attention };
+enum class KernelKind : uint8_t { pointwise, rowwise, reduction, matmul, attention, conv };
 std::string_view kernel_kind_name(KernelKind k);
 
 struct FusionOptions {

@@ -300,6 +300,29 @@ TEST(Gradcheck, Cond) {
   EXPECT_THROW(vjp(two, spec), Unsupported);  // several results
 }
 
+TEST(Gradcheck, Conv) {
+  struct C {
+    const char* name;
+    Shape x, w;
+    std::vector<int64_t> stride, dilation, pb, pe;
+    int64_t groups;
+  };
+  const std::vector<C> cases = {
+      {"3x3", {2, 3, 6, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {"stride 2, asymmetric pads", {1, 2, 7, 8}, {3, 2, 3, 2}, {2, 3}, {1, 1}, {0, 1}, {2, 0}, 1},
+      {"dilated, a row left over", {1, 2, 9, 8}, {2, 2, 2, 3}, {3, 2}, {2, 2}, {0, 0}, {0, 0}, 1},
+      {"grouped", {2, 4, 5, 5}, {6, 2, 3, 3}, {1, 2}, {1, 1}, {1, 0}, {0, 1}, 2},
+      {"depthwise", {1, 3, 6, 6}, {3, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 3},
+      {"1d", {2, 2, 9}, {3, 2, 4}, {2}, {1}, {1}, {2}, 1},
+  };
+  for (const C& c : cases)
+    gradcheck(c.name, [&](Graph& g) {
+      ValueId x = g.add_input("x", f64(c.x)), w = g.add_param("w", f64(c.w)), b = g.add_param("b", f64({c.w[0]}));
+      g.set_outputs({g.add(Op::conv, {x, w, b}, {{"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pb}, {"pad_end", c.pe},
+                                                 {"groups", c.groups}})});
+    });
+}
+
 TEST(Gradcheck, SymbolicDims) {
   const Dim n = Dim::symbol("n");
   gradcheck("symbolic: mean, softmax, matmul, broadcast", [&](Graph& g) {

@@ -40,6 +40,8 @@ const std::map<std::string, std::string> kInternal = {
     {"attn_lse", "flash_attn's backward, which its derivative rule emits"},
     {"attn_dq", "flash_attn's backward, which its derivative rule emits"},
     {"attn_dkv", "flash_attn's backward, which its derivative rule emits"},
+    {"conv", "called as the layer tj::conv (tensorjit/nn.h, src/frontend/nn/window.cpp; Python: tensorjit's nn conv, python/src/nn.cpp), "
+             "which checks and normalizes its options (per-dim lists, a bias of another shape) before emitting the op"},
 };
 
 // Tracer functions not named as their op.

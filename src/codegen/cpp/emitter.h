@@ -6,7 +6,7 @@
 // loops, the pool, the dispatch by kernel kind, outputs, index checks);
 // stores.cpp writes concat, kv_write and scatter_add; kernels/ has one file
 // per kernel kind (pointwise, rowwise, reduction, matmul with the GEMVs,
-// attention, and attention's backward). A kind reads the kernel and this
+// conv, attention, and attention's backward). A kind reads the kernel and this
 // state and returns its body.
 #pragma once
 
@@ -87,6 +87,7 @@ class Emitter : public codegen::ValueReader {
 
   // ---- kernels/pointwise.cpp
   std::string pointwise_body(const Kernel& K, size_t first, bool columns = false);
+  std::string pointwise_statements(const Kernel& K, size_t first, const Idx& iv, const Sizes& sp, const std::string& at);
 
   // ---- kernels/rowwise.cpp
   std::string rowwise_body(const Kernel& K);
@@ -139,6 +140,10 @@ class Emitter : public codegen::ValueReader {
   std::string store_row(ValueId v, const std::string& rowvar, const Dim& D);
   std::string gemv(const std::string& ty, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
                    const std::string& y, const Dim& K, const Dim& N, const WeightRead& w);
+
+  // ---- kernels/conv.cpp
+  std::string dense_operand(ValueId x, std::string* code);
+  std::string conv_body(const Kernel& K);
 
   // ---- kernels/attention.cpp
   // What one flash_attn asks beyond plain attention: the element type, a

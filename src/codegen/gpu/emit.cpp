@@ -81,6 +81,7 @@ Program Emitter::run() {
       case KernelKind::reduction: reduction(K); break;
       case KernelKind::matmul: matmul(K); break;
       case KernelKind::attention: attention(K); break;
+      case KernelKind::conv: throw Error("code generation: no GPU conv kernel yet (the driver lowers convolutions to windows for GPU targets)");
     }
     temp_.clear();
   }

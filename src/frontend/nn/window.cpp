@@ -1,13 +1,15 @@
 // Sliding windows over the last k dims: convolution, its transpose, and
-// max, average and adaptive pooling (tensorjit/nn.h). Written over the
-// IR's ops with static channel and spatial dims (the leading batch dim may
-// be symbolic): one strided slice of the padded input per kernel offset;
-// convolution contracts them with the weights in one matmul per group.
+// max, average and adaptive pooling (tensorjit/nn.h), with static channel
+// and spatial dims (the leading batch dim may be symbolic). Convolutions
+// are conv ops (ir/ops/conv.cpp; a transposed one over its input with
+// zeros between the elements); pooling and the weight gradient are written
+// over the IR's ops: one strided slice of the padded input per kernel offset.
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
 
+#include "frontend/emit.h"
 #include "frontend/nn/common.h"
 #include "tensorjit/ndarray.h"
 
@@ -137,16 +139,13 @@ Tensor columns(const Tensor& x, const Geometry& g, int64_t ch, int64_t groups) {
   return reshape(cols.size() == 1 ? cols[0] : concat(cols, 2), {x.shape()[0], Dim(groups), Dim(ch / groups * taps), Dim(pos)});
 }
 
-// The convolution of x [N, C, d..] with w [M, C/g, k..] over geometry g.
-Tensor conv_windows(const Tensor& x, const Tensor& w, const Geometry& g, int64_t ch, int64_t m, int64_t groups) {
-  int64_t taps = product(g.kernel);
-  const Dim n = x.shape()[0];
-  Tensor col = columns(x, g, ch, groups);
-  // Weights [g, M/g, C/g * taps].
-  Tensor wm = reshape(w, {Dim(groups), Dim(m / groups), Dim(ch / groups * taps)});
-  Shape out{n, Dim(m)};
-  for (int64_t o : g.out) out.push_back(Dim(o));
-  return reshape(matmul(wm, col), out);
+// The convolution of x [N, C, d..] with w [M, C/g, k..] over geometry g, plus
+// the bias [M] when defined: one conv op (ir/ops/conv.cpp).
+Tensor conv_op(const Tensor& x, const Tensor& w, const Tensor& bias, const Geometry& g, int64_t groups) {
+  std::vector<Tensor> operands{x, w};
+  if (bias.defined()) operands.push_back(bias);
+  return emit(*x.tracer(), Op::conv, operands,
+              {{"stride", g.stride}, {"dilation", g.dilation}, {"pad_begin", g.pad_begin}, {"pad_end", g.pad_end}, {"groups", groups}});
 }
 
 // Runs f on x with a batch dim added when x is unbatched ([C, d..]).
@@ -172,8 +171,8 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvOpti
       fail(op, "input channels " + std::to_string(ch) + " and weights " + w.type().str() + " do not match groups " + std::to_string(groups));
     std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
     Geometry g = geometry(op, spatial_of(op, xb, k), kernel, o.stride, o.dilation, o.pad_begin, o.pad_end, false);
-    Tensor y = conv_windows(xb, w, g, ch, m, groups);
-    return bias.defined() ? y + per_channel(op, bias, y.rank()) : y;
+    if (bias.defined() && (bias.rank() != 1 || bias.shape()[0] != Dim(m))) return conv_op(xb, w, {}, g, groups) + per_channel(op, bias, xb.rank());
+    return conv_op(xb, w, bias, g, groups);
   });
 }
 
@@ -264,7 +263,7 @@ Tensor conv_transpose(const Tensor& x_, const Tensor& w, const Tensor& bias, con
         for (int64_t d : geo.out) s.push_back(Dim(d));
         return expand(x.tracer()->scalar(0, x.dtype()), s);
       }
-    Tensor y = conv_windows(x, wf, geo, ch, m, g);
+    Tensor y = conv_op(x, wf, {}, geo, g);
     return bias.defined() ? y + per_channel(op, bias, y.rank()) : y;
   });
 }

@@ -47,4 +47,21 @@ std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns)
   return code;
 }
 
+// The statements computing the kernel's elementwise ops from `first` on at
+// index `iv` of `sp`, storing those that live in memory: the body of an
+// epilogue loop the kernel kind writes itself (no stores among them).
+std::string Emitter::pointwise_statements(const Kernel& K, size_t first, const Idx& iv, const Sizes& sp, const std::string& at) {
+  std::string inner, stores;
+  for (size_t i = first; i < K.ops.size(); ++i) {
+    ValueId v = K.ops[i];
+    const Node& n = g_.node(v);
+    if (n.def().fuse == Fuse::store || n.type.shape != sp) throw Error("code generation: an epilogue op outside the kernel's iteration space");
+    std::string var = "v" + std::to_string(v);
+    inner += at + "const " + CT(v) + " " + var + " = " + elementwise_or_gather(n, iv) + ";\n";
+    if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) stores += at + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
+    local_[v] = var;
+  }
+  return inner + stores;
+}
+
 }  // namespace tj::cpp

@@ -1,0 +1,185 @@
+// The C++ emitter's convolution kernels (KernelKind::conv; the op's row is
+// ir/ops/conv.cpp), over the plain layout [N, C, d..]. Work is split into
+// parts by sizes alone (never by the thread count, so results do not
+// depend on it); each part computes its block of the output and then runs
+// the epilogue (bias and the fused pointwise ops) over that block while it
+// is in cache.
+//
+//   depthwise  one input channel per output channel, at most 2 spatial
+//              dims: a part per (image, channel); each output row sums its
+//              taps as whole vectors of the row, borders skipped.
+//   1x1        stride 1, no padding: a GEMM per (image, group) straight
+//              from the input, weights [M/g, C/g] by columns [C/g, P].
+//   windows    otherwise: per part, the windows of a block of output rows
+//              as columns in per-thread scratch (zeros in the padding), then
+//              a GEMM of the group's weights by them. A product with few
+//              output positions (late layers) also splits its channels.
+#include "codegen/cpp/emitter.h"
+
+#include <algorithm>
+
+#include "tensorjit/error.h"
+
+namespace tj::cpp {
+
+namespace {
+
+constexpr int64_t kConvColumns = 256;  // output positions per part of the window form (at least a row)
+constexpr int64_t kConvParts = 8;      // parts a convolution is split into at least, where channels allow
+constexpr int64_t kConvChannelBlock = 32;
+
+std::string S(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+// Operand x in place when its layout is contiguous, else copied into its
+// temporary first (appended to `code`): its data pointer.
+std::string Emitter::dense_operand(ValueId x, std::string* code) {
+  auto st = strided(x);
+  if (!st || st->strides != contiguous_strides(shape(x))) {
+    make_temp_copy(x, code);
+    st = Strided{x, 0, contiguous_strides(shape(x))};
+  }
+  return "(" + ptr(st->base) + " + " + C(st->offset) + ")";
+}
+
+std::string Emitter::conv_body(const Kernel& K) {
+  const ValueId cv = K.ops[0];
+  const Node& n = g_.node(cv);
+  const std::string ty = T(cv);
+  if (ty != "float" && ty != "double") throw Error("code generation: conv of " + ty + " (the driver lowers it to windows)");
+  const auto sx = shape(n.inputs[0]), sw = shape(n.inputs[1]), so = shape(cv);
+  const size_t k = sw.size() - 2;
+  const auto& stride = n.attr_ints("stride");
+  const auto& dil = n.attr_ints("dilation");
+  const auto& pad = n.attr_ints("pad_begin");
+  const int64_t G = n.attr_int("groups"), C_ = sx[1].value(), M = sw[0].value(), Cg = C_ / G, Mg = M / G;
+  std::vector<int64_t> in, ker, out;
+  for (size_t i = 0; i < k; ++i) in.push_back(sx[i + 2].value()), ker.push_back(sw[i + 2].value()), out.push_back(so[i + 2].value());
+  int64_t taps = 1, P = 1, Sz = 1;
+  for (size_t i = 0; i < k; ++i) taps *= ker[i], P *= out[i], Sz *= in[i];
+  const int64_t OW = out.back(), W = in.back(), R = P / OW, Kc = Cg * taps;
+  std::string code;
+  const std::string X = dense_operand(n.inputs[0], &code), Wt = dense_operand(n.inputs[1], &code);
+  const std::string B = n.inputs.size() > 2 ? dense_operand(n.inputs[2], &code) : "";
+  const std::string Nn = C(so[0]), Y = ptr(cv);
+  const bool epilogue = !B.empty() || K.ops.size() > 1;
+  // The epilogue over output channels mc in [m0, m1) of group g, output
+  // rows [r0, r1) of image b: the bias, then the kernel's pointwise ops.
+  auto epilogue_over = [&](const std::string& m0, const std::string& m1, const std::string& r0, const std::string& r1) {
+    if (!epilogue) return std::string();
+    Idx iv{"b", "mc"};
+    std::string open = "      for (int64_t mc = " + m0 + "; mc < " + m1 + "; ++mc)\n        for (int64_t r = " + r0 + "; r < " + r1 + "; ++r) {\n";
+    // Outer spatial indices from r (row-major over all but the last dim).
+    for (size_t i = 0; i + 1 < k; ++i) {
+      int64_t below = 1;
+      for (size_t j = i + 1; j + 1 < k; ++j) below *= out[j];
+      open += "          const int64_t o" + S(static_cast<int64_t>(i)) + " = r / " + S(below) + " % " + S(out[i]) + ";\n";
+      iv.push_back("o" + S(static_cast<int64_t>(i)));
+    }
+    iv.push_back("ow");
+    open += "#pragma omp simd\n          for (int64_t ow = 0; ow < " + S(OW) + "; ++ow) {\n";
+    local_.clear();
+    std::string body;
+    const std::string at = "((b*" + S(M) + " + mc)*" + S(P) + " + r*" + S(OW) + " + ow)";
+    if (!B.empty()) {
+      body += "            const " + CT(cv) + " v" + S(cv) + " = " + Y + "[" + at + "] + " + B + "[mc];\n";
+      body += "            " + Y + "[" + at + "] = v" + S(cv) + ";\n";
+      local_[cv] = "v" + S(cv);
+    }
+    body += pointwise_statements(K, 1, iv, so, "            ");
+    local_.clear();
+    return open + body + "          }\n        }\n";
+  };
+
+  const bool depthwise = Cg == 1 && Mg == 1 && k <= 2;
+  if (depthwise) {
+    // [.., H, W] (H = 1 for one spatial dim).
+    const int64_t H = k == 2 ? in[0] : 1, OH = k == 2 ? out[0] : 1, KH = k == 2 ? ker[0] : 1, KW = ker.back();
+    const int64_t SH = k == 2 ? stride[0] : 1, PH = k == 2 ? pad[0] : 0, DH = k == 2 ? dil[0] : 1;
+    const int64_t SW = stride.back(), PW = pad.back(), DW = dil.back();
+    code += "  {\n" + open_parallel(Nn + "*" + S(C_));
+    code += "    const int64_t b = tj_part / " + S(C_) + ", c = tj_part % " + S(C_) + ";\n";
+    code += "    const " + ty + "* xp = " + X + " + (b*" + S(C_) + " + c)*" + S(Sz) + ";\n";
+    code += "    const " + ty + "* wp = " + Wt + " + c*" + S(taps) + ";\n";
+    code += "    " + ty + "* yp = " + Y + " + (b*" + S(M) + " + c)*" + S(P) + ";\n";
+    code += "    for (int64_t oh = 0; oh < " + S(OH) + "; ++oh) {\n      " + ty + "* yr = yp + oh*" + S(OW) + ";\n";
+    code += "      for (int64_t ow = 0; ow < " + S(OW) + "; ++ow) yr[ow] = 0;\n";
+    code += "      for (int64_t kh = 0; kh < " + S(KH) + "; ++kh) {\n";
+    code += "        const int64_t ih = oh*" + S(SH) + " - " + S(PH) + " + kh*" + S(DH) + ";\n";
+    code += "        if (ih < 0 || ih >= " + S(H) + ") continue;\n        const " + ty + "* xr = xp + ih*" + S(W) + ";\n";
+    code += "        for (int64_t kw = 0; kw < " + S(KW) + "; ++kw) {\n          const " + ty + " wv = wp[kh*" + S(KW) + " + kw];\n";
+    code += "          const int64_t a = " + S(PW) + " - kw*" + S(DW) + ", e = " + S(W - 1 + PW) + " - kw*" + S(DW) + ";\n";
+    code += "          const int64_t lo = a <= 0 ? 0 : (a + " + S(SW - 1) + ")/" + S(SW) + ", hi = e < 0 ? 0 : std::min<int64_t>(" + S(OW) +
+            ", e/" + S(SW) + " + 1);\n";
+    code += "          const " + ty + "* xs = xr - a;\n#pragma omp simd\n";
+    code += "          for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv*xs[ow*" + S(SW) + "];\n        }\n      }\n    }\n";
+    if (epilogue) code += "    {\n" + epilogue_over("c", "c + 1", "0", S(R)) + "    }\n";
+    code += close_parallel() + "  }\n";
+    return code;
+  }
+
+  // The GEMM forms: parts over (image, group, block of output rows, block of channels).
+  const bool pointwise_1x1 = taps == 1 && std::all_of(stride.begin(), stride.end(), [](int64_t s) { return s == 1; }) &&
+                             std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; }) &&
+                             n.attr_ints("pad_end") == std::vector<int64_t>(k, 0);
+  const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(R, (kConvColumns + OW - 1) / OW)), PB = (R + RB - 1) / RB;
+  const int64_t others = hint(so[0]) * G * PB;
+  int64_t MBS = Mg;
+  if (others < kConvParts && Mg >= 2 * kConvChannelBlock)
+    MBS = std::max<int64_t>(kConvChannelBlock, (Mg * others / kConvParts + kConvChannelBlock - 1) / kConvChannelBlock * kConvChannelBlock);
+  const int64_t MB = (Mg + MBS - 1) / MBS;
+  code += "  {\n" + open_parallel(Nn + "*" + S(G * PB * MB));
+  code += "    int64_t q = tj_part;\n    const int64_t mb = q % " + S(MB) + "; q /= " + S(MB) + ";\n    const int64_t pb = q % " + S(PB) + "; q /= " +
+          S(PB) + ";\n    const int64_t g = q % " + S(G) + ", b = q / " + S(G) + ";\n";
+  code += "    const int64_t r0 = pb*" + S(RB) + ", r1 = std::min<int64_t>(" + S(R) + ", r0 + " + S(RB) + "), cols = (r1 - r0)*" + S(OW) + ";\n";
+  code += "    const int64_t m0 = mb*" + S(MBS) + ", m1 = std::min<int64_t>(" + S(Mg) + ", m0 + " + S(MBS) + ");\n";
+  code += "    const " + ty + "* xg = " + X + " + (b*" + S(C_) + " + g*" + S(Cg) + ")*" + S(Sz) + ";\n";
+  std::string cols_ptr, ldb;
+  if (pointwise_1x1) {
+    cols_ptr = "xg + r0*" + S(OW);
+    ldb = S(P);
+  } else {
+    const std::string per = scratch(Dim(Kc * RB * OW * static_cast<int64_t>(dtype_size(g_.type(cv).dtype))));
+    code += "    " + ty + "* col = (" + ty + "*)((char*)" + slot(tj_slot_scratch) + " + tj_thread*" + per + ");\n";
+    // Row (c, t0.., t{k-1}) of the columns: the input under kernel offset t
+    // at each output position of rows [r0, r1).
+    code += "    for (int64_t c = 0; c < " + S(Cg) + "; ++c) {\n      const " + ty + "* xc = xg + c*" + S(Sz) + ";\n";
+    std::string tap = "0";
+    for (size_t i = 0; i < k; ++i) {
+      code += "      for (int64_t t" + S(static_cast<int64_t>(i)) + " = 0; t" + S(static_cast<int64_t>(i)) + " < " + S(ker[i]) + "; ++t" +
+              S(static_cast<int64_t>(i)) + ")\n";
+      tap = "(" + tap + ")*" + S(ker[i]) + " + t" + S(static_cast<int64_t>(i));
+    }
+    code += "      {\n        " + ty + "* dst = col + (c*" + S(taps) + " + " + tap + ")*cols;\n";
+    const std::string tl = "t" + S(static_cast<int64_t>(k - 1));
+    code += "        const int64_t a = " + S(pad.back()) + " - " + tl + "*" + S(dil.back()) + ", e = " + S(W - 1 + pad.back()) + " - " + tl + "*" +
+            S(dil.back()) + ";\n";
+    code += "        const int64_t lo = a <= 0 ? 0 : std::min<int64_t>(" + S(OW) + ", (a + " + S(stride.back() - 1) + ")/" + S(stride.back()) +
+            "), hi = e < 0 ? 0 : std::max<int64_t>(lo, std::min<int64_t>(" + S(OW) + ", e/" + S(stride.back()) + " + 1));\n";
+    code += "        for (int64_t r = r0; r < r1; ++r) {\n          " + ty + "* d = dst + (r - r0)*" + S(OW) + ";\n";
+    code += "          int64_t at = 0;\n          bool inside = true;\n";
+    for (size_t i = 0; i + 1 < k; ++i) {
+      int64_t below = 1;
+      for (size_t j = i + 1; j + 1 < k; ++j) below *= out[j];
+      const std::string ii = S(static_cast<int64_t>(i));
+      code += "          {\n            const int64_t q_ = (r / " + S(below) + " % " + S(out[i]) + ")*" + S(stride[i]) + " - " + S(pad[i]) + " + t" + ii +
+              "*" + S(dil[i]) + ";\n";
+      code += "            inside = inside && q_ >= 0 && q_ < " + S(in[i]) + ";\n            at = at*" + S(in[i]) + " + q_;\n          }\n";
+    }
+    code += "          if (!inside) {\n            for (int64_t ow = 0; ow < " + S(OW) + "; ++ow) d[ow] = 0;\n            continue;\n          }\n";
+    code += "          const " + ty + "* xs = xc + at*" + S(W) + " - a;\n";
+    code += "          for (int64_t ow = 0; ow < lo; ++ow) d[ow] = 0;\n#pragma omp simd\n";
+    code += "          for (int64_t ow = lo; ow < hi; ++ow) d[ow] = xs[ow*" + S(stride.back()) + "];\n";
+    code += "          for (int64_t ow = hi; ow < " + S(OW) + "; ++ow) d[ow] = 0;\n        }\n      }\n    }\n";
+    cols_ptr = "col";
+    ldb = "cols";
+  }
+  code += "    tj_gemm(" + pool() + ", false, false, m1 - m0, cols, " + S(Kc) + ", " + Wt + " + (g*" + S(Mg) + " + m0)*" + S(Kc) + ", " + S(Kc) + ", " +
+          cols_ptr + ", " + ldb + ", " + Y + " + (b*" + S(M) + " + g*" + S(Mg) + " + m0)*" + S(P) + " + r0*" + S(OW) + ", " + S(P) + ");\n";
+  if (epilogue) code += "    {\n" + epilogue_over("g*" + S(Mg) + " + m0", "g*" + S(Mg) + " + m1", "r0", "r1") + "    }\n";
+  code += close_parallel() + "  }\n";
+  return code;
+}
+
+}  // namespace tj::cpp

@@ -1,0 +1,165 @@
+// The conv op (ir/ops/conv.cpp): its kernels compiled against the
+// interpreter over the geometries a convnet has (depthwise, 1x1, strided,
+// dilated, grouped, asymmetric pads, one to three spatial dims) with
+// epilogues (bias, activation, residual add, per-channel scale); its window
+// form (lower_convs) against its reference kernel; shape errors; the text
+// form.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "codegen/on_device.h"
+#include "compiler/compile.h"
+#include "ir/text.h"
+#include "passes/passes.h"
+#include "passes/pipeline.h"
+#include "reference/random_inputs.h"
+#include "tensorjit/error.h"
+
+namespace tj {
+namespace {
+
+class Conv : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    static std::string dir = std::string(::testing::TempDir()) + "tj_conv_" + std::to_string(::getpid());
+    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+  }
+  void SetUp() override { TJ_SKIP_WITHOUT_TEST_DEVICE(); }
+};
+
+struct Case {
+  std::string name;
+  std::vector<int64_t> x, w;  // [N, C, d..], [M, C/groups, k..]
+  std::vector<int64_t> stride = {}, dilation = {}, pad_begin = {}, pad_end = {};
+  int64_t groups = 1;
+  bool bias = false;
+  std::string epilogue = "";  // "relu", "residual" (relu(y + r)), "scale" (y * s + t per channel, then hardswish)
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {"3x3 same", {1, 8, 10, 9}, {16, 8, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "relu"},
+      {"3x3 stride 2", {2, 5, 11, 12}, {7, 5, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, false, "residual"},
+      {"7x7 stride 2 stem", {1, 3, 23, 21}, {8, 3, 7, 7}, {2, 2}, {}, {3, 3}, {3, 3}, 1, true, "scale"},
+      {"1x1", {2, 24, 7, 6}, {40, 24, 1, 1}, {}, {}, {}, {}, 1, true, "residual"},
+      {"1x1 stride 2", {1, 16, 9, 9}, {32, 16, 1, 1}, {2, 2}, {}, {}, {}, 1, false, ""},
+      {"depthwise 3x3", {2, 12, 13, 11}, {12, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 12, true, "scale"},
+      {"depthwise 5x5 stride 2", {1, 8, 15, 14}, {8, 1, 5, 5}, {2, 2}, {}, {2, 2}, {2, 2}, 8, false, "relu"},
+      {"depthwise multiplier 2", {1, 4, 9, 9}, {8, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 4, true, ""},
+      {"grouped", {1, 8, 9, 10}, {12, 2, 3, 3}, {1, 1}, {}, {0, 1}, {2, 0}, 4, true, "relu"},
+      {"dilated", {1, 4, 16, 15}, {6, 4, 3, 3}, {1, 1}, {2, 3}, {2, 3}, {2, 3}, 1, false, ""},
+      {"asymmetric pads, wide kernel", {1, 3, 8, 20}, {5, 3, 2, 5}, {1, 3}, {}, {0, 2}, {1, 0}, 1, true, ""},
+      {"1d", {2, 6, 30}, {9, 6, 4}, {2}, {}, {1}, {2}, 1, true, "relu"},
+      {"1d depthwise", {1, 6, 17}, {6, 1, 3}, {1}, {}, {1}, {1}, 6, false, ""},
+      {"3d", {1, 3, 5, 6, 7}, {4, 3, 2, 3, 3}, {1, 2, 1}, {}, {0, 1, 1}, {1, 1, 0}, 1, true, "relu"},
+      {"many channels, few positions", {1, 128, 3, 3}, {256, 128, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, false, "relu"},
+  };
+  return c;
+}
+
+Graph build(const Case& c, DType dt) {
+  Graph g(c.name);
+  auto shape = [](const std::vector<int64_t>& v) {
+    Shape s;
+    for (int64_t d : v) s.push_back(Dim(d));
+    return s;
+  };
+  ValueId x = g.add_input("x", {dt, shape(c.x)});
+  ValueId w = g.add_param("w", {dt, shape(c.w)});
+  std::vector<ValueId> ops{x, w};
+  if (c.bias) ops.push_back(g.add_param("b", {dt, {Dim(c.w[0])}}));
+  ValueId y = g.add(Op::conv, ops, {{"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pad_begin}, {"pad_end", c.pad_end},
+                                    {"groups", c.groups}});
+  const Shape ys = g.type(y).shape;
+  Shape per(ys.size() - 1, Dim(1));
+  per[0] = ys[1];
+  if (c.epilogue == "relu") y = g.add(Op::relu, {y});
+  if (c.epilogue == "residual") y = g.add(Op::relu, {g.add(Op::add, {y, g.add_input("r", {dt, ys})})});
+  if (c.epilogue == "scale")
+    y = g.add(Op::hardswish, {g.add(Op::add, {g.add(Op::mul, {y, g.add_param("s", {dt, per})}), g.add_param("t", {dt, per})})});
+  g.set_outputs({y});
+  return g;
+}
+
+Bindings inputs_of(const Graph& g, Bindings* params) {
+  RandomInputOptions ro;
+  ro.seed = 3;
+  Bindings all = random_inputs(g, ro), in;
+  for (const auto& [k, v] : all) (g.node(g.find(k)).op == Op::param ? *params : in)[k] = v;
+  return in;
+}
+
+TEST_F(Conv, CompiledMatchesTheInterpreter) {
+  for (const Case& c : cases())
+    for (DType dt : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(c.name + " " + std::string(dtype_name(dt)));
+      Graph g = build(c, dt);
+      Bindings params, in = inputs_of(g, &params);
+      Bindings all = in;
+      for (const auto& [k, v] : params) all[k] = v;
+      auto want = interpret(g, all, {DType::f64});
+      Executable exe = tj::compile(g, params);
+      ASSERT_TRUE(exe.stats().compiled);
+      Difference d = compare_outputs(exe.run(in), want);
+      EXPECT_LE(d.max_rel, dt == DType::f32 ? 1e-5 : 1e-12);
+    }
+}
+
+// On the CPU each convolution is one kernel with its epilogue: nothing of
+// the window form is left.
+TEST_F(Conv, OneKernelWithItsEpilogue) {
+  TJ_CPU_ONLY("the C++ backend's kernels");
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Graph g = build(c, DType::f32);
+    Bindings params;
+    inputs_of(g, &params);
+    Executable exe = tj::compile(g, params);
+    EXPECT_EQ(exe.stats().kernels, 1u);
+  }
+}
+
+TEST(ConvOp, WindowFormMatchesTheReferenceKernel) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Graph g = build(c, DType::f64);
+    Bindings params, in = inputs_of(g, &params);
+    for (const auto& [k, v] : params) in[k] = v;
+    Graph lowered = g;
+    ASSERT_TRUE(lower_convs(lowered, {}));
+    for (const Node& n : lowered.nodes()) ASSERT_NE(n.op, Op::conv);
+    Difference d = compare_outputs(interpret(lowered, in, {DType::f64}), interpret(g, in, {DType::f64}));
+    EXPECT_LE(d.max_rel, 1e-13);
+  }
+}
+
+TEST(ConvOp, TextRoundTrip) {
+  Graph g = build(cases()[8], DType::f32);
+  const std::string text = print_graph(g);
+  EXPECT_NE(text.find("conv(%x, %w, %b) {stride=[1, 1], dilation=[1, 1], pad_begin=[0, 1], pad_end=[2, 0], groups=4}"), std::string::npos) << text;
+  EXPECT_EQ(print_graph(parse_graph(text)), text);
+}
+
+TEST(ConvOp, ClearErrors) {
+  auto message = [](const std::string& text) {
+    try {
+      parse_graph(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string head = "graph g\ninput %x : f32[1,6,8,8]\n";
+  EXPECT_NE(message(head + "param %w : f32[4,3,3,3]\n%y = conv(%x, %w) {groups=4} : f32[1,4,6,6]\nreturn %y\n").find("do not match groups 4"),
+            std::string::npos);
+  EXPECT_NE(message(head + "param %w : f32[4,6,3,3]\n%y = conv(%x, %w) {dilation=[4, 4]} : f32[1,4,1,1]\nreturn %y\n").find("output would be empty"),
+            std::string::npos);
+  EXPECT_NE(message(head + "param %w : f32[4,6,3]\n%y = conv(%x, %w) : f32[1,4,6]\nreturn %y\n").find("must be [N, C, d..]"), std::string::npos);
+  EXPECT_NE(message(head + "param %w : f32[4,6,3,3]\n%y = conv(%x, %w) {stride=[1]} : f32[1,4,6,6]\nreturn %y\n").find("stride has 1 values"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tj
