@@ -28,6 +28,7 @@ bool constant_fold(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the
 bool simplify(Graph& g, const PassOptions& o);           // bit-exact
 bool fold_norm_weights(Graph& g, const PassOptions& o);  // reassociates: ~1 ulp
 bool fold_conv_affine(Graph& g, const PassOptions& o);   // reassociates: ~1 ulp
+bool pack_conv_weights(Graph& g, const PassOptions& o);  // bit-exact: conv weights stored 16 output channels side by side
 bool merge_matmuls(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter
 bool match_attention(Graph& g, const PassOptions& o);    // reassociates: ~1 ulp
 bool quantize_weights(Graph& g, const PassOptions& o);   // changes values: the weights' format

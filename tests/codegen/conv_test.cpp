@@ -108,7 +108,7 @@ TEST_F(Conv, CompiledMatchesTheInterpreter) {
 }
 
 // On the CPU each convolution is one kernel with its epilogue: nothing of
-// the window form is left.
+// the window form is left; with one group, the direct form.
 TEST_F(Conv, OneKernelWithItsEpilogue) {
   TJ_CPU_ONLY("the C++ backend's kernels");
   for (const Case& c : cases()) {
@@ -118,6 +118,9 @@ TEST_F(Conv, OneKernelWithItsEpilogue) {
     inputs_of(g, &params);
     Executable exe = tj::compile(g, params);
     EXPECT_EQ(exe.stats().kernels, 1u);
+    // One group and at most 2 spatial dims: the direct form on packed weights.
+    const bool direct = c.groups == 1 && c.x.size() <= 4;
+    EXPECT_EQ(exe.source().find("tj_conv_tile<") != std::string::npos, direct) << exe.source();
   }
 }
 

@@ -144,6 +144,8 @@ class Emitter : public codegen::ValueReader {
   // ---- kernels/conv.cpp
   std::string dense_operand(ValueId x, std::string* code);
   std::string conv_body(const Kernel& K);
+  ValueId packed_conv_weights(ValueId w) const;
+  static std::string direct_conv_helpers();
 
   // ---- kernels/attention.cpp
   // What one flash_attn asks beyond plain attention: the element type, a
@@ -176,6 +178,7 @@ class Emitter : public codegen::ValueReader {
     std::string label;
   };
 
+  bool uses_direct_conv_ = false;      // some conv kernel is the direct form: the prelude gets tj_conv_tile
   bool reads_narrow_weights_ = false;  // some GEMV reads bf16 or int8 weights: the prelude gets their helpers
   int64_t team_work_ = 0;         // elements of work the current kernel splits over the team (0: it does not)
   int64_t team_work_total_ = 0;

@@ -5,6 +5,15 @@
 // the epilogue (bias and the fused pointwise ops) over that block while it
 // is in cache.
 //
+//   direct     one group, at most 2 spatial dims, weights packed 16 output
+//              channels side by side (pack_conv_weights): per part (image,
+//              32 output channels, block of output rows), each run of 12
+//              output positions of a row held in 24 vector registers (12
+//              positions x 32 channels) while every input channel and kernel
+//              offset adds a broadcast input times a weight vector
+//              (tj_conv_tile, a template on the geometry); the input is
+//              first copied into scratch with its zero padding, so the
+//              inner loop has no borders.
 //   depthwise  one input channel per output channel, at most 2 spatial
 //              dims: a part per (image, channel); each output row sums its
 //              taps as whole vectors of the row, borders skipped.
@@ -27,6 +36,8 @@ namespace {
 constexpr int64_t kConvColumns = 256;  // output positions per part of the window form (at least a row)
 constexpr int64_t kConvParts = 8;      // parts a convolution is split into at least, where channels allow
 constexpr int64_t kConvChannelBlock = 32;
+constexpr int64_t kDirectPositions = 512;  // output positions per part of the direct form (whole rows)
+constexpr int64_t kTilePositions = 12;     // a tile's positions with 2 vectors of channels (24 accumulators)
 
 std::string S(int64_t v) { return std::to_string(v); }
 
@@ -41,6 +52,56 @@ std::string Emitter::dense_operand(ValueId x, std::string* code) {
     st = Strided{x, 0, contiguous_strides(shape(x))};
   }
   return "(" + ptr(st->base) + " + " + C(st->offset) + ")";
+}
+
+// The packed constant Wp behind conv weights (pack_conv_weights' views), or -1.
+ValueId Emitter::packed_conv_weights(ValueId w) const {
+  const Node* n = &g_.node(w);
+  if (n->op == Op::slice) {
+    if (n->attr_int("axis") != 0 || n->attr_dim("start") != Dim(0) || n->attr_int("step") != 1) return -1;
+    n = &g_.node(n->inputs[0]);
+  }
+  if (n->op != Op::reshape) return -1;
+  const Node& p = g_.node(n->inputs[0]);
+  if (p.op != Op::permute) return -1;
+  const ValueId c = p.inputs[0];
+  const Node& cn = g_.node(c);
+  const int64_t r = cn.type.rank();
+  // A constant, or the param the program cache made of it.
+  const bool stored = cn.op == Op::param || (cn.op == Op::constant && cn.const_data()->size() > 1);
+  if (!stored || cn.type.dtype != DType::f32 || cn.type.shape.back() != Dim(16)) return -1;
+  std::vector<int64_t> perm{0, r - 1};
+  for (int64_t i = 1; i + 1 < r; ++i) perm.push_back(i);
+  return p.attr_ints("perm") == perm ? c : -1;
+}
+
+// The register tile of the direct form: NP output positions of a row by NV
+// vectors of 16 output channels, summed over C input channels and the
+// kernel's offsets, then stored into the output's channel rows (those below
+// `valid` channels of the tile).
+std::string Emitter::direct_conv_helpers() {
+  return "template <int NP, int NV, int KH, int KW, int SW, int DH, int DW>\n"
+         "static inline void tj_conv_tile(const float* x, int64_t xc, int64_t xr, const float* w, int64_t wb, int64_t C, float* y,\n"
+         "                                int64_t yc, int64_t valid) {\n"
+         "  tj_vf16 acc[NP][NV];\n"
+         "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) acc[p][v] = tj_vf16{};\n"
+         "  for (int64_t c = 0; c < C; ++c) {\n"
+         "    const float* xcp = x + c*xc;\n    const float* wc = w + c*(KH*KW*16);\n"
+         "    for (int kh = 0; kh < KH; ++kh) {\n"
+         "#pragma GCC unroll 8\n"
+         "      for (int kw = 0; kw < KW; ++kw) {\n"
+         "        tj_vf16 wv[NV];\n"
+         "        for (int v = 0; v < NV; ++v) wv[v] = *(const tj_vf16u*)(wc + v*wb + (kh*KW + kw)*16);\n"
+         "        const float* xp = xcp + kh*DH*xr + kw*DW;\n"
+         "#pragma GCC unroll 24\n"
+         "        for (int p = 0; p < NP; ++p) {\n"
+         "          const float xs = xp[p*SW];\n"
+         "          for (int v = 0; v < NV; ++v) acc[p][v] += xs*wv[v];\n"
+         "        }\n      }\n    }\n  }\n"
+         "  for (int v = 0; v < NV; ++v)\n    for (int l = 0; l < 16; ++l) {\n"
+         "      if (v*16 + l >= valid) return;\n"
+         "      float* yl = y + (v*16 + l)*yc;\n"
+         "      for (int p = 0; p < NP; ++p) yl[p] = acc[p][v][l];\n    }\n}\n\n";
 }
 
 std::string Emitter::conv_body(const Kernel& K) {
@@ -60,7 +121,8 @@ std::string Emitter::conv_body(const Kernel& K) {
   for (size_t i = 0; i < k; ++i) taps *= ker[i], P *= out[i], Sz *= in[i];
   const int64_t OW = out.back(), W = in.back(), R = P / OW, Kc = Cg * taps;
   std::string code;
-  const std::string X = dense_operand(n.inputs[0], &code), Wt = dense_operand(n.inputs[1], &code);
+  const ValueId packed = G == 1 && k <= 2 && ty == "float" ? packed_conv_weights(n.inputs[1]) : -1;
+  const std::string X = dense_operand(n.inputs[0], &code), Wt = packed >= 0 ? "" : dense_operand(n.inputs[1], &code);
   const std::string B = n.inputs.size() > 2 ? dense_operand(n.inputs[2], &code) : "";
   const std::string Nn = C(so[0]), Y = ptr(cv);
   const bool epilogue = !B.empty() || K.ops.size() > 1;
@@ -91,6 +153,59 @@ std::string Emitter::conv_body(const Kernel& K) {
     local_.clear();
     return open + body + "          }\n        }\n";
   };
+
+  if (packed >= 0) {
+    uses_direct_conv_ = true;
+    // [.., H, W] (H = 1 for one spatial dim), the input padded to [C, Hp, Wp].
+    const int64_t H = k == 2 ? in[0] : 1, OH = k == 2 ? out[0] : 1, KH = k == 2 ? ker[0] : 1, KW = ker.back();
+    const int64_t SH = k == 2 ? stride[0] : 1, PH = k == 2 ? pad[0] : 0, DH = k == 2 ? dil[0] : 1;
+    const int64_t SW = stride.back(), PW = pad.back(), DW = dil.back();
+    const int64_t Hp = std::max(H + PH, (OH - 1) * SH + (KH - 1) * DH + 1), Wp = std::max(W + PW, (OW - 1) * SW + (KW - 1) * DW + 1);
+    const bool padded = PH > 0 || PW > 0 || Hp > H || Wp > W;
+    const int64_t pairs = (M + 31) / 32, RB = std::max<int64_t>(1, std::min<int64_t>(OH, (kDirectPositions + OW - 1) / OW)), RBs = (OH + RB - 1) / RB;
+    const std::string Wp_ = ptr(packed), wb = S(C_ * KH * KW * 16);
+    std::string xin = X, xc = S(Sz), xr = S(W);
+    code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
+    if (padded) {
+      // The image with its zero padding, in the first thread's scratch (shared by the parts).
+      scratch(Dim(0));
+      out_.scratch_sizes.back() = Dim(C_ * Hp * Wp * 4);
+      code += "    float* xpad = (float*)" + slot(tj_slot_scratch) + ";\n";
+      code += "    " + open_parallel(S(C_));
+      code += "      const float* src = " + X + " + (b*" + S(C_) + " + tj_part)*" + S(Sz) + ";\n      float* dst = xpad + tj_part*" + S(Hp * Wp) + ";\n";
+      code += "      for (int64_t i = 0; i < " + S(Hp) + "; ++i) {\n        const int64_t ih = i - " + S(PH) + ";\n";
+      code += "        float* d = dst + i*" + S(Wp) + ";\n        if (ih < 0 || ih >= " + S(H) + ") {\n          for (int64_t j = 0; j < " + S(Wp) +
+              "; ++j) d[j] = 0;\n          continue;\n        }\n";
+      code += "        for (int64_t j = 0; j < " + S(PW) + "; ++j) d[j] = 0;\n";
+      code += "        for (int64_t j = 0; j < " + S(W) + "; ++j) d[" + S(PW) + " + j] = src[ih*" + S(W) + " + j];\n";
+      code += "        for (int64_t j = " + S(PW + W) + "; j < " + S(Wp) + "; ++j) d[j] = 0;\n      }\n    " + close_parallel();
+      xin = "xpad", xc = S(Hp * Wp), xr = S(Wp);
+    } else {
+      xin = "(" + X + " + b*" + S(C_ * Sz) + ")";
+    }
+    code += "    " + open_parallel(S(pairs * RBs));
+    code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(OH) +
+            ", r0 + " + S(RB) + ");\n";
+    code += "      const int64_t m0 = pr*32, valid = std::min<int64_t>(32, " + S(M) + " - m0);\n";
+    code += "      const float* wp = " + Wp_ + " + pr*2*" + wb + ";\n";
+    code += "      float* yb = " + Y + " + (b*" + S(M) + " + m0)*" + S(P) + ";\n";
+    code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
+    code += "        const float* xrow = " + xin + " + oh*" + S(SH) + "*" + xr + ";\n";
+    auto tiles = [&](int nv) {
+      std::string t;
+      const std::string geo = std::to_string(nv) + ", " + S(KH) + ", " + S(KW) + ", " + S(SW) + ", " + S(DH) + ", " + S(DW) + ">";
+      const int64_t np = nv == 2 ? kTilePositions : 2 * kTilePositions, full = OW / np * np, tail = OW - full;
+      const std::string args = ", " + xc + ", " + xr + ", wp, " + wb + ", " + S(C_) + ", yb + oh*" + S(OW) + " + ow, " + S(P) + ", valid);\n";
+      if (full > 0)
+        t += "          for (int64_t ow = 0; ow < " + S(full) + "; ow += " + S(np) + ") tj_conv_tile<" + S(np) + ", " + geo + "(xrow + ow*" + S(SW) + args;
+      if (tail > 0) t += "          { const int64_t ow = " + S(full) + "; tj_conv_tile<" + S(tail) + ", " + geo + "(xrow + ow*" + S(SW) + args + "          }\n";
+      return t;
+    };
+    code += "        if (valid > 16) {\n" + tiles(2) + "        } else {\n" + tiles(1) + "        }\n      }\n";
+    if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "r0", "r1") + "      }\n";
+    code += "    " + close_parallel() + "  }\n";
+    return code;
+  }
 
   const bool depthwise = Cg == 1 && Mg == 1 && k <= 2;
   if (depthwise) {
