@@ -173,12 +173,13 @@ std::string Emitter::conv_body(const Kernel& K) {
       code += "    float* xpad = (float*)" + slot(tj_slot_scratch) + ";\n";
       code += "    " + open_parallel(S(C_));
       code += "      const float* src = " + X + " + (b*" + S(C_) + " + tj_part)*" + S(Sz) + ";\n      float* dst = xpad + tj_part*" + S(Hp * Wp) + ";\n";
-      code += "      for (int64_t i = 0; i < " + S(Hp) + "; ++i) {\n        const int64_t ih = i - " + S(PH) + ";\n";
-      code += "        float* d = dst + i*" + S(Wp) + ";\n        if (ih < 0 || ih >= " + S(H) + ") {\n          for (int64_t j = 0; j < " + S(Wp) +
-              "; ++j) d[j] = 0;\n          continue;\n        }\n";
-      code += "        for (int64_t j = 0; j < " + S(PW) + "; ++j) d[j] = 0;\n";
-      code += "        for (int64_t j = 0; j < " + S(W) + "; ++j) d[" + S(PW) + " + j] = src[ih*" + S(W) + " + j];\n";
-      code += "        for (int64_t j = " + S(PW + W) + "; j < " + S(Wp) + "; ++j) d[j] = 0;\n      }\n    " + close_parallel();
+      // The plane zeroed, then the image's rows copied in. (A single loop
+      // over the padded rows, zeroing border rows with `continue`, was
+      // miscompiled by GCC 12 at -O3: rows of the copy came out zero.)
+      code += "      for (int64_t i = 0; i < " + S(Hp * Wp) + "; ++i) dst[i] = 0;\n";
+      code += "      for (int64_t i = 0; i < " + S(H) + "; ++i)\n        for (int64_t j = 0; j < " + S(W) + "; ++j) dst[(i + " + S(PH) + ")*" + S(Wp) +
+              " + " + S(PW) + " + j] = src[i*" + S(W) + " + j];\n";
+      code += "    " + close_parallel();
       xin = "xpad", xc = S(Hp * Wp), xr = S(Wp);
     } else {
       xin = "(" + X + " + b*" + S(C_ * Sz) + ")";
