@@ -15,7 +15,7 @@
 //              first copied into scratch with its zero padding, so the
 //              inner loop has no borders.
 //   depthwise  one input channel per output channel, at most 2 spatial
-//              dims: a part per (image, channel); each output row sums its
+//              dims: a part per (image, channels of about 4096 outputs); each output row sums its
 //              taps as whole vectors of the row, borders skipped.
 //   1x1        stride 1, no padding: a GEMM per (image, group) straight
 //              from the input, weights [M/g, C/g] by columns [C/g, P].
@@ -38,6 +38,8 @@ constexpr int64_t kConvParts = 8;      // parts a convolution is split into at l
 constexpr int64_t kConvChannelBlock = 32;
 constexpr int64_t kDirectPositions = 512;  // output positions per part of the direct form (whole rows)
 constexpr int64_t kTilePositions = 12;     // a tile's positions with 2 vectors of channels (24 accumulators)
+constexpr int64_t kFlatPositions = 64;
+constexpr int64_t kDepthwiseOutputs = 4096;  // outputs per part of a depthwise convolution, at least     // a 1x1 convolution with this many positions takes vectors over them
 
 std::string S(int64_t v) { return std::to_string(v); }
 
@@ -101,7 +103,44 @@ std::string Emitter::direct_conv_helpers() {
          "  for (int v = 0; v < NV; ++v)\n    for (int l = 0; l < 16; ++l) {\n"
          "      if (v*16 + l >= valid) return;\n"
          "      float* yl = y + (v*16 + l)*yc;\n"
-         "      for (int p = 0; p < NP; ++p) yl[p] = acc[p][v][l];\n    }\n}\n\n";
+         "      for (int p = 0; p < NP; ++p) yl[p] = acc[p][v][l];\n    }\n}\n\n"
+         // 1x1, stride 1: MT output channels (within one packed block of 16: w
+         // is its first channel's weight of input channel 0, the next at +16)
+         // by NPV vectors of 16 positions.
+         "template <int MT, int NPV>\n"
+         "static inline void tj_conv1x1_tile(const float* x, int64_t xc, const float* w, int64_t C, float* y, int64_t yc) {\n"
+         "  tj_vf16 acc[MT][NPV];\n"
+         "  for (int m = 0; m < MT; ++m)\n    for (int v = 0; v < NPV; ++v) acc[m][v] = tj_vf16{};\n"
+         "  for (int64_t c = 0; c < C; ++c) {\n"
+         "    tj_vf16 xv[NPV];\n"
+         "    for (int v = 0; v < NPV; ++v) xv[v] = *(const tj_vf16u*)(x + c*xc + 16*v);\n"
+         "    for (int m = 0; m < MT; ++m) {\n      const float wm = w[c*16 + m];\n"
+         "      for (int v = 0; v < NPV; ++v) acc[m][v] += wm*xv[v];\n    }\n  }\n"
+         "  for (int m = 0; m < MT; ++m)\n    for (int v = 0; v < NPV; ++v) *(tj_vf16u*)(y + m*yc + 16*v) = acc[m][v];\n}\n"
+         // The same for n < 48 positions.
+         "template <int MT>\n"
+         "static inline void tj_conv1x1_rest(const float* x, int64_t xc, const float* w, int64_t C, float* y, int64_t yc, int64_t n) {\n"
+         "  float acc[MT][48] = {};\n"
+         "  for (int64_t c = 0; c < C; ++c)\n    for (int m = 0; m < MT; ++m) {\n      const float wm = w[c*16 + m];\n"
+         "#pragma omp simd\n      for (int64_t p = 0; p < n; ++p) acc[m][p] += wm*x[c*xc + p];\n    }\n"
+         "  for (int m = 0; m < MT; ++m)\n    for (int64_t p = 0; p < n; ++p) y[m*yc + p] = acc[m][p];\n}\n"
+         // A depthwise output row of n <= 16 NV positions: NV vectors, every
+         // tap of the kernel (in order) in registers; stride 2 takes the even
+         // lanes of two vectors.
+         "typedef int tj_vi16 __attribute__((vector_size(64)));\n"
+         "template <int NV, int KH, int KW, int SW, int DH, int DW>\n"
+         "static inline void tj_dw_row(const float* x, int64_t xr, const float* w, float* y, int64_t n) {\n"
+         "  tj_vf16 acc[NV];\n  for (int v = 0; v < NV; ++v) acc[v] = tj_vf16{};\n"
+         "  for (int kh = 0; kh < KH; ++kh)\n#pragma GCC unroll 8\n    for (int kw = 0; kw < KW; ++kw) {\n"
+         "      const float wv = w[kh*KW + kw];\n      const float* xp = x + kh*DH*xr + kw*DW;\n"
+         "      for (int v = 0; v < NV; ++v) {\n"
+         "        tj_vf16 xv;\n"
+         "        if constexpr (SW == 1) xv = *(const tj_vf16u*)(xp + 16*v);\n"
+         "        else xv = __builtin_shuffle(*(const tj_vf16u*)(xp + 32*v), *(const tj_vf16u*)(xp + 32*v + 16),\n"
+         "                                    tj_vi16{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30});\n"
+         "        acc[v] += wv*xv;\n      }\n    }\n"
+         "  for (int v = 0; v + 1 < NV; ++v) *(tj_vf16u*)(y + 16*v) = acc[v];\n"
+         "  for (int64_t l = 0; l < n - 16*(NV - 1); ++l) y[16*(NV - 1) + l] = acc[NV - 1][l];\n}\n\n";
 }
 
 std::string Emitter::conv_body(const Kernel& K) {
@@ -165,6 +204,32 @@ std::string Emitter::conv_body(const Kernel& K) {
     const int64_t pairs = (M + 31) / 32, RB = std::max<int64_t>(1, std::min<int64_t>(OH, (kDirectPositions + OW - 1) / OW)), RBs = (OH + RB - 1) / RB;
     const std::string Wp_ = ptr(packed), wb = S(C_ * KH * KW * 16);
     std::string xin = X, xc = S(Sz), xr = S(W);
+    const bool flat = taps == 1 && !padded && SH == 1 && SW == 1;  // 1x1, stride 1: the positions of x and y are alike
+    if (flat && P >= kFlatPositions) {
+      // Vectors over positions, 8 output channels by 48 positions a tile:
+      // each input channel adds a weight broadcast times 3 vectors of x,
+      // and the tile is stored as whole vectors of the channels' rows.
+      code += "  " + open_parallel(Nn + "*" + S(((M + 31) / 32) * RBs));
+      code += "    const int64_t b = tj_part / " + S(((M + 31) / 32) * RBs) + ", q = tj_part % " + S(((M + 31) / 32) * RBs) + ";\n";
+      code += "    const int64_t m0 = q / " + S(RBs) + " * 32, m1 = std::min<int64_t>(" + S(M) + ", m0 + 32);\n";
+      code += "    const int64_t r0 = q % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(R) + ", r0 + " + S(RB) + ");\n";
+      code += "    const int64_t pend = r1*" + S(OW) + ";\n";  // (p<digits> names values' buffers)
+      code += "    const float* xb = " + X + " + b*" + S(C_ * P) + ";\n    float* yb = " + Y + " + b*" + S(M * P) + ";\n";
+      code += "    for (int64_t p = r0*" + S(OW) + "; p < pend; ) {\n";
+      code += "      const int64_t n = std::min<int64_t>(pend - p, 48);\n";
+      code += "      int64_t m = m0;\n";
+      code += "      for (; m + 8 <= m1; m += 8) {\n";
+      code += "        const float* w = " + Wp_ + " + (m/16)*" + S(C_ * 16) + " + m%16;\n";
+      code += "        if (n == 48) tj_conv1x1_tile<8, 3>(xb + p, " + S(P) + ", w, " + S(C_) + ", yb + m*" + S(P) + " + p, " + S(P) + ");\n";
+      code += "        else tj_conv1x1_rest<8>(xb + p, " + S(P) + ", w, " + S(C_) + ", yb + m*" + S(P) + " + p, " + S(P) + ", n);\n      }\n";
+      if (M % 8)
+        code += "      if (m < m1) tj_conv1x1_rest<" + S(M % 8) + ">(xb + p, " + S(P) + ", " + Wp_ + " + (m/16)*" + S(C_ * 16) + " + m%16, " + S(C_) + ", yb + m*" +
+                S(P) + " + p, " + S(P) + ", n);\n";
+      code += "      p += n;\n    }\n";
+      if (epilogue) code += "    {\n" + epilogue_over("m0", "m1", "r0", "r1") + "    }\n";
+      code += close_parallel();
+      return code;
+    }
     code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
     if (padded) {
       // The image with its zero padding, in the first thread's scratch (shared by the parts).
@@ -214,8 +279,38 @@ std::string Emitter::conv_body(const Kernel& K) {
     const int64_t H = k == 2 ? in[0] : 1, OH = k == 2 ? out[0] : 1, KH = k == 2 ? ker[0] : 1, KW = ker.back();
     const int64_t SH = k == 2 ? stride[0] : 1, PH = k == 2 ? pad[0] : 0, DH = k == 2 ? dil[0] : 1;
     const int64_t SW = stride.back(), PW = pad.back(), DW = dil.back();
-    code += "  {\n" + open_parallel(Nn + "*" + S(C_));
-    code += "    const int64_t b = tj_part / " + S(C_) + ", c = tj_part % " + S(C_) + ";\n";
+    // Channels per part: about kDepthwiseOutputs outputs each (a part per
+    // small plane would cost more to hand out than to compute).
+    const int64_t per = std::max<int64_t>(1, std::min<int64_t>(C_, kDepthwiseOutputs / std::max<int64_t>(P, 1))), blocks = (C_ + per - 1) / per;
+    code += "  {\n" + open_parallel(Nn + "*" + S(blocks));
+    code += "    const int64_t b = tj_part / " + S(blocks) + ", c0 = tj_part % " + S(blocks) + " * " + S(per) + ", c1 = std::min<int64_t>(" + S(C_) +
+            ", c0 + " + S(per) + ");\n";
+    const int64_t NV = (OW + 15) / 16;
+    if (ty == "float" && (SW == 1 || SW == 2) && NV <= 8) {
+      // Vector rows: each output row NV vectors of 16 positions, every tap
+      // summed in registers (tj_dw_row), over the channel's plane copied
+      // with its zero padding into this thread's scratch (row pitch Wq;
+      // the slack after it is read by lanes past the row, never stored).
+      uses_direct_conv_ = true;
+      const int64_t Hp = std::max(H + PH, (OH - 1) * SH + (KH - 1) * DH + 1), Wq = std::max(W + PW, (OW - 1) * SW + (KW - 1) * DW + 1);
+      const int64_t plane = Hp * Wq + 32 * NV * SW + KW * DW + 32;
+      const std::string stride_ = scratch(Dim(plane * 4));
+      code += "    float* pad = (float*)((char*)" + slot(tj_slot_scratch) + " + tj_thread*" + stride_ + ");\n";
+      code += "    for (int64_t i = " + S(Hp * Wq) + "; i < " + S(plane) + "; ++i) pad[i] = 0;\n";
+      code += "    for (int64_t c = c0; c < c1; ++c) {\n";
+      code += "      const float* src = " + X + " + (b*" + S(C_) + " + c)*" + S(Sz) + ";\n";
+      code += "      for (int64_t i = 0; i < " + S(Hp * Wq) + "; ++i) pad[i] = 0;\n";
+      code += "      for (int64_t i = 0; i < " + S(H) + "; ++i)\n        for (int64_t j = 0; j < " + S(W) + "; ++j) pad[(i + " + S(PH) + ")*" + S(Wq) +
+              " + " + S(PW) + " + j] = src[i*" + S(W) + " + j];\n";
+      code += "      const float* wc = " + Wt + " + c*" + S(taps) + ";\n      float* yp = " + Y + " + (b*" + S(M) + " + c)*" + S(P) + ";\n";
+      code += "      for (int64_t oh = 0; oh < " + S(OH) + "; ++oh) tj_dw_row<" + S(NV) + ", " + S(KH) + ", " + S(KW) + ", " + S(SW) + ", " + S(DH) + ", " +
+              S(DW) + ">(pad + oh*" + S(SH * Wq) + ", " + S(Wq) + ", wc, yp + oh*" + S(OW) + ", " + S(OW) + ");\n";
+      code += "    }\n";
+      if (epilogue) code += "    {\n" + epilogue_over("c0", "c1", "0", S(R)) + "    }\n";
+      code += close_parallel() + "  }\n";
+      return code;
+    }
+    code += "    for (int64_t c = c0; c < c1; ++c) {\n";
     code += "    const " + ty + "* xp = " + X + " + (b*" + S(C_) + " + c)*" + S(Sz) + ";\n";
     code += "    const " + ty + "* wp = " + Wt + " + c*" + S(taps) + ";\n";
     code += "    " + ty + "* yp = " + Y + " + (b*" + S(M) + " + c)*" + S(P) + ";\n";
@@ -230,7 +325,8 @@ std::string Emitter::conv_body(const Kernel& K) {
             ", e/" + S(SW) + " + 1);\n";
     code += "          const " + ty + "* xs = xr - a;\n#pragma omp simd\n";
     code += "          for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv*xs[ow*" + S(SW) + "];\n        }\n      }\n    }\n";
-    if (epilogue) code += "    {\n" + epilogue_over("c", "c + 1", "0", S(R)) + "    }\n";
+    code += "    }\n";
+    if (epilogue) code += "    {\n" + epilogue_over("c0", "c1", "0", S(R)) + "    }\n";
     code += close_parallel() + "  }\n";
     return code;
   }
