@@ -12,6 +12,7 @@
 #include "ir/differ.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
+#include "tensorjit/error.h"
 
 namespace tj {
 
@@ -104,6 +105,10 @@ ValueId conv_windows(Decomposer& d) {
   Shape out = n.type.shape;
   int64_t taps = 1, positions = 1;
   for (size_t i = 0; i < k; ++i) taps *= ws[i + 2].value(), positions *= out[i + 2].value();
+  constexpr int64_t kMaxTaps = 4096;
+  if (taps > kMaxTaps)
+    throw Unsupported("conv: a kernel of " + std::to_string(taps) + " offsets has no window form (at most " + std::to_string(kMaxTaps) +
+                      ", each a slice of its own), which this target needs");
   std::vector<ValueId> cols;
   std::vector<int64_t> off(k, 0);
   for (;;) {

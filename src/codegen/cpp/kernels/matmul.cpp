@@ -61,12 +61,22 @@ std::string Emitter::matmul_body(const Kernel& K) {
   WeightRead wr = narrow ? narrow->first : WeightRead{};
   reads_narrow_weights_ |= narrow.has_value();
   BlasOperand B0 = narrow ? BlasOperand{ptr(narrow->second) + " + 0", false, N, {}} : blas_operand(b, Kd, N, &code);
+  // x @ W with W one matrix and x's rows contiguous across its batch dims
+  // (a channels-last Linear over [1, H, W, C]): one product of all the rows.
+  Sizes batch(so.begin(), so.end() - 2);
+  const Sizes dense = contiguous_strides(sa);
+  if (sb.size() == 2 && !A0.trans && !narrow && count(batch) != Dim(1) && A0.ld == Kd && Sizes(sa.begin(), sa.end() - 2) == batch &&
+      A0.batch_strides == Sizes(dense.begin(), dense.end() - 2)) {
+    M = count(batch) * M;
+    batch.clear();
+    A0.batch_strides.clear();
+    sa = {M, Kd};
+  }
   const std::string &pa = A0.p, &pb = B0.p;
   const bool ta = A0.trans, tb = B0.trans;
   const Dim &lda = A0.ld, &ldb = B0.ld;
   const Sizes &bsa = A0.batch_strides, &bsb = B0.batch_strides;
   // Batch loop (numpy-broadcast batch dims).
-  Sizes batch(so.begin(), so.end() - 2);
   Idx bv = loop_vars(batch.size(), "b");
   auto batch_offset = [&](const Sizes& bs, const Sizes& sx) {
     std::string e = "0";
@@ -137,6 +147,20 @@ std::string Emitter::matmul_body(const Kernel& K) {
     std::string blocks = "tj_matmul_blocks(" + C(N) + ")";
     std::string A = pa + " + (" + batch_offset(bsa, sab) + ")", Bp = pb + " + (" + batch_offset(bsb, sbb) + ")";
     std::string colB = tb ? "n0*" + C(ldb) : "n0";
+    // Too few columns to split (a convnet's channels-last Linear, 3136 rows
+    // by 96): blocks of rows instead, fixed by M.
+    if (!split && hint(M * N * Kd) >= kSplitMatmul && hint(M) >= 256) {
+      const std::string rowA = ta ? "m0" : "m0*" + C(lda);
+      call = "  {\n" + open_parallel("tj_matmul_blocks(" + C(M) + ")");
+      call += "    {\n      const int nt = (int)tj_parts, id = (int)tj_part;\n";
+      call += "      const int64_t m0 = " + C(M) + " * id / nt / 16 * 16, m1 = id + 1 == nt ? " + C(M) + " : " + C(M) + " * (id + 1) / nt / 16 * 16;\n";
+      call += "      if (m1 > m0) tj_gemm(" + pool() + ", " + (ta ? "true" : "false") + ", " + (tb ? "true" : "false") + ", m1 - m0, " + C(N) + ", " + C(Kd) +
+              ", " + A + " + " + rowA + ", " + C(lda) + ", " + Bp + ", " + C(ldb) + ", " + c_ptr + " + m0*" + C(N) + ", " + C(N) + ");\n";
+      call += "    }\n" + close_parallel() + "  }\n";
+      code += loops(batch, bv, call, false, false);
+      code += pointwise_body(K, 1, team);
+      return code;
+    }
     call = "  {\n";
     call += split ? open_parallel(blocks) : "";
     // Not split: one thread, even when called inside a split kernel.
