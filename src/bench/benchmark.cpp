@@ -346,7 +346,9 @@ void run_benchmark(const BenchOptions& a) {
     // On a GPU the roofline model knows: each kernel's predicted time beside its measured one.
     const std::optional<HardwareProfile> hw = device_hardware(exe.device());
     const DType dt = dtype_arg(a.spec.dtype);
-    std::printf("\n%s\n%4s %-10s %-22s %10s%s  %s\n", exe.device().c_str(), "#", "kind", "space", "median us",
+    // Each kernel's rate, and for products and convolutions its share of
+    // the calibrated sgemm rate (the roofline's compute peak here).
+    std::printf("\n%s\n%4s %-10s %-22s %10s %9s %6s%s  %s\n", exe.device().c_str(), "#", "kind", "space", "median us", "GFLOP/s", "sgemm",
                 hw ? "  predicted us (" : "", ops_header(hw).c_str());
     double measured = 0, predicted = 0;
     for (size_t k = 0; k < times.size(); ++k) {
@@ -361,8 +363,12 @@ void run_benchmark(const BenchOptions& a) {
         std::snprintf(buf, sizeof buf, " %12.2f %6.2fx", p * 1e6, times[k] / p);
         pred = buf;
       }
-      std::printf("%4zu %-10s %-22s %10.2f%s  %s\n", k, std::string(kernel_kind_name(K.kind)).c_str(), shape_str(K.space).c_str(),
-                  times[k] * 1e6, pred.c_str(), ops.c_str());
+      const double rate = times[k] > 0 ? static_cast<double>(K.flops) / times[k] : 0;
+      const bool product = K.kind == KernelKind::matmul || K.kind == KernelKind::conv;
+      char share[16] = "";
+      if (product && cal.sgemm_flops > 0) std::snprintf(share, sizeof share, "%5.0f%%", 100 * rate / cal.sgemm_flops);
+      std::printf("%4zu %-10s %-22s %10.2f %9.1f %6s%s  %s\n", k, std::string(kernel_kind_name(K.kind)).c_str(), shape_str(K.space).c_str(),
+                  times[k] * 1e6, rate / 1e9, share, pred.c_str(), ops.c_str());
     }
     if (hw) std::printf("all kernels: measured %.1f us, predicted %.1f us (%s): %.2fx\n", measured * 1e6, predicted * 1e6, hw->name.c_str(),
                         measured / predicted);
