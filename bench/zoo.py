@@ -3,7 +3,7 @@
 their own code (random weights, seeded; batch 1), each through
 torch.compile(backend="tensorjit"), eager and Inductor, and through the
 ONNX door (torch.onnx.export, then tensorjit.onnx.load) against ONNX
-Runtime, at the same thread count, one process per model.
+Runtime and OpenVINO (same file), at the same thread count, one process per model.
 
     bench/zoo.py                          # every model, a table
     bench/zoo.py --models resnet18,gpt2   # some
@@ -291,6 +291,26 @@ def run_onnx(model, kw, want, args):
         except Exception as e:  # noqa: BLE001
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
         out["onnx_ort"] = row
+        # OpenVINO on the same file, at the same thread count, tuned for
+        # latency, computing in f32 as the others do (on a CPU with AMX it
+        # would otherwise infer in bf16: cosine 0.99999, errors of 4e-3).
+        row = {}
+        try:
+            import openvino as ov
+            core = ov.Core()
+            compiled = core.compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": args.threads, "PERFORMANCE_HINT": "LATENCY",
+                                                        "INFERENCE_PRECISION_HINT": "f32"})
+            request = compiled.create_infer_request()
+            t0 = time.perf_counter()
+            got = request.infer(feeds)[compiled.output(0)]
+            row["first_call_s"] = time.perf_counter() - t0
+            row["cosine"], row["max_rel_err"] = agreement(torch.from_numpy(np.asarray(got)), want)
+            row.update(summary(timed(lambda: request.infer(feeds), args.calls, args.seconds)))
+        except ImportError:
+            row["error"] = "openvino is not installed (bench/setup --openvino)"
+        except Exception as e:  # noqa: BLE001
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        out["onnx_openvino"] = row
     return out
 
 
@@ -302,7 +322,7 @@ def table(results):
         return f"{b['median_ms'] / a['median_ms']:6.2f}x" if "median_ms" in a and "median_ms" in b else f"{'-':>7s}"
 
     lines = [f"{'model':24s} {'door':16s} {'pass':5s} {'cosine':>10s} {'rel.err':>8s} {'median':>8s} {'p90':>8s} {'first':>7s} "
-             f"{'vs eager':>8s} {'vs ind.':>8s} {'vs ORT':>8s}"]
+             f"{'vs eager':>8s} {'vs ind.':>8s} {'vs ORT':>8s} {'vs OV':>8s}"]
     speed = {"eager": [], "inductor": []}
     for r in results:
         name = r["model"]
@@ -311,7 +331,7 @@ def table(results):
             continue
         e = r.get("eager", {})
         lines.append(f"{name:24s} {'eager':16s} {'':5s} {'':>10s} {'':>8s} {ms(e)}")
-        for door in ("tensorjit", "inductor", "onnx_tensorjit", "onnx_ort"):
+        for door in ("tensorjit", "inductor", "onnx_tensorjit", "onnx_ort", "onnx_openvino"):
             if door not in r:
                 continue
             d = r[door]
@@ -320,8 +340,10 @@ def table(results):
                 continue
             ok = "yes" if d.get("passed") else ("no" if "passed" in d else "")
             vs_ort = ratio(d, r.get("onnx_ort", {})) if door == "onnx_tensorjit" else f"{'':>7s}"
+            vs_ov = ratio(d, r.get("onnx_openvino", {})) if door == "onnx_tensorjit" else f"{'':>7s}"
+            peer = door in ("onnx_ort", "onnx_openvino")
             lines.append(f"{'':24s} {door:16s} {ok:5s} {d['cosine']:10.7f} {d['max_rel_err']:8.1e} {ms(d)} {d['first_call_s']:6.1f}s "
-                         f"{ratio(d, e) if door != 'onnx_ort' else '':>8s} {ratio(d, r.get('inductor', {})) if door == 'tensorjit' else '':>8s} {vs_ort:>8s}")
+                         f"{ratio(d, e) if not peer else '':>8s} {ratio(d, r.get('inductor', {})) if door == 'tensorjit' else '':>8s} {vs_ort:>8s} {vs_ov:>8s}")
             if door == "tensorjit" and d.get("passed"):
                 speed["eager"].append(e["median_ms"] / d["median_ms"])
                 if "median_ms" in r.get("inductor", {}):
