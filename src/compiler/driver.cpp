@@ -14,6 +14,7 @@
 #include "runtime/host_program.h"
 #include "runtime/thread_pool.h"
 #include "support/log.h"
+#include "support/progress.h"
 #include "tensorjit/error.h"
 #include "tune/autotune.h"
 
@@ -209,6 +210,8 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
       c.exe = Executable::load_on_device(c.device.kind(), parts_of(c), std::move(c.gpu), params, {});
       return;
     }
+    // Past 2 s (a convnet's first compile), where someone watches: the stage and its kernels.
+    Progress progress("compiling", std::to_string(c.program.kernel_symbols.size()) + " kernels with " + c.cxx->path);
     c.built = build_library(c.program.source, *c.cxx);
   });
   if (StageRecord* built = stage.ran_last(); built && cpu && built->name == "build") {

@@ -1,6 +1,7 @@
 // Observability switches: TJ_LOG is a comma-separated list of topics
-// ("passes", "fusion", "memory", "compile", "ir": each graph compiled, or
-// "all"), read once.
+// ("passes", "fusion", "memory", "compile", "ir": each graph compiled,
+// "progress": progress lines even when stderr is not a terminal, or "all"),
+// read once.
 #pragma once
 
 #include <string_view>
