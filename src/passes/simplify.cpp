@@ -1,5 +1,6 @@
 // simplify: algebraic rewrites that are bit-exact, as declarative rules, one
-// per line. Each rule sees a node whose operands are already simplified and
+// per line (a reduction over trailing axes becomes one over them merged, a
+// view). Each rule sees a node whose operands are already simplified and
 // returns the value that replaces it, or -1. Never rewrites x/c to x*(1/c),
 // reassociates, or approximates.
 //
@@ -133,9 +134,30 @@ struct Rules {
       case Op::slice:
         if (same_type(x(0), t) && std::get<Dim>(attrs[1]) == Dim(0) && std::get<int64_t>(attrs[3]) == 1) return x(0);  // x[0:n] -> x
         break;
+      case Op::sum:
+      case Op::amax:
+      case Op::mean:
+      case Op::prod:
+        return trailing_reduction(op, x(0), std::get<std::vector<int64_t>>(attrs[0]), t);  // over the last k >= 2 axes -> over one
       default: break;
     }
     return -1;
+  }
+
+  // A reduction over the last k >= 2 axes of x (a global pool over H, W) as
+  // one over them merged: the same elements in the same order (the
+  // interpreter's result is bit-identical), and a last-axis reduction,
+  // which fusion makes a row kernel.
+  ValueId trailing_reduction(Op op, ValueId x, const std::vector<int64_t>& axes, const Type& t) {
+    const Shape& xs = g.type(x).shape;
+    const int64_t r = static_cast<int64_t>(xs.size()), k = static_cast<int64_t>(axes.size());
+    if (k < 2) return -1;
+    for (int64_t i = 0; i < k; ++i)
+      if (axes[static_cast<size_t>(i)] != r - k + i) return -1;
+    Shape merged(xs.begin(), xs.end() - k);
+    merged.push_back(numel(Shape(xs.end() - k, xs.end())));
+    const ValueId m = g.add(Op::reshape, {x}, {{"shape", merged}});
+    return reshape_to(g.add(op, {m}, {{"axes", std::vector<int64_t>{r - k}}, {"keepdim", false}}), t);
   }
 
   static bool is_identity(const std::vector<int64_t>& p) {
