@@ -88,6 +88,7 @@ class Emitter : public codegen::ValueReader {
   // ---- kernels/pointwise.cpp
   std::string pointwise_body(const Kernel& K, size_t first, bool columns = false);
   std::string pointwise_statements(const Kernel& K, size_t first, const Idx& iv, const Sizes& sp, const std::string& at);
+  void append_statement(ValueId v, const Idx& iv, const Sizes& sp, const std::string& at, std::string* inner, std::string* stores);
 
   // ---- kernels/rowwise.cpp
   std::string rowwise_body(const Kernel& K);

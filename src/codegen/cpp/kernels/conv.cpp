@@ -14,9 +14,16 @@
 //              (tj_conv_tile, a template on the geometry); the input is
 //              first copied into scratch with its zero padding, so the
 //              inner loop has no borders.
+//   1x1 over   the direct form's 1x1, stride-1 case with at least 64
+//   positions  positions: tiles of 8 output channels by 48 positions, a
+//              weight broadcast times 3 vectors of x per input channel,
+//              stored as whole vectors (tj_conv1x1_tile).
 //   depthwise  one input channel per output channel, at most 2 spatial
-//              dims: a part per (image, channels of about 4096 outputs); each output row sums its
-//              taps as whole vectors of the row, borders skipped.
+//              dims: a part per (image, channels of about 4096 outputs). In
+//              f32 with stride 1 or 2, each output row as vectors with every
+//              tap in registers (tj_dw_row) over the channel's padded plane;
+//              otherwise each output row sums its taps as whole vector rows,
+//              borders skipped.
 //   1x1        stride 1, no padding: a GEMM per (image, group) straight
 //              from the input, weights [M/g, C/g] by columns [C/g, P].
 //   windows    otherwise: per part, the windows of a block of output rows
@@ -38,10 +45,34 @@ constexpr int64_t kConvParts = 8;      // parts a convolution is split into at l
 constexpr int64_t kConvChannelBlock = 32;
 constexpr int64_t kDirectPositions = 512;  // output positions per part of the direct form (whole rows)
 constexpr int64_t kTilePositions = 12;     // a tile's positions with 2 vectors of channels (24 accumulators)
-constexpr int64_t kFlatPositions = 64;
-constexpr int64_t kDepthwiseOutputs = 4096;  // outputs per part of a depthwise convolution, at least     // a 1x1 convolution with this many positions takes vectors over them
+constexpr int64_t kFlatPositions = 64;       // a 1x1 convolution with this many positions takes vectors over them
+constexpr int64_t kDepthwiseOutputs = 4096;  // outputs per part of a depthwise convolution, at least
 
 std::string S(int64_t v) { return std::to_string(v); }
+
+// One or two spatial dims as a plane [H, W] (H = 1 for one), and the plane
+// padded to [Hp, Wp]: the begin pads, the image, then zeros to what the
+// kernel's last window reads.
+struct Plane {
+  int64_t H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, Hp, Wp;
+  Plane(const std::vector<int64_t>& in, const std::vector<int64_t>& ker, const std::vector<int64_t>& out, const std::vector<int64_t>& stride,
+        const std::vector<int64_t>& pad, const std::vector<int64_t>& dil) {
+    const bool two = in.size() == 2;
+    H = two ? in[0] : 1, W = in.back(), OH = two ? out[0] : 1, OW = out.back(), KH = two ? ker[0] : 1, KW = ker.back();
+    SH = two ? stride[0] : 1, SW = stride.back(), PH = two ? pad[0] : 0, PW = pad.back(), DH = two ? dil[0] : 1, DW = dil.back();
+    Hp = std::max(H + PH, (OH - 1) * SH + (KH - 1) * DH + 1), Wp = std::max(W + PW, (OW - 1) * SW + (KW - 1) * DW + 1);
+  }
+  bool padded() const { return PH > 0 || PW > 0 || Hp > H || Wp > W; }
+  // Statements (at indent `at`) filling `dst`, a padded plane, from the image
+  // at `src`: the plane zeroed, then the image's rows copied in. (A single
+  // loop over the padded rows, zeroing border rows with `continue`, was
+  // miscompiled by GCC 12 at -O3: rows of the copy came out zero.)
+  std::string copy(const std::string& dst, const std::string& src, const std::string& at) const {
+    return at + "for (int64_t i = 0; i < " + S(Hp * Wp) + "; ++i) " + dst + "[i] = 0;\n" + at + "for (int64_t i = 0; i < " + S(H) + "; ++i)\n" + at +
+           "  for (int64_t j = 0; j < " + S(W) + "; ++j) " + dst + "[(i + " + S(PH) + ")*" + S(Wp) + " + " + S(PW) + " + j] = " + src + "[i*" + S(W) +
+           " + j];\n";
+  }
+};
 
 }  // namespace
 
@@ -193,24 +224,23 @@ std::string Emitter::conv_body(const Kernel& K) {
     return open + body + "          }\n        }\n";
   };
 
+  // 1x1, stride 1, no padding: the positions of x and y are alike.
+  const bool pointwise_1x1 = taps == 1 && std::all_of(stride.begin(), stride.end(), [](int64_t s) { return s == 1; }) &&
+                             std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; }) &&
+                             n.attr_ints("pad_end") == std::vector<int64_t>(k, 0);
   if (packed >= 0) {
     uses_direct_conv_ = true;
-    // [.., H, W] (H = 1 for one spatial dim), the input padded to [C, Hp, Wp].
-    const int64_t H = k == 2 ? in[0] : 1, OH = k == 2 ? out[0] : 1, KH = k == 2 ? ker[0] : 1, KW = ker.back();
-    const int64_t SH = k == 2 ? stride[0] : 1, PH = k == 2 ? pad[0] : 0, DH = k == 2 ? dil[0] : 1;
-    const int64_t SW = stride.back(), PW = pad.back(), DW = dil.back();
-    const int64_t Hp = std::max(H + PH, (OH - 1) * SH + (KH - 1) * DH + 1), Wp = std::max(W + PW, (OW - 1) * SW + (KW - 1) * DW + 1);
-    const bool padded = PH > 0 || PW > 0 || Hp > H || Wp > W;
-    const int64_t pairs = (M + 31) / 32, RB = std::max<int64_t>(1, std::min<int64_t>(OH, (kDirectPositions + OW - 1) / OW)), RBs = (OH + RB - 1) / RB;
-    const std::string Wp_ = ptr(packed), wb = S(C_ * KH * KW * 16);
+    const Plane pl(in, ker, out, stride, pad, dil);  // the input padded to [C, Hp, Wp]
+    const int64_t pairs = (M + 31) / 32, RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, (kDirectPositions + OW - 1) / OW)),
+                  RBs = (pl.OH + RB - 1) / RB;
+    const std::string Wp_ = ptr(packed), wb = S(C_ * pl.KH * pl.KW * 16);
     std::string xin = X, xc = S(Sz), xr = S(W);
-    const bool flat = taps == 1 && !padded && SH == 1 && SW == 1;  // 1x1, stride 1: the positions of x and y are alike
-    if (flat && P >= kFlatPositions) {
+    if (pointwise_1x1 && P >= kFlatPositions) {
       // Vectors over positions, 8 output channels by 48 positions a tile:
       // each input channel adds a weight broadcast times 3 vectors of x,
       // and the tile is stored as whole vectors of the channels' rows.
-      code += "  " + open_parallel(Nn + "*" + S(((M + 31) / 32) * RBs));
-      code += "    const int64_t b = tj_part / " + S(((M + 31) / 32) * RBs) + ", q = tj_part % " + S(((M + 31) / 32) * RBs) + ";\n";
+      code += "  " + open_parallel(Nn + "*" + S(pairs * RBs));
+      code += "    const int64_t b = tj_part / " + S(pairs * RBs) + ", q = tj_part % " + S(pairs * RBs) + ";\n";
       code += "    const int64_t m0 = q / " + S(RBs) + " * 32, m1 = std::min<int64_t>(" + S(M) + ", m0 + 32);\n";
       code += "    const int64_t r0 = q % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(R) + ", r0 + " + S(RB) + ");\n";
       code += "    const int64_t pend = r1*" + S(OW) + ";\n";  // (p<digits> names values' buffers)
@@ -231,40 +261,35 @@ std::string Emitter::conv_body(const Kernel& K) {
       return code;
     }
     code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
-    if (padded) {
+    if (pl.padded()) {
       // The image with its zero padding, in the first thread's scratch (shared by the parts).
       scratch(Dim(0));
-      out_.scratch_sizes.back() = Dim(C_ * Hp * Wp * 4);
+      out_.scratch_sizes.back() = Dim(C_ * pl.Hp * pl.Wp * 4);
       code += "    float* xpad = (float*)" + slot(tj_slot_scratch) + ";\n";
       code += "    " + open_parallel(S(C_));
-      code += "      const float* src = " + X + " + (b*" + S(C_) + " + tj_part)*" + S(Sz) + ";\n      float* dst = xpad + tj_part*" + S(Hp * Wp) + ";\n";
-      // The plane zeroed, then the image's rows copied in. (A single loop
-      // over the padded rows, zeroing border rows with `continue`, was
-      // miscompiled by GCC 12 at -O3: rows of the copy came out zero.)
-      code += "      for (int64_t i = 0; i < " + S(Hp * Wp) + "; ++i) dst[i] = 0;\n";
-      code += "      for (int64_t i = 0; i < " + S(H) + "; ++i)\n        for (int64_t j = 0; j < " + S(W) + "; ++j) dst[(i + " + S(PH) + ")*" + S(Wp) +
-              " + " + S(PW) + " + j] = src[i*" + S(W) + " + j];\n";
+      code += "      const float* src = " + X + " + (b*" + S(C_) + " + tj_part)*" + S(Sz) + ";\n      float* dst = xpad + tj_part*" + S(pl.Hp * pl.Wp) + ";\n";
+      code += pl.copy("dst", "src", "      ");
       code += "    " + close_parallel();
-      xin = "xpad", xc = S(Hp * Wp), xr = S(Wp);
+      xin = "xpad", xc = S(pl.Hp * pl.Wp), xr = S(pl.Wp);
     } else {
       xin = "(" + X + " + b*" + S(C_ * Sz) + ")";
     }
     code += "    " + open_parallel(S(pairs * RBs));
-    code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(OH) +
+    code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) +
             ", r0 + " + S(RB) + ");\n";
     code += "      const int64_t m0 = pr*32, valid = std::min<int64_t>(32, " + S(M) + " - m0);\n";
     code += "      const float* wp = " + Wp_ + " + pr*2*" + wb + ";\n";
     code += "      float* yb = " + Y + " + (b*" + S(M) + " + m0)*" + S(P) + ";\n";
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
-    code += "        const float* xrow = " + xin + " + oh*" + S(SH) + "*" + xr + ";\n";
+    code += "        const float* xrow = " + xin + " + oh*" + S(pl.SH) + "*" + xr + ";\n";
     auto tiles = [&](int nv) {
       std::string t;
-      const std::string geo = std::to_string(nv) + ", " + S(KH) + ", " + S(KW) + ", " + S(SW) + ", " + S(DH) + ", " + S(DW) + ">";
+      const std::string geo = std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DH) + ", " + S(pl.DW) + ">";
       const int64_t np = nv == 2 ? kTilePositions : 2 * kTilePositions, full = OW / np * np, tail = OW - full;
       const std::string args = ", " + xc + ", " + xr + ", wp, " + wb + ", " + S(C_) + ", yb + oh*" + S(OW) + " + ow, " + S(P) + ", valid);\n";
       if (full > 0)
-        t += "          for (int64_t ow = 0; ow < " + S(full) + "; ow += " + S(np) + ") tj_conv_tile<" + S(np) + ", " + geo + "(xrow + ow*" + S(SW) + args;
-      if (tail > 0) t += "          { const int64_t ow = " + S(full) + "; tj_conv_tile<" + S(tail) + ", " + geo + "(xrow + ow*" + S(SW) + args + "          }\n";
+        t += "          for (int64_t ow = 0; ow < " + S(full) + "; ow += " + S(np) + ") tj_conv_tile<" + S(np) + ", " + geo + "(xrow + ow*" + S(pl.SW) + args;
+      if (tail > 0) t += "          { const int64_t ow = " + S(full) + "; tj_conv_tile<" + S(tail) + ", " + geo + "(xrow + ow*" + S(pl.SW) + args + "          }\n";
       return t;
     };
     code += "        if (valid > 16) {\n" + tiles(2) + "        } else {\n" + tiles(1) + "        }\n      }\n";
@@ -275,10 +300,8 @@ std::string Emitter::conv_body(const Kernel& K) {
 
   const bool depthwise = Cg == 1 && Mg == 1 && k <= 2;
   if (depthwise) {
-    // [.., H, W] (H = 1 for one spatial dim).
-    const int64_t H = k == 2 ? in[0] : 1, OH = k == 2 ? out[0] : 1, KH = k == 2 ? ker[0] : 1, KW = ker.back();
-    const int64_t SH = k == 2 ? stride[0] : 1, PH = k == 2 ? pad[0] : 0, DH = k == 2 ? dil[0] : 1;
-    const int64_t SW = stride.back(), PW = pad.back(), DW = dil.back();
+    const Plane pl(in, ker, out, stride, pad, dil);
+    const int64_t H = pl.H, OH = pl.OH, KH = pl.KH, KW = pl.KW, SH = pl.SH, PH = pl.PH, DH = pl.DH, SW = pl.SW, PW = pl.PW, DW = pl.DW;
     // Channels per part: about kDepthwiseOutputs outputs each (a part per
     // small plane would cost more to hand out than to compute).
     const int64_t per = std::max<int64_t>(1, std::min<int64_t>(C_, kDepthwiseOutputs / std::max<int64_t>(P, 1))), blocks = (C_ + per - 1) / per;
@@ -292,16 +315,13 @@ std::string Emitter::conv_body(const Kernel& K) {
       // with its zero padding into this thread's scratch (row pitch Wq;
       // the slack after it is read by lanes past the row, never stored).
       uses_direct_conv_ = true;
-      const int64_t Hp = std::max(H + PH, (OH - 1) * SH + (KH - 1) * DH + 1), Wq = std::max(W + PW, (OW - 1) * SW + (KW - 1) * DW + 1);
-      const int64_t plane = Hp * Wq + 32 * NV * SW + KW * DW + 32;
+      const int64_t Wq = pl.Wp, plane = pl.Hp * Wq + 32 * NV * SW + KW * DW + 32;
       const std::string stride_ = scratch(Dim(plane * 4));
       code += "    float* pad = (float*)((char*)" + slot(tj_slot_scratch) + " + tj_thread*" + stride_ + ");\n";
-      code += "    for (int64_t i = " + S(Hp * Wq) + "; i < " + S(plane) + "; ++i) pad[i] = 0;\n";
+      code += "    for (int64_t i = " + S(pl.Hp * Wq) + "; i < " + S(plane) + "; ++i) pad[i] = 0;\n";
       code += "    for (int64_t c = c0; c < c1; ++c) {\n";
       code += "      const float* src = " + X + " + (b*" + S(C_) + " + c)*" + S(Sz) + ";\n";
-      code += "      for (int64_t i = 0; i < " + S(Hp * Wq) + "; ++i) pad[i] = 0;\n";
-      code += "      for (int64_t i = 0; i < " + S(H) + "; ++i)\n        for (int64_t j = 0; j < " + S(W) + "; ++j) pad[(i + " + S(PH) + ")*" + S(Wq) +
-              " + " + S(PW) + " + j] = src[i*" + S(W) + " + j];\n";
+      code += pl.copy("pad", "src", "      ");
       code += "      const float* wc = " + Wt + " + c*" + S(taps) + ";\n      float* yp = " + Y + " + (b*" + S(M) + " + c)*" + S(P) + ";\n";
       code += "      for (int64_t oh = 0; oh < " + S(OH) + "; ++oh) tj_dw_row<" + S(NV) + ", " + S(KH) + ", " + S(KW) + ", " + S(SW) + ", " + S(DH) + ", " +
               S(DW) + ">(pad + oh*" + S(SH * Wq) + ", " + S(Wq) + ", wc, yp + oh*" + S(OW) + ", " + S(OW) + ");\n";
@@ -332,9 +352,6 @@ std::string Emitter::conv_body(const Kernel& K) {
   }
 
   // The GEMM forms: parts over (image, group, block of output rows, block of channels).
-  const bool pointwise_1x1 = taps == 1 && std::all_of(stride.begin(), stride.end(), [](int64_t s) { return s == 1; }) &&
-                             std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; }) &&
-                             n.attr_ints("pad_end") == std::vector<int64_t>(k, 0);
   const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(R, (kConvColumns + OW - 1) / OW)), PB = (R + RB - 1) / RB;
   const int64_t others = hint(so[0]) * G * PB;
   int64_t MBS = Mg;

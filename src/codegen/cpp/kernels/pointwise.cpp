@@ -38,13 +38,19 @@ std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns)
       continue;
     }
     if (n.type.shape != sp) throw Error("code generation: op outside the kernel's iteration space");
-    std::string var = "v" + std::to_string(v);
-    inner += "  const " + CT(v) + " " + var + " = " + elementwise_or_gather(n, iv) + ";\n";
-    if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) stores += "  " + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
-    local_[v] = var;
+    append_statement(v, iv, sp, "  ", &inner, &stores);
   }
   flush();
   return code;
+}
+
+// Op v at index `iv` of `sp` as a local (into `inner`) and, when it lives in
+// memory, its store (into `stores`); later ops read the local.
+void Emitter::append_statement(ValueId v, const Idx& iv, const Sizes& sp, const std::string& at, std::string* inner, std::string* stores) {
+  const std::string var = "v" + std::to_string(v);
+  *inner += at + "const " + CT(v) + " " + var + " = " + elementwise_or_gather(g_.node(v), iv) + ";\n";
+  if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) *stores += at + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
+  local_[v] = var;
 }
 
 // The statements computing the kernel's elementwise ops from `first` on at
@@ -56,10 +62,7 @@ std::string Emitter::pointwise_statements(const Kernel& K, size_t first, const I
     ValueId v = K.ops[i];
     const Node& n = g_.node(v);
     if (n.def().fuse == Fuse::store || n.type.shape != sp) throw Error("code generation: an epilogue op outside the kernel's iteration space");
-    std::string var = "v" + std::to_string(v);
-    inner += at + "const " + CT(v) + " " + var + " = " + elementwise_or_gather(n, iv) + ";\n";
-    if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) stores += at + ptr(v) + "[" + flat(iv, sp) + "] = " + var + ";\n";
-    local_[v] = var;
+    append_statement(v, iv, sp, at, &inner, &stores);
   }
   return inner + stores;
 }
