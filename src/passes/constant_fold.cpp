@@ -2,8 +2,8 @@
 // with the interpreter's own kernels, and replaced by a constant.
 // Evaluation happens in the node's precision (f32, bf16, f16 nodes in float;
 // f64, integer and bool nodes in double), so the folded graph interpreted in
-// its own dtypes gives bit-identical results. Elementwise ops on splats fold
-// to a splat. A fold that would grow the data (iota, causal_mask, expand,
+// its own dtypes gives bit-identical results. Elementwise ops and views
+// (expand, reshape, ...) on splats fold to a splat. A fold that would grow the data (iota, causal_mask, expand,
 // outer products) is left to run time: it would only add memory traffic.
 #include <cstring>
 #include <numeric>
@@ -98,6 +98,10 @@ bool constant_fold(Graph& g, const PassOptions& o) {
     }
     auto out_elems = numel_const(n.type.shape);
     if (!out_elems) return Rewriter::kCopy;
+    if (all_splats && n.def().category == OpCategory::view) {  // a view of a splat is the same splat, any shape
+      changed = true;
+      return rw.out().add_const(n.type, rw.out().node(rw.map(n.inputs[0])).const_data());
+    }
     bool as_splat = all_splats && n.def().category == OpCategory::elementwise;
     if (!as_splat && (*out_elems > std::max<int64_t>(in_elems, 1) || *out_elems > o.max_fold_elements))
       return Rewriter::kCopy;
