@@ -62,6 +62,10 @@ const std::vector<Case>& cases() {
       {"grouped, wider", {1, 16, 14, 14}, {32, 8, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 2, true, ""},
       {"grouped, row blocks", {1, 8, 28, 30}, {16, 2, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 4, false, "relu"},
       {"many channels, few positions", {1, 128, 3, 3}, {256, 128, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, false, "relu"},
+      // Few channels times taps, rows of at least a vector: vectors over positions.
+      {"row form: stem, stride 2, a tail tile", {1, 3, 40, 70}, {20, 3, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, true, "scale"},
+      {"row form: dilated, two channel parts", {1, 2, 5, 101}, {40, 2, 3, 5}, {1, 1}, {1, 2}, {1, 2}, {1, 2}, 1, false, "residual"},
+      {"row form: 1d", {2, 4, 64}, {12, 4, 3}, {1}, {}, {1}, {1}, 1, true, "relu"},
   };
   return c;
 }
@@ -125,7 +129,12 @@ TEST_F(Conv, CompiledMatchesTheInterpreter) {
     EXPECT_LE(compiled_against_interpreter(c, DType::f32, &src), 1e-5);
     if (src.empty()) continue;  // on a device: the window form
     const bool direct = c.groups == 1 && c.x.size() <= 4;
-    EXPECT_EQ(src.find("tj_conv_tile<") != std::string::npos || src.find("tj_conv1x1_tile<") != std::string::npos, direct);
+    bool direct_form = false;
+    for (const char* f : {"tj_conv_tile<", "tj_conv1x1_tile<", "tj_conv_row_tile<"}) direct_form |= src.find(f) != std::string::npos;
+    EXPECT_EQ(direct_form, direct);
+    if (c.name.rfind("row form", 0) == 0) {
+      EXPECT_NE(src.find("tj_conv_row_tile<"), std::string::npos);
+    }
   }
 }
 

@@ -14,6 +14,11 @@
 //              (tj_conv_tile, a template on the geometry); the input is
 //              first copied into scratch with its zero padding, so the
 //              inner loop has no borders.
+//   rows       the direct form with few input channels times taps (a
+//              stem's 3 channels) and rows of at least 16: tiles of 8
+//              output channels by up to 48 positions of an output row
+//              (tj_conv_row_tile), stride 2 as even lanes of two vectors,
+//              stored as whole vectors.
 //   1x1 over   the direct form's 1x1, stride-1 case with at least 64
 //   positions  positions: tiles of 8 output channels by 48 positions, a
 //              weight broadcast times 3 vectors of x per input channel,
@@ -47,6 +52,8 @@ constexpr int64_t kDirectPositions = 512;  // output positions per part of the d
 constexpr int64_t kTilePositions = 12;     // a tile's positions with 2 vectors of channels (24 accumulators)
 constexpr int64_t kFlatPositions = 64;       // a 1x1 convolution with this many positions takes vectors over them
 constexpr int64_t kDepthwiseOutputs = 4096;  // outputs per part of a depthwise convolution, at least
+constexpr int64_t kRowFormTaps = 64;  // input channels x taps below which the direct form takes vectors over positions
+constexpr int64_t kRowSlack = 128;    // floats past the padded planes the row form may read
 
 std::string S(int64_t v) { return std::to_string(v); }
 
@@ -67,8 +74,11 @@ struct Plane {
   // at `src`: the plane zeroed, then the image's rows copied in. (A single
   // loop over the padded rows, zeroing border rows with `continue`, was
   // miscompiled by GCC 12 at -O3: rows of the copy came out zero.)
-  std::string copy(const std::string& dst, const std::string& src, const std::string& at) const {
-    return at + "for (int64_t i = 0; i < " + S(Hp * Wp) + "; ++i) " + dst + "[i] = 0;\n" + at + "for (int64_t i = 0; i < " + S(H) + "; ++i)\n" + at +
+  // With zero false the border is already zero (a plane reused for the
+  // next channel: only the image's rows change).
+  std::string copy(const std::string& dst, const std::string& src, const std::string& at, bool zero = true) const {
+    return (zero ? at + "for (int64_t i = 0; i < " + S(Hp * Wp) + "; ++i) " + dst + "[i] = 0;\n" : std::string()) + at + "for (int64_t i = 0; i < " + S(H) +
+           "; ++i)\n" + at +
            "  for (int64_t j = 0; j < " + S(W) + "; ++j) " + dst + "[(i + " + S(PH) + ")*" + S(Wp) + " + " + S(PW) + " + j] = " + src + "[i*" + S(W) +
            " + j];\n";
   }
@@ -113,7 +123,8 @@ ValueId Emitter::packed_conv_weights(ValueId w) const {
 // kernel's offsets, then stored into the output's channel rows (those below
 // `valid` channels of the tile).
 std::string Emitter::direct_conv_helpers() {
-  return "template <int NP, int NV, int KH, int KW, int SW, int DH, int DW>\n"
+  return "typedef int tj_vi16 __attribute__((vector_size(64)));\n"
+         "template <int NP, int NV, int KH, int KW, int SW, int DH, int DW>\n"
          "static inline void tj_conv_tile(const float* x, int64_t xc, int64_t xr, const float* w, int64_t wb, int64_t C, float* y,\n"
          "                                int64_t yc, int64_t valid) {\n"
          "  tj_vf16 acc[NP][NV];\n"
@@ -148,6 +159,33 @@ std::string Emitter::direct_conv_helpers() {
          "    for (int m = 0; m < MT; ++m) {\n      const float wm = w[c*16 + m];\n"
          "      for (int v = 0; v < NPV; ++v) acc[m][v] += wm*xv[v];\n    }\n  }\n"
          "  for (int m = 0; m < MT; ++m)\n    for (int v = 0; v < NPV; ++v) *(tj_vf16u*)(y + m*yc + 16*v) = acc[m][v];\n}\n"
+         // KxK over positions: MT output channels (within one packed block, w
+         // at the first one's weight of input channel 0) by NPV vectors of 16
+         // positions of an output row; x at the row's first window in the
+         // padded plane. Stride 2 takes the even lanes of two vectors. Lanes
+         // past n are computed from the plane's slack and not stored.
+         "template <int MT, int NPV, int KH, int KW, int SW, int DH, int DW>\n"
+         "static inline void tj_conv_row_tile(const float* x, int64_t xc, int64_t xr, const float* w, int64_t C, float* y, int64_t yc, int64_t n) {\n"
+         "  tj_vf16 acc[MT][NPV];\n"
+         "  for (int m = 0; m < MT; ++m)\n    for (int v = 0; v < NPV; ++v) acc[m][v] = tj_vf16{};\n"
+         "  for (int64_t c = 0; c < C; ++c)\n    for (int kh = 0; kh < KH; ++kh)\n"
+         "#pragma GCC unroll 8\n"
+         "      for (int kw = 0; kw < KW; ++kw) {\n"
+         "        const float* xp = x + c*xc + kh*DH*xr + kw*DW;\n"
+         "        const float* wk = w + ((c*KH + kh)*KW + kw)*16;\n"
+         "        tj_vf16 xv[NPV];\n"
+         "        for (int v = 0; v < NPV; ++v) {\n"
+         "          if constexpr (SW == 1) xv[v] = *(const tj_vf16u*)(xp + 16*v);\n"
+         "          else xv[v] = __builtin_shuffle(*(const tj_vf16u*)(xp + 32*v), *(const tj_vf16u*)(xp + 32*v + 16),\n"
+         "                                         tj_vi16{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30});\n"
+         "        }\n"
+         "        for (int m = 0; m < MT; ++m) {\n          const float wm = wk[m];\n"
+         "          for (int v = 0; v < NPV; ++v) acc[m][v] += wm*xv[v];\n        }\n      }\n"
+         "  for (int m = 0; m < MT; ++m) {\n"
+         "    for (int v = 0; v + 1 < NPV; ++v) *(tj_vf16u*)(y + m*yc + 16*v) = acc[m][v];\n"
+         "    if (n == 16*NPV) *(tj_vf16u*)(y + m*yc + 16*(NPV - 1)) = acc[m][NPV - 1];\n"
+         "    else for (int64_t l = 0; l < n - 16*(NPV - 1); ++l) y[m*yc + 16*(NPV - 1) + l] = acc[m][NPV - 1][l];\n"
+         "  }\n}\n"
          // The same for n < 48 positions.
          "template <int MT>\n"
          "static inline void tj_conv1x1_rest(const float* x, int64_t xc, const float* w, int64_t C, float* y, int64_t yc, int64_t n) {\n"
@@ -158,7 +196,6 @@ std::string Emitter::direct_conv_helpers() {
          // A depthwise output row of n <= 16 NV positions: NV vectors, every
          // tap of the kernel (in order) in registers; stride 2 takes the even
          // lanes of two vectors.
-         "typedef int tj_vi16 __attribute__((vector_size(64)));\n"
          "template <int NV, int KH, int KW, int SW, int DH, int DW>\n"
          "static inline void tj_dw_row(const float* x, int64_t xr, const float* w, float* y, int64_t n) {\n"
          "  tj_vf16 acc[NV];\n  for (int v = 0; v < NV; ++v) acc[v] = tj_vf16{};\n"
@@ -216,7 +253,7 @@ std::string Emitter::conv_body(const Kernel& K) {
     const std::string at = "((b*" + S(M) + " + mc)*" + S(P) + " + r*" + S(OW) + " + ow)";
     if (!B.empty()) {
       body += "            const " + CT(cv) + " v" + S(cv) + " = " + Y + "[" + at + "] + " + B + "[mc];\n";
-      body += "            " + Y + "[" + at + "] = v" + S(cv) + ";\n";
+      if (std::find(K.outputs.begin(), K.outputs.end(), cv) != K.outputs.end()) body += "            " + Y + "[" + at + "] = v" + S(cv) + ";\n";
       local_[cv] = "v" + S(cv);
     }
     body += pointwise_statements(K, 1, iv, so, "            ");
@@ -260,12 +297,20 @@ std::string Emitter::conv_body(const Kernel& K) {
       code += close_parallel();
       return code;
     }
+    // Few input channels times taps (stems: 3 channels): the channel tile
+    // below would spend more on its transposed stores than on its sums, so
+    // rows of at least a vector take vectors over positions instead.
+    const bool row_form = C_ * taps < kRowFormTaps && OW >= 16 && (pl.SW == 1 || pl.SW == 2);
     code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
-    if (pl.padded()) {
-      // The image with its zero padding, in the first thread's scratch (shared by the parts).
+    if (pl.padded() || row_form) {
+      // The image with its zero padding, in the first thread's scratch
+      // (shared by the parts); the row form reads up to kRowSlack floats
+      // past the last plane's end, into lanes it does not store.
+      const int64_t planes = C_ * pl.Hp * pl.Wp, slack = row_form ? kRowSlack : 0;
       scratch(Dim(0));
-      out_.scratch_sizes.back() = Dim(C_ * pl.Hp * pl.Wp * 4);
+      out_.scratch_sizes.back() = Dim((planes + slack) * 4);
       code += "    float* xpad = (float*)" + slot(tj_slot_scratch) + ";\n";
+      if (slack) code += "    for (int64_t i = " + S(planes) + "; i < " + S(planes + slack) + "; ++i) xpad[i] = 0;\n";
       code += "    " + open_parallel(S(C_));
       code += "      const float* src = " + X + " + (b*" + S(C_) + " + tj_part)*" + S(Sz) + ";\n      float* dst = xpad + tj_part*" + S(pl.Hp * pl.Wp) + ";\n";
       code += pl.copy("dst", "src", "      ");
@@ -273,6 +318,33 @@ std::string Emitter::conv_body(const Kernel& K) {
       xin = "xpad", xc = S(pl.Hp * pl.Wp), xr = S(pl.Wp);
     } else {
       xin = "(" + X + " + b*" + S(C_ * Sz) + ")";
+    }
+    if (row_form) {
+      // Parts over (32 output channels, block of output rows); in each, tiles
+      // of 8 channels by up to 48 positions of a row (tj_conv_row_tile).
+      const int64_t npv = std::min<int64_t>(3, (OW + 15) / 16), np = 16 * npv, full = OW / np * np, tail = OW - full;
+      const std::string geo = S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DH) + ", " + S(pl.DW) + ">";
+      auto tile = [&](int64_t mt, int64_t nv, const std::string& m, const std::string& ow, const std::string& n) {
+        return "tj_conv_row_tile<" + S(mt) + ", " + S(nv) + ", " + geo + "(xrow + " + ow + "*" + S(pl.SW) + ", " + xc + ", " + xr + ", " + Wp_ + " + (" + m +
+               "/16)*" + wb + " + " + m + "%16, " + S(C_) + ", yb + " + m + "*" + S(P) + " + oh*" + S(OW) + " + " + ow + ", " + S(P) + ", " + n + ");\n";
+      };
+      auto channels = [&](int64_t nv, const std::string& ow, const std::string& n, const std::string& at) {
+        std::string t = at + "{\n" + at + "  int64_t m = m0;\n" + at + "  for (; m + 8 <= m1; m += 8) " + tile(8, nv, "m", ow, n);
+        if (M % 8) t += at + "  if (m < m1) " + tile(M % 8, nv, "m", ow, n);
+        return t + at + "}\n";
+      };
+      code += "    " + open_parallel(S(pairs * RBs));
+      code += "      const int64_t m0 = tj_part / " + S(RBs) + " * 32, m1 = std::min<int64_t>(" + S(M) + ", m0 + 32);\n";
+      code += "      const int64_t r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
+      code += "      float* yb = " + Y + " + b*" + S(M * P) + ";\n";
+      code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
+      code += "        const float* xrow = " + xin + " + oh*" + S(pl.SH) + "*" + xr + ";\n";
+      if (full > 0) code += "        for (int64_t ow = 0; ow < " + S(full) + "; ow += " + S(np) + ")\n" + channels(npv, "ow", S(np), "        ");
+      if (tail > 0) code += channels((tail + 15) / 16, S(full), S(tail), "        ");
+      code += "      }\n";
+      if (epilogue) code += "      {\n" + epilogue_over("m0", "m1", "r0", "r1") + "      }\n";
+      code += "    " + close_parallel() + "  }\n";
+      return code;
     }
     code += "    " + open_parallel(S(pairs * RBs));
     code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) +
@@ -318,10 +390,10 @@ std::string Emitter::conv_body(const Kernel& K) {
       const int64_t Wq = pl.Wp, plane = pl.Hp * Wq + 32 * NV * SW + KW * DW + 32;
       const std::string stride_ = scratch(Dim(plane * 4));
       code += "    float* pad = (float*)((char*)" + slot(tj_slot_scratch) + " + tj_thread*" + stride_ + ");\n";
-      code += "    for (int64_t i = " + S(pl.Hp * Wq) + "; i < " + S(plane) + "; ++i) pad[i] = 0;\n";
+      code += "    for (int64_t i = 0; i < " + S(plane) + "; ++i) pad[i] = 0;\n";
       code += "    for (int64_t c = c0; c < c1; ++c) {\n";
       code += "      const float* src = " + X + " + (b*" + S(C_) + " + c)*" + S(Sz) + ";\n";
-      code += pl.copy("pad", "src", "      ");
+      code += pl.copy("pad", "src", "      ", false);
       code += "      const float* wc = " + Wt + " + c*" + S(taps) + ";\n      float* yp = " + Y + " + (b*" + S(M) + " + c)*" + S(P) + ";\n";
       code += "      for (int64_t oh = 0; oh < " + S(OH) + "; ++oh) tj_dw_row<" + S(NV) + ", " + S(KH) + ", " + S(KW) + ", " + S(SW) + ", " + S(DH) + ", " +
               S(DW) + ">(pad + oh*" + S(SH * Wq) + ", " + S(Wq) + ", wc, yp + oh*" + S(OW) + ", " + S(OW) + ");\n";
