@@ -153,7 +153,7 @@ Graph trace_llama(const LlamaConfig& c, const Shapes& s, int64_t layers, const L
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
-  const Shape& ls = logits.type().shape;
+  const Shape ls = logits.type().shape;  // a copy: the nodes added below may move the graph's types
   const int64_t last = static_cast<int64_t>(ls.size()) - 1;
   const Dim V = ls.back();
   Tensor m = amax(logits, {last}, true);

@@ -1,6 +1,7 @@
 // The compiled training step (src/train): the optimizers' updates against
 // the same arithmetic in double; the step compiled against the step
-// interpreted; the tiny Llama learning a repeating sequence.
+// interpreted; the tiny Llama learning a repeating sequence; a small
+// convnet learning to tell bars apart.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "compiler/compile.h"
 #include "ir/text.h"
 #include "models/llama.h"
+#include "tensorjit/nn.h"
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
 #include "reference/random_inputs.h"
@@ -165,6 +167,72 @@ TEST_F(Train, TinyLlamaLearnsARepeatingSequence) {
   }
   EXPECT_GT(first, 4.0);
   EXPECT_LT(last, first / 5) << "from " << first;
+}
+
+// A small convnet (conv, relu, max pool, conv, relu, global average pool,
+// linear) trained through the conv op's own derivative rules: 12x12 images
+// of a horizontal, vertical, diagonal or anti-diagonal bar at a random place
+// with noise. After 80 steps the loss on 64 images it never saw is below a
+// tenth of ln 4, its start.
+TEST_F(Train, SmallConvnetLearnsToTellBarsApart) {
+  const int64_t B = 16, S = 12;
+  Tracer tr("convnet");
+  Tensor x = tr.input("x", DType::f32, {Dim(B), Dim(1), Dim(S), Dim(S)});
+  Tensor labels = tr.input("labels", DType::i64, {Dim(B)});
+  ConvOptions same;
+  same.pad_begin = same.pad_end = {1, 1};
+  Tensor h = relu(conv(x, tr.param("w1", DType::f32, {Dim(8), Dim(1), Dim(3), Dim(3)}), tr.param("b1", DType::f32, {Dim(8)}), same));
+  PoolOptions pool;
+  pool.kernel = pool.stride = {2, 2};
+  h = max_pool(h, pool);
+  h = relu(conv(h, tr.param("w2", DType::f32, {Dim(16), Dim(8), Dim(3), Dim(3)}), tr.param("b2", DType::f32, {Dim(16)}), same));
+  Tensor logits = linear(mean(h, {2, 3}), tr.param("wf", DType::f32, {Dim(16), Dim(4)}), tr.param("bf", DType::f32, {Dim(4)}));
+  Graph loss = tr.finish({models::cross_entropy(logits, labels)});
+
+  Bindings init = random_inputs(loss, 5), params;
+  for (ValueId p : loss.params()) {
+    const std::string& name = loss.node(p).name;
+    NDArray v = init.at(name);
+    const double scale = name[0] == 'b' ? 0.0 : name == "w1" ? 0.5 : name == "w2" ? 0.3 : 1.0;  // about sqrt(2 / fan_in)
+    for (int64_t i = 0; i < v.numel(); ++i) v.set(i, v.get(i) * scale);
+    params[name] = v;
+  }
+  uint64_t rng = 12345;
+  auto uniform = [&] {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(rng >> 11) / 9007199254740992.0;
+  };
+  auto batch = [&] {
+    Bindings b;
+    NDArray img(DType::f32, {B, 1, S, S}), lab(DType::i64, {B});
+    for (int64_t n = 0; n < B; ++n) {
+      const int64_t kind = static_cast<int64_t>(uniform() * 4), at = 2 + static_cast<int64_t>(uniform() * (S - 4)),
+                    from = static_cast<int64_t>(uniform() * (S - 6));
+      for (int64_t i = 0; i < S * S; ++i) img.set(n * S * S + i, 0.2 * uniform());
+      for (int64_t j = from; j < from + 6; ++j) {
+        const int64_t r = kind == 0 ? at : kind == 1 ? j : kind == 2 ? j : S - 1 - j, c = kind == 0 ? j : kind == 1 ? at : j;
+        img.set(n * S * S + r * S + c, 1.0);
+      }
+      lab.set(n, static_cast<double>(kind));
+    }
+    b["x"] = img, b["labels"] = lab;
+    return b;
+  };
+  Trainer t(loss, params);
+  double first = 0;
+  for (int s = 0; s < 80; ++s) {
+    Bindings b = batch();
+    const double l = t.step(b, 1e-2);
+    if (s == 0) first = l;
+  }
+  EXPECT_NEAR(first, std::log(4.0), 0.5);
+  double held_out = 0;
+  for (int i = 0; i < 4; ++i) {
+    Bindings b = batch();
+    for (const auto& [k, v] : t.params()) b[k] = v;
+    held_out += interpret(loss, b)[0].get(0) / 4;
+  }
+  EXPECT_LT(held_out, std::log(4.0) / 10) << "started at " << first;
 }
 
 }  // namespace
