@@ -7,9 +7,10 @@
 //
 //   direct     one group, at most 2 spatial dims, weights packed 16 output
 //              channels side by side (pack_conv_weights): per part (image,
-//              32 output channels, block of output rows), each run of 12
-//              output positions of a row held in 24 vector registers (12
-//              positions x 32 channels) while every input channel and kernel
+//              32 output channels, block of output rows), each run of up
+//              to 12 output positions of a row (equal runs, the last one
+//              ending at the row's end) held in up to 24 vector registers
+//              (12 positions x 32 channels) while every input channel and kernel
 //              offset adds a broadcast input times a weight vector
 //              (tj_conv_tile, a template on the geometry); the input is
 //              first copied into scratch with its zero padding, so the
@@ -354,17 +355,22 @@ std::string Emitter::conv_body(const Kernel& K) {
     code += "      float* yb = " + Y + " + (b*" + S(M) + " + m0)*" + S(P) + ";\n";
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
     code += "        const float* xrow = " + xin + " + oh*" + S(pl.SH) + "*" + xr + ";\n";
+    // A row in tiles of equal width np (at most kTilePositions with 2
+    // vectors of channels, twice that with 1), the last one ending at the
+    // row's end: it may overlap the one before, whose positions it computes
+    // again, alike. One instantiation of the tile per geometry and width.
     auto tiles = [&](int nv) {
-      std::string t;
+      const int64_t cap = nv == 2 ? kTilePositions : 2 * kTilePositions, count = (OW + cap - 1) / cap, np = (OW + count - 1) / count;
       const std::string geo = std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DH) + ", " + S(pl.DW) + ">";
-      const int64_t np = nv == 2 ? kTilePositions : 2 * kTilePositions, full = OW / np * np, tail = OW - full;
-      const std::string args = ", " + xc + ", " + xr + ", wp, " + wb + ", " + S(C_) + ", yb + oh*" + S(OW) + " + ow, " + S(P) + ", valid);\n";
-      if (full > 0)
-        t += "          for (int64_t ow = 0; ow < " + S(full) + "; ow += " + S(np) + ") tj_conv_tile<" + S(np) + ", " + geo + "(xrow + ow*" + S(pl.SW) + args;
-      if (tail > 0) t += "          { const int64_t ow = " + S(full) + "; tj_conv_tile<" + S(tail) + ", " + geo + "(xrow + ow*" + S(pl.SW) + args + "          }\n";
-      return t;
+      return "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
+             ");\n            tj_conv_tile<" + S(np) + ", " + geo + "(xrow + ow*" + S(pl.SW) + ", " + xc + ", " + xr + ", wp, " + wb + ", " + S(C_) +
+             ", yb + oh*" + S(OW) + " + ow, " + S(P) + ", valid);\n          }\n";
     };
-    code += "        if (valid > 16) {\n" + tiles(2) + "        } else {\n" + tiles(1) + "        }\n      }\n";
+    // Every pair of channel vectors is whole but the last (valid <= 16: one vector).
+    const int64_t last = M - 32 * (pairs - 1);
+    const bool two = pairs > 1 || last > 16, one = last <= 16;
+    if (two && one) code += "        if (valid > 16) {\n" + tiles(2) + "        } else {\n" + tiles(1) + "        }\n      }\n";
+    else code += tiles(two ? 2 : 1) + "      }\n";
     if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "r0", "r1") + "      }\n";
     code += "    " + close_parallel() + "  }\n";
     return code;
