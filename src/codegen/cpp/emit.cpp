@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -54,6 +56,50 @@ std::string Emitter::pointers() {
          std::to_string(k) + "];\n";
   return d;
 }
+
+std::string Emitter::pointers_through_slots(std::vector<ValueId>* slots) {
+  std::string d;
+  for (ValueId v : used_) {
+    d += "  " + T(v) + "* const p" + std::to_string(v) + " = (" + T(v) + "*)t[tj_buf[" + std::to_string(slots->size()) + "]];\n";
+    slots->push_back(v);
+  }
+  used_.clear();
+  return d + pointers();  // the sizes
+}
+
+namespace {
+
+// `code` with each name of a letter from "pvas" and digits (the emitter's
+// names for values: pointers, locals, accumulators, sums) replaced by its
+// rank of first appearance: equal for two kernels that compute alike on
+// different values.
+std::string positional_names(const std::string& code) {
+  std::map<std::string, size_t, std::less<>> rank;
+  std::string out;
+  out.reserve(code.size());
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < code.size();) {
+    const bool starts = (i == 0 || !word(code[i - 1])) && std::strchr("pvas", code[i]) && code[i] != 0 && i + 1 < code.size() &&
+                        std::isdigit(static_cast<unsigned char>(code[i + 1]));
+    if (!starts) {
+      out += code[i++];
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < code.size() && std::isdigit(static_cast<unsigned char>(code[j]))) ++j;
+    if (j < code.size() && word(code[j])) {  // part of a longer name
+      out.append(code, i, j - i);
+      i = j;
+      continue;
+    }
+    auto [it, fresh] = rank.try_emplace(code.substr(i, j - i), rank.size());
+    out += "@" + std::to_string(it->second);
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
 
 // ---- loops ---------------------------------------------------------------
 // A loop nest over `sh`; `columns` narrows the innermost loop to this
@@ -164,19 +210,34 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
   }
   out_.source += std::string(kUnitMark) + "// kernel " + std::to_string(k) + ": " + std::string(kernel_kind_name(K.kind)) + " over " +
                  shape_str(K.space) + (knobs_.label.empty() ? "" : " (candidate: " + knobs_.label + ")") + "\n";
+  // The code reads its buffers through a list of slots (tj_buf), so that
+  // kernels alike share one function: the first one's, called by the
+  // others with their own slots.
+  std::vector<ValueId> slots;
+  std::string code = pointers_through_slots(&slots);
   // Share `id` of `nt`, split over the pool when the program has tj_team
   // and the runtime says so (the tj_slot_split_small slot, measured per program); alone, all of it. One part per thread: these kernels take a few
   // microseconds, where each further part's claim costs more than it
   // balances (tiny decode 11.6-14.0 us against 15.7-17.6 with 4 per thread).
   if (team_work_ > 0) {
-    std::string decl = pointers();
-    out_.source += "void " + name + "(void** t) {\n" + decl + "  const auto part = [&](int64_t tj_part, int64_t tj_parts, int tj_thread) {\n" +
-                   "    const int id = (int)tj_part, nt = (int)tj_parts; (void)tj_thread;\n" + body + "  };\n" +
-                   "  if (tj_team && *(const int*)" + slot(tj_slot_split_small) + ") tj_parallel(" + pool() + ", tj_threads(" + pool() +
-                   "), part);\n  else part(0, 1, 0);\n}\n\n";
+    code += "  const auto part = [&](int64_t tj_part, int64_t tj_parts, int tj_thread) {\n    const int id = (int)tj_part, nt = (int)tj_parts; "
+            "(void)tj_thread;\n" + body + "  };\n  if (tj_team && *(const int*)" + slot(tj_slot_split_small) + ") tj_parallel(" + pool() +
+            ", tj_threads(" + pool() + "), part);\n  else part(0, 1, 0);\n";
   } else {
-    out_.source += "void " + name + "(void** t) {\n" + pointers() + body + "}\n\n";
+    code += body;
   }
+  const std::string fn = name + "_code";
+  auto [it, fresh] = bodies_.try_emplace(positional_names(code), fn);
+  if (fresh) {
+    out_.source += "__attribute__((noinline)) void " + fn + "(void** t, const int64_t* tj_buf) {\n  (void)tj_buf;\n" + code + "}\n";
+  } else {
+    out_.source += "void " + it->second + "(void** t, const int64_t* tj_buf);  // the code of a kernel alike\n";
+  }
+  std::string list;
+  for (ValueId v : slots) list += (list.empty() ? "" : ", ") + std::to_string(v);
+  out_.source += "void " + name + "(void** t) {\n" + (slots.empty() ? "  " + it->second + "(t, nullptr);\n"
+                                                                     : "  static const int64_t tj_buf[] = {" + list + "};\n  " + it->second + "(t, tj_buf);\n") +
+                 "}\n\n";
   temp_.clear();  // temporaries are only visible to their kernel
   return team_work_;
 }

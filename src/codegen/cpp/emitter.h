@@ -68,6 +68,9 @@ class Emitter : public codegen::ValueReader {
 
   // ---- emit.cpp: the program, elementwise ops, loops, the pool, temporaries, kernels, outputs
   std::string pointers();
+  // The same declarations read through the slot list tj_buf (a kernel's code
+  // shared by kernels alike, emit_function): the slots, in order, in *slots.
+  std::string pointers_through_slots(std::vector<ValueId>* slots);
   static std::string prelude();         // prelude.cpp
   static std::string embedded(const char* header_text);  // prelude.cpp
   std::string op_helpers() const;
@@ -187,6 +190,10 @@ class Emitter : public codegen::ValueReader {
   Knobs knobs_;
   std::vector<Knobs> alternatives_;
   std::string tuning_signature_;  // what alternatives_ are schedules of
+  // Kernel code emitted so far, keyed by its text with value names made
+  // positional: the function that holds it. Kernels alike (resnet's repeated
+  // blocks, a transformer's layers) are one function, compiled once.
+  std::map<std::string, std::string> bodies_;
 };
 
 }  // namespace tj::cpp
