@@ -188,7 +188,16 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
   c.hint = size_hint(c.graph, o.size_hint);  // a size never seen: decide as for a small one
   stage(Stage::fusion, "fusion", not_kernels, [&] {
     // Convolutions the target has no kernel for become windows and products.
-    if (lower_convs_where(c.graph, [&](const Node& n) { return !cpu || (n.type.dtype != DType::f32 && n.type.dtype != DType::f64); })) {
+    // On the CPU: 16-bit types, and channels-last forms without their kernel
+    // (f32, at most 2 spatial dims, weights packed by pack_conv_weights).
+    auto lowered = [&](const Node& n) {
+      if (!cpu || (n.type.dtype != DType::f32 && n.type.dtype != DType::f64)) return true;
+      if (!n.attr_bool("channels_last")) return false;
+      const ValueId w = n.inputs[1];
+      const bool packed = n.attr_int("groups") == 1 ? packed_conv_blocks(c.graph, w) >= 0 : packed_conv_taps(c.graph, w) >= 0;
+      return n.type.dtype != DType::f32 || n.type.rank() > 4 || !packed;
+    };
+    if (lower_convs_where(c.graph, lowered)) {
       PassOptions po;
       cse(c.graph, po);
       dce(c.graph, po);

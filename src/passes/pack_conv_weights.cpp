@@ -4,8 +4,12 @@
 //   w = slice(reshape(permute(Wp, [0, k+2, 1, .., k+1]), [16 ceil(M/16), C, k..]), 0, 0, M)
 // The same values, so bit-exact; the C++ conv kernel recognizes the views
 // and reads Wp directly, a vector of 16 output channels per (input
-// channel, kernel offset) (docs/codegen.md). Runs after freezing, on
-// constants only; a weight already packed is left alone.
+// channel, kernel offset) (docs/codegen.md). A channels-last depthwise
+// convolution's weights [C, 1, k..] are stored taps first, Wt [taps, C], a
+// vector of channels per kernel offset:
+//   w = reshape(permute(Wt, [1, 0]), [C, 1, k..])
+// Runs after freezing, on constants only; a weight already packed is left
+// alone.
 #include "ir/rewriter.h"
 #include "passes/passes.h"
 
@@ -15,26 +19,47 @@ namespace {
 
 constexpr int64_t kBlock = 16;
 
-bool packable(const Graph& g, const Node& n) {
-  if (n.op != Op::conv || n.type.dtype != DType::f32 || n.attr_int("groups") != 1) return false;
+enum class Packing { none, blocks, taps_first };
+
+Packing packable(const Graph& g, const Node& n) {
+  if (n.op != Op::conv || n.type.dtype != DType::f32) return Packing::none;
   const Node& w = g.node(n.inputs[1]);
-  return w.op == Op::constant && w.const_data()->size() > 1 && w.type.rank() >= 3 && w.type.rank() <= 4;
+  if (w.op != Op::constant || w.const_data()->size() <= 1 || w.type.rank() < 3 || w.type.rank() > 4) return Packing::none;
+  if (n.attr_int("groups") == 1) return Packing::blocks;
+  const bool depthwise = w.type.shape[1] == Dim(1) && w.type.shape[0] == Dim(n.attr_int("groups"));
+  return depthwise && n.attr_bool("channels_last") ? Packing::taps_first : Packing::none;
 }
 
 }  // namespace
 
 bool pack_conv_weights(Graph& g, const PassOptions&) {
   bool any = false;
-  for (const Node& n : g.nodes()) any |= packable(g, n);
+  for (const Node& n : g.nodes()) any |= packable(g, n) != Packing::none;
   if (!any) return false;
   Rewriter rw(g);
   Graph& out = rw.out();
-  std::vector<ValueId> packed(g.size(), -1);  // per weight constant: its view of the packed copy
+  // Per weight constant: its view of the packed copy, per packing.
+  std::vector<ValueId> packed(g.size(), -1), taps_first(g.size(), -1);
   g = rw.run([&](ValueId v) -> ValueId {
     const Node& n = g.node(v);
-    if (!packable(g, n)) return Rewriter::kCopy;
+    const Packing how = packable(g, n);
+    if (how == Packing::none) return Rewriter::kCopy;
     const ValueId wv = n.inputs[1];
-    ValueId& view = packed[static_cast<size_t>(wv)];
+    ValueId& view = (how == Packing::blocks ? packed : taps_first)[static_cast<size_t>(wv)];
+    if (view < 0 && how == Packing::taps_first) {
+      const Node& w = g.node(wv);
+      const Shape& ws = w.type.shape;
+      const int64_t C = ws[0].value();
+      int64_t taps = 1;
+      for (size_t i = 2; i < ws.size(); ++i) taps *= ws[i].value();
+      NDArray p(DType::f32, {taps, C});
+      const float* src = static_cast<const float*>(w.const_data()->raw());
+      float* dst = p.data<float>();
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t t = 0; t < taps; ++t) dst[t * C + c] = src[c * taps + t];
+      const ValueId c = out.add_const({DType::f32, {Dim(taps), Dim(C)}}, ConstValues::adopt(std::move(p)));
+      view = out.add(Op::reshape, {out.add(Op::permute, {c}, {{"perm", std::vector<int64_t>{1, 0}}})}, {{"shape", ws}});
+    }
     if (view < 0) {
       const Node& w = g.node(wv);
       const Shape& ws = w.type.shape;
@@ -67,6 +92,35 @@ bool pack_conv_weights(Graph& g, const PassOptions&) {
     return out.add_raw(Op::conv, ins, n.attrs);
   });
   return true;
+}
+
+ValueId packed_conv_blocks(const Graph& g, ValueId w) {
+  const Node* n = &g.node(w);
+  if (n->op == Op::slice) {
+    if (n->attr_int("axis") != 0 || n->attr_dim("start") != Dim(0) || n->attr_int("step") != 1) return -1;
+    n = &g.node(n->inputs[0]);
+  }
+  if (n->op != Op::reshape) return -1;
+  const Node& p = g.node(n->inputs[0]);
+  if (p.op != Op::permute) return -1;
+  const ValueId c = p.inputs[0];
+  const Node& cn = g.node(c);
+  const int64_t r = cn.type.rank();
+  const bool stored = cn.op == Op::param || (cn.op == Op::constant && cn.const_data()->size() > 1);
+  if (!stored || cn.type.dtype != DType::f32 || cn.type.shape.back() != Dim(kBlock)) return -1;
+  std::vector<int64_t> perm{0, r - 1};
+  for (int64_t i = 1; i + 1 < r; ++i) perm.push_back(i);
+  return p.attr_ints("perm") == perm ? c : -1;
+}
+
+ValueId packed_conv_taps(const Graph& g, ValueId w) {
+  const Node& r = g.node(w);
+  if (r.op != Op::reshape) return -1;
+  const Node& p = g.node(r.inputs[0]);
+  if (p.op != Op::permute || p.attr_ints("perm") != std::vector<int64_t>{1, 0}) return -1;
+  const Node& c = g.node(p.inputs[0]);
+  const bool stored = c.op == Op::param || (c.op == Op::constant && c.const_data()->size() > 1);
+  return stored && c.type.dtype == DType::f32 && c.type.rank() == 2 ? p.inputs[0] : -1;
 }
 
 }  // namespace tj

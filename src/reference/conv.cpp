@@ -5,6 +5,7 @@
 // kernel offset, row-major), then the bias. The compute type T rounds every
 // step, as the matmul's kernel does.
 #include <algorithm>
+#include <string_view>
 
 #include "reference/array_ops.h"
 #include "tensorjit/error.h"
@@ -13,8 +14,43 @@ namespace tj {
 
 using namespace array_ops;
 
+namespace {
+
+// [N, S.., C] <-> [N, C, S..] with the spatial dims flattened: `a` is
+// [N, A, B] and the result [N, B, A].
+template <class T>
+Array<T> swap_inner(const Array<T>& a, Idx shape) {
+  const int64_t N = a.shape[0], A = a.shape[1], B = count(Idx(a.shape.begin() + 2, a.shape.end()));
+  std::vector<T> o(static_cast<size_t>(N * A * B));
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t i = 0; i < A; ++i)
+      for (int64_t j = 0; j < B; ++j) o[static_cast<size_t>((b * B + j) * A + i)] = a.ptr()[(b * A + i) * B + j];
+  return make(std::move(shape), std::move(o));
+}
+
+}  // namespace
+
 template <class T>
 Array<T> conv_kernel(const Node& n, const std::vector<const Value<T>*>& in) {
+  if (n.attr_bool("channels_last")) {
+    // The channels-first convolution of the input permuted, permuted back.
+    const Array<T>& xl = in[0]->template as<T>();
+    Idx first{xl.shape[0], xl.shape.back()};
+    first.insert(first.end(), xl.shape.begin() + 1, xl.shape.end() - 1);
+    Idx flat{xl.shape[0], count(Idx(xl.shape.begin() + 1, xl.shape.end() - 1)), xl.shape.back()};
+    const Value<T> xf{swap_inner(make(flat, std::vector<T>(xl.ptr(), xl.ptr() + count(xl.shape))), first)};
+    Node cf = n;
+    for (size_t i = 0; i < cf.def().attrs.size(); ++i)
+      if (std::string_view(cf.def().attrs[i].name) == "channels_last") cf.attrs[i] = false;
+    std::vector<const Value<T>*> ops = in;
+    ops[0] = &xf;
+    const Array<T> y = conv_kernel<T>(cf, ops);
+    Idx last{y.shape[0]};
+    last.insert(last.end(), y.shape.begin() + 2, y.shape.end());
+    last.push_back(y.shape[1]);
+    return swap_inner(make(Idx{y.shape[0], y.shape[1], count(Idx(y.shape.begin() + 2, y.shape.end()))}, std::vector<T>(y.ptr(), y.ptr() + count(y.shape))),
+                      last);
+  }
   const Array<T>& x = in[0]->template as<T>();
   const Array<T>& w = in[1]->template as<T>();
   const Array<T>* bias = in.size() > 2 ? &in[2]->template as<T>() : nullptr;

@@ -306,6 +306,7 @@ TEST(Gradcheck, Conv) {
     Shape x, w;
     std::vector<int64_t> stride, dilation, pb, pe;
     int64_t groups;
+    bool last = false;  // channels_last: x is [N, d.., C]
   };
   const std::vector<C> cases = {
       {"3x3", {2, 3, 6, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},
@@ -314,12 +315,14 @@ TEST(Gradcheck, Conv) {
       {"grouped", {2, 4, 5, 5}, {6, 2, 3, 3}, {1, 2}, {1, 1}, {1, 0}, {0, 1}, 2},
       {"depthwise", {1, 3, 6, 6}, {3, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 3},
       {"1d", {2, 2, 9}, {3, 2, 4}, {2}, {1}, {1}, {2}, 1},
+      {"channels last, stride 2", {1, 7, 8, 2}, {3, 2, 3, 2}, {2, 3}, {1, 1}, {0, 1}, {2, 0}, 1, true},
+      {"channels last, depthwise", {2, 6, 6, 3}, {3, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 3, true},
   };
   for (const C& c : cases)
     gradcheck(c.name, [&](Graph& g) {
       ValueId x = g.add_input("x", f64(c.x)), w = g.add_param("w", f64(c.w)), b = g.add_param("b", f64({c.w[0]}));
       g.set_outputs({g.add(Op::conv, {x, w, b}, {{"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pb}, {"pad_end", c.pe},
-                                                 {"groups", c.groups}})});
+                                                 {"groups", c.groups}, {"channels_last", c.last}})});
     });
 }
 

@@ -11,6 +11,7 @@
 
 #include "codegen/on_device.h"
 #include "compiler/compile.h"
+#include "ir/layout.h"
 #include "ir/text.h"
 #include "passes/passes.h"
 #include "passes/pipeline.h"
@@ -70,22 +71,28 @@ const std::vector<Case>& cases() {
   return c;
 }
 
-Graph build(const Case& c, DType dt) {
+// With last, channels last: x [N, d.., C], the output and the epilogue's
+// operands [N, o.., M].
+Graph build(const Case& c, DType dt, bool last = false) {
   Graph g(c.name);
   auto shape = [](const std::vector<int64_t>& v) {
     Shape s;
     for (int64_t d : v) s.push_back(Dim(d));
     return s;
   };
-  ValueId x = g.add_input("x", {dt, shape(c.x)});
+  const Shape first = shape(c.x);
+  Shape xs = first;
+  if (last) xs = {first[0]}, xs.insert(xs.end(), first.begin() + 2, first.end()), xs.push_back(first[1]);
+  ValueId x = g.add_input("x", {dt, xs});
   ValueId w = g.add_param("w", {dt, shape(c.w)});
   std::vector<ValueId> ops{x, w};
   if (c.bias) ops.push_back(g.add_param("b", {dt, {Dim(c.w[0])}}));
   ValueId y = g.add(Op::conv, ops, {{"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pad_begin}, {"pad_end", c.pad_end},
-                                    {"groups", c.groups}});
+                                    {"groups", c.groups}, {"channels_last", last}});
   const Shape ys = g.type(y).shape;
   Shape per(ys.size() - 1, Dim(1));
-  per[0] = ys[1];
+  if (last) per.back() = ys.back();
+  else per[0] = ys[1];
   if (c.epilogue == "relu") y = g.add(Op::relu, {y});
   if (c.epilogue == "residual") y = g.add(Op::relu, {g.add(Op::add, {y, g.add_input("r", {dt, ys})})});
   if (c.epilogue == "scale")
@@ -102,8 +109,8 @@ Bindings inputs_of(const Graph& g, Bindings* params) {
   return in;
 }
 
-double compiled_against_interpreter(const Case& c, DType dt, std::string* source) {
-  Graph g = build(c, dt);
+double compiled_against_interpreter(const Case& c, DType dt, std::string* source, bool last = false) {
+  Graph g = build(c, dt, last);
   Bindings params, in = inputs_of(g, &params);
   Bindings all = in;
   for (const auto& [k, v] : params) all[k] = v;
@@ -113,7 +120,8 @@ double compiled_against_interpreter(const Case& c, DType dt, std::string* source
   // On the CPU each convolution is one kernel with its epilogue: nothing of
   // the window form is left.
   const bool cpu = exe.device() == "cpu";
-  if (cpu) {
+  const bool cl_kernel = c.x.size() <= 4 && dt == DType::f32 && (c.groups == 1 || (c.w[0] == c.groups && c.w[1] == 1));
+  if (cpu && (!last || cl_kernel)) {
     EXPECT_EQ(exe.stats().kernels, 1u);
   }
   *source = cpu ? exe.source() : "";
@@ -135,6 +143,20 @@ TEST_F(Conv, CompiledMatchesTheInterpreter) {
     if (c.name.rfind("row form", 0) == 0) {
       EXPECT_NE(src.find("tj_conv_row_tile<"), std::string::npos);
     }
+  }
+}
+
+// Channels last, f32: one group and depthwise (at most 2 spatial dims) take
+// their kernels on packed weights; the rest the window form, permuted.
+TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    std::string src;
+    EXPECT_LE(compiled_against_interpreter(c, DType::f32, &src, true), 1e-5);
+    if (src.empty()) continue;
+    const bool direct = c.x.size() <= 4 && c.groups == 1, depthwise = c.x.size() <= 4 && c.w[0] == c.groups && c.w[1] == 1;
+    EXPECT_EQ(src.find("tj_conv_tile_cl<") != std::string::npos, direct);
+    EXPECT_EQ(src.find("tj_dw_cl<") != std::string::npos, depthwise);
   }
 }
 
@@ -160,6 +182,49 @@ TEST(ConvOp, WindowFormMatchesTheReferenceKernel) {
     Difference d = compare_outputs(interpret(lowered, in, {DType::f64}), interpret(g, in, {DType::f64}));
     EXPECT_LE(d.max_rel, 1e-13);
   }
+}
+
+// Channels last: the same values with the channels innermost, in the
+// reference kernel and in the window form, exactly.
+TEST(ConvOp, ChannelsLastIsThePermutedConv) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Graph g = build(c, DType::f64);
+    Bindings params, in = inputs_of(g, &params);
+    for (const auto& [k, v] : params) in[k] = v;
+    // The input permuted to channels last, the output permuted back.
+    Graph cl(c.name);
+    const int64_t r = static_cast<int64_t>(c.x.size());
+    Shape xs;
+    for (int64_t d : c.x) xs.push_back(Dim(d));
+    const ValueId x = cl.add_input("x", {DType::f64, xs});
+    Shape ws;
+    for (int64_t d : c.w) ws.push_back(Dim(d));
+    std::vector<ValueId> ops{cl.add(Op::permute, {x}, {{"perm", channels_last_perm(r)}}), cl.add_param("w", {DType::f64, ws})};
+    if (c.bias) ops.push_back(cl.add_param("b", {DType::f64, {Dim(c.w[0])}}));
+    const ValueId y = cl.add(Op::conv, ops, {{"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pad_begin}, {"pad_end", c.pad_end},
+                                             {"groups", c.groups}, {"channels_last", true}});
+    cl.set_outputs({cl.add(Op::permute, {y}, {{"perm", channels_first_perm(r)}})});
+    Graph plain(c.name);
+    {
+      const ValueId px = plain.add_input("x", {DType::f64, xs});
+      std::vector<ValueId> po{px, plain.add_param("w", {DType::f64, ws})};
+      if (c.bias) po.push_back(plain.add_param("b", {DType::f64, {Dim(c.w[0])}}));
+      plain.set_outputs({plain.add(Op::conv, po, {{"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pad_begin}, {"pad_end", c.pad_end},
+                                                 {"groups", c.groups}})});
+    }
+    Bindings pin;
+    for (const auto& [k, v] : in)
+      if (plain.find(k) >= 0) pin[k] = v;
+    const auto want = interpret(plain, pin, {DType::f64});
+    EXPECT_EQ(compare_outputs(interpret(cl, pin, {DType::f64}), want).max_rel, 0.0);
+    Graph lowered = cl;
+    ASSERT_TRUE(lower_convs(lowered, {}));
+    EXPECT_LE(compare_outputs(interpret(lowered, pin, {DType::f64}), want).max_rel, 1e-13);
+  }
+  EXPECT_NE(print_graph(parse_graph("graph g\ninput %x : f32[1,8,8,6]\nparam %w : f32[4,6,3,3]\n%y = conv(%x, %w) {channels_last=true} : f32[1,6,6,4]\nreturn %y\n"))
+                .find("channels_last=true} : f32[1,6,6,4]"),
+            std::string::npos);
 }
 
 TEST(ConvOp, TextRoundTrip) {

@@ -148,7 +148,9 @@ class Emitter : public codegen::ValueReader {
   // ---- kernels/conv.cpp
   std::string dense_operand(ValueId x, std::string* code);
   std::string conv_body(const Kernel& K);
+  std::string conv_channels_last_body(const Kernel& K);
   ValueId packed_conv_weights(ValueId w) const;
+  ValueId taps_first_weights(ValueId w) const;
   static std::string direct_conv_helpers();
 
   // ---- kernels/attention.cpp

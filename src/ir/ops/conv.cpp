@@ -1,6 +1,8 @@
 // The convolution's row: conv(x [N, C, d..], w [M, C/groups, k..], bias [M]?)
 // over k >= 1 spatial dims, with per-dim strides, dilations and begin/end
-// pads (zeros) and `groups` channel groups. Its kernel is a kind of its own
+// pads (zeros) and `groups` channel groups. With channels_last the input is
+// [N, d.., C] and the output [N, o.., M] (the same values, the channels
+// innermost: assign_layouts' choice); the weights are the same. Its kernel is a kind of its own
 // (schedule/fusion.h: KernelKind::conv; codegen/cpp/kernels/conv.cpp), its
 // reference kernel is src/reference/conv.cpp, and its decomposition (for
 // targets without a conv kernel, and for differentiation) is the window
@@ -10,6 +12,7 @@
 
 #include "ir/decomposer.h"
 #include "ir/differ.h"
+#include "ir/layout.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
 #include "tensorjit/error.h"
@@ -29,8 +32,17 @@ std::vector<int64_t> per_dim(InferCtx& c, const char* name, size_t k, int64_t fi
   return v;
 }
 
+Shape permuted(const Shape& s, const std::vector<int64_t>& perm) {
+  Shape o;
+  for (int64_t i : perm) o.push_back(s[static_cast<size_t>(i)]);
+  return o;
+}
+
 Type infer_conv(InferCtx& c) {
-  const Type &x = c.in[0], &w = c.in[1];
+  const bool last = c.attr<bool>("channels_last");
+  Type xl = c.in[0];
+  if (last && xl.rank() >= 3) xl.shape = permuted(xl.shape, channels_first_perm(xl.rank()));
+  const Type &x = xl, &w = c.in[1];
   if (!is_float(x.dtype)) c.fail("conv of " + std::string(dtype_name(x.dtype)) + ": floating point only");
   if (w.dtype != x.dtype) c.fail("conv: weights " + w.str() + " differ in dtype from the input " + x.str());
   if (w.rank() < 3) c.fail("conv: the weights must be [M, C/groups, k..] with at least one spatial dim, got " + w.str());
@@ -63,6 +75,7 @@ Type infer_conv(InferCtx& c) {
              ", more than the padded input (" + std::to_string(in + pb[i] + pe[i]) + "): the output would be empty");
     out.push_back(Dim(room / stride[i] + 1));
   }
+  if (last) out = permuted(out, channels_last_perm(static_cast<int64_t>(out.size())));
   return {x.dtype, out};
 }
 
@@ -77,7 +90,10 @@ int64_t conv_flops(const CostArgs& a) {
 ValueId conv_windows(Decomposer& d) {
   Graph& g = d.g;
   const Node& n = d.n;
-  const ValueId x = d.in[0], w = d.in[1];
+  const bool last = n.attr_bool("channels_last");
+  const int64_t r = n.type.rank();
+  // Channels last: the window form of the channels-first input, permuted back.
+  const ValueId x = last ? d.op(Op::permute, {d.in[0]}, {{"perm", channels_first_perm(r)}}) : d.in[0], w = d.in[1];
   const Shape xs = g.type(x).shape, ws = g.type(w).shape;
   const size_t k = ws.size() - 2;
   const auto& stride = n.attr_ints("stride");
@@ -102,7 +118,7 @@ ValueId conv_windows(Decomposer& d) {
     if (parts.size() > 1) padded = d.op(Op::concat, parts, {{"axis", axis}});
   }
   // One strided slice per kernel offset (row-major over the kernel), each [N, C, 1, out..].
-  Shape out = n.type.shape;
+  Shape out = last ? permuted(n.type.shape, channels_first_perm(r)) : n.type.shape;
   int64_t taps = 1, positions = 1;
   for (size_t i = 0; i < k; ++i) taps *= ws[i + 2].value(), positions *= out[i + 2].value();
   constexpr int64_t kMaxTaps = 4096;
@@ -133,7 +149,7 @@ ValueId conv_windows(Decomposer& d) {
     bs[0] = Dim(m);
     y = d.op(Op::add, {y, d.op(Op::reshape, {d.in[2]}, {{"shape", bs}})});
   }
-  return y;
+  return last ? d.op(Op::permute, {y}, {{"perm", channels_last_perm(r)}}) : y;
 }
 
 
@@ -148,9 +164,14 @@ ValueId conv_windows(Decomposer& d) {
 //     [M, N, o..], groups g, stride the dilation and dilation the stride,
 //     the input cropped or padded so that the result is [C/g, M, k..];
 //   - the bias' is dy summed over the batch and the output positions.
+// Channels last: the same, on the input and cotangent permuted to channels
+// first, the input's cotangent permuted back.
 void d_conv(Differ& d) {
-  const ValueId x = d.x(0), w = d.x(1);
-  const Type xt = d.type(x), wt = d.type(w), yt = d.type(d.dy);
+  const bool last = d.n.attr_bool("channels_last");
+  const int64_t r = d.n.type.rank();
+  auto first = [&](ValueId v) { return last ? d.op(Op::permute, {v}, {{"perm", channels_first_perm(r)}}) : v; };
+  const ValueId x = first(d.x(0)), w = d.x(1), dy = first(d.dy);
+  const Type xt = d.type(x), wt = d.type(w), yt = d.type(dy);
   const size_t k = wt.rank() - 2;
   const auto stride = d.n.attr_ints("stride"), dil = d.n.attr_ints("dilation"), pb = d.n.attr_ints("pad_begin");
   const int64_t G = d.n.attr_int("groups"), C = xt.shape[1].value(), M = wt.shape[0].value(), Cg = C / G, Mg = M / G;
@@ -164,7 +185,7 @@ void d_conv(Differ& d) {
     return d.op(Op::conv, {a, b}, {{"stride", st}, {"dilation", dl}, {"pad_begin", p0}, {"pad_end", p1}, {"groups", groups}});
   };
   if (d.wants(0)) {
-    ValueId g = d.dy;
+    ValueId g = dy;
     std::vector<int64_t> p0(k), p1(k);
     for (size_t i = 0; i < k; ++i) {
       const int64_t axis = static_cast<int64_t>(i + 2), s = stride[i];
@@ -195,7 +216,8 @@ void d_conv(Differ& d) {
       for (int64_t t = ker[i] - 1; t >= 0; --t) rev.push_back(static_cast<double>(t));
       wf = d.op(Op::gather, {wf, d.g.add_const({DType::i64, {Dim(ker[i])}}, rev)}, {{"axis", static_cast<int64_t>(i + 2)}});
     }
-    d.give(0, conv(g, wf, std::vector<int64_t>(k, 1), dil, p0, p1, G));
+    const ValueId dx = conv(g, wf, std::vector<int64_t>(k, 1), dil, p0, p1, G);
+    d.give(0, last ? d.op(Op::permute, {dx}, {{"perm", channels_last_perm(r)}}) : dx);
   }
   if (d.wants(1)) {
     // x [N, C, d..] -> [N, g, C/g, d..] -> [C/g, g, N, d..] -> [C/g, g*N, d..].
@@ -209,7 +231,7 @@ void d_conv(Differ& d) {
       yg.push_back(Dim(out[i])), yb.push_back(Dim(out[i])), yp.push_back(static_cast<int64_t>(i + 3));
     }
     ValueId xs = d.op(Op::reshape, {d.op(Op::permute, {d.op(Op::reshape, {x}, {{"shape", xg}})}, {{"perm", xp}})}, {{"shape", xb}});
-    const ValueId ys = d.op(Op::reshape, {d.op(Op::permute, {d.op(Op::reshape, {d.dy}, {{"shape", yg}})}, {{"perm", yp}})}, {{"shape", yb}});
+    const ValueId ys = d.op(Op::reshape, {d.op(Op::permute, {d.op(Op::reshape, {dy}, {{"shape", yg}})}, {{"perm", yp}})}, {{"shape", yb}});
     // Its length after the begin pad: exactly what k taps at the dilation read.
     std::vector<int64_t> p1(k);
     for (size_t i = 0; i < k; ++i) {
@@ -225,7 +247,7 @@ void d_conv(Differ& d) {
   if (d.n.inputs.size() > 2 && d.wants(2)) {
     std::vector<int64_t> axes{0};
     for (size_t i = 0; i < k; ++i) axes.push_back(static_cast<int64_t>(i + 2));
-    d.give(2, d.op(Op::sum, {d.dy}, {{"axes", axes}}));
+    d.give(2, d.op(Op::sum, {dy}, {{"axes", axes}}));
   }
 }
 
@@ -238,7 +260,8 @@ std::vector<OpDef> conv() {
   return {
       {.op = Op::conv, .name = "conv", .category = Cat::matmul, .min_inputs = 2, .max_inputs = 3,
        .attrs = {{"stride", AK::Ints, AttrValue(none)}, {"dilation", AK::Ints, AttrValue(none)}, {"pad_begin", AK::Ints, AttrValue(none)},
-                 {"pad_end", AK::Ints, AttrValue(none)}, {"groups", AK::Int, AttrValue(int64_t{1})}},
+                 {"pad_end", AK::Ints, AttrValue(none)}, {"groups", AK::Int, AttrValue(int64_t{1})},
+                 {"channels_last", AK::Bool, AttrValue(false)}},
        .infer = infer_conv, .fuse = Fuse::conv, .flops_fn = conv_flops, .decompose = conv_windows, .grad = d_conv},
   };
 }

@@ -40,6 +40,7 @@
 
 #include <algorithm>
 
+#include "passes/passes.h"
 #include "tensorjit/error.h"
 
 namespace tj::cpp {
@@ -98,26 +99,9 @@ std::string Emitter::dense_operand(ValueId x, std::string* code) {
   return "(" + ptr(st->base) + " + " + C(st->offset) + ")";
 }
 
-// The packed constant Wp behind conv weights (pack_conv_weights' views), or -1.
-ValueId Emitter::packed_conv_weights(ValueId w) const {
-  const Node* n = &g_.node(w);
-  if (n->op == Op::slice) {
-    if (n->attr_int("axis") != 0 || n->attr_dim("start") != Dim(0) || n->attr_int("step") != 1) return -1;
-    n = &g_.node(n->inputs[0]);
-  }
-  if (n->op != Op::reshape) return -1;
-  const Node& p = g_.node(n->inputs[0]);
-  if (p.op != Op::permute) return -1;
-  const ValueId c = p.inputs[0];
-  const Node& cn = g_.node(c);
-  const int64_t r = cn.type.rank();
-  // A constant, or the param the program cache made of it.
-  const bool stored = cn.op == Op::param || (cn.op == Op::constant && cn.const_data()->size() > 1);
-  if (!stored || cn.type.dtype != DType::f32 || cn.type.shape.back() != Dim(16)) return -1;
-  std::vector<int64_t> perm{0, r - 1};
-  for (int64_t i = 1; i + 1 < r; ++i) perm.push_back(i);
-  return p.attr_ints("perm") == perm ? c : -1;
-}
+// The packed constants behind conv weights (pack_conv_weights' views), or -1.
+ValueId Emitter::packed_conv_weights(ValueId w) const { return packed_conv_blocks(g_, w); }
+ValueId Emitter::taps_first_weights(ValueId w) const { return packed_conv_taps(g_, w); }
 
 // The register tile of the direct form: NP output positions of a row by NV
 // vectors of 16 output channels, summed over C input channels and the
@@ -209,12 +193,154 @@ std::string Emitter::direct_conv_helpers() {
          "                                    tj_vi16{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30});\n"
          "        acc[v] += wv*xv;\n      }\n    }\n"
          "  for (int v = 0; v + 1 < NV; ++v) *(tj_vf16u*)(y + 16*v) = acc[v];\n"
-         "  for (int64_t l = 0; l < n - 16*(NV - 1); ++l) y[16*(NV - 1) + l] = acc[NV - 1][l];\n}\n\n";
+         "  for (int64_t l = 0; l < n - 16*(NV - 1); ++l) y[16*(NV - 1) + l] = acc[NV - 1][l];\n}\n"
+         // Channels last: NP output positions (xs floats apart in x) by NV
+         // vectors of 16 output channels, stored as whole vectors at y + p*ym
+         // (the lanes below `valid` of the tile's channels).
+         "template <int NP, int NV, int KH, int KW>\n"
+         "static inline void tj_conv_tile_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wb, int64_t C, float* y,\n"
+         "                                   int64_t ym, int64_t valid) {\n"
+         "  tj_vf16 acc[NP][NV];\n"
+         "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) acc[p][v] = tj_vf16{};\n"
+         "  for (int kh = 0; kh < KH; ++kh)\n    for (int kw = 0; kw < KW; ++kw) {\n"
+         "      const float* xk_ = x + kh*xr + kw*xk;\n      const float* wk = w + (kh*KW + kw)*16;\n"
+         "      for (int64_t c = 0; c < C; ++c) {\n"
+         "        tj_vf16 wv[NV];\n"
+         "        for (int v = 0; v < NV; ++v) wv[v] = *(const tj_vf16u*)(wk + c*(KH*KW*16) + v*wb);\n"
+         "#pragma GCC unroll 24\n"
+         "        for (int p = 0; p < NP; ++p) {\n"
+         "          const float xv = xk_[p*xs + c];\n"
+         "          for (int v = 0; v < NV; ++v) acc[p][v] += xv*wv[v];\n"
+         "        }\n      }\n    }\n"
+         "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) {\n"
+         "      float* yp = y + p*ym + 16*v;\n"
+         "      if (16*(v + 1) <= valid) *(tj_vf16u*)yp = acc[p][v];\n"
+         "      else for (int64_t l = 0; l < valid - 16*v; ++l) yp[l] = acc[p][v][l];\n    }\n}\n"
+         // Channels last, depthwise: one output position, every channel,
+         // vectors of channels; w is taps first [KH*KW, C].
+         "template <int KH, int KW>\n"
+         "static inline void tj_dw_cl(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y) {\n"
+         "  int64_t c = 0;\n"
+         "  for (; c + 64 <= C; c += 64) {\n"
+         "    tj_vf16 acc[4] = {};\n"
+         "    for (int kh = 0; kh < KH; ++kh)\n#pragma GCC unroll 8\n      for (int kw = 0; kw < KW; ++kw) {\n"
+         "        const float* xp = x + kh*xr + kw*xk + c;\n        const float* wp = w + (kh*KW + kw)*C + c;\n"
+         "        for (int v = 0; v < 4; ++v) acc[v] += *(const tj_vf16u*)(xp + 16*v) * *(const tj_vf16u*)(wp + 16*v);\n      }\n"
+         "    for (int v = 0; v < 4; ++v) *(tj_vf16u*)(y + c + 16*v) = acc[v];\n  }\n"
+         "  for (; c + 16 <= C; c += 16) {\n"
+         "    tj_vf16 acc = {};\n"
+         "    for (int kh = 0; kh < KH; ++kh)\n      for (int kw = 0; kw < KW; ++kw)\n"
+         "        acc += *(const tj_vf16u*)(x + kh*xr + kw*xk + c) * *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
+         "    *(tj_vf16u*)(y + c) = acc;\n  }\n"
+         "  for (; c < C; ++c) {\n"
+         "    float acc = 0;\n"
+         "    for (int kh = 0; kh < KH; ++kh)\n      for (int kw = 0; kw < KW; ++kw) acc += x[kh*xr + kw*xk + c] * w[(kh*KW + kw)*C + c];\n"
+         "    y[c] = acc;\n  }\n}\n\n";
+}
+
+// Channels last (x [N, d.., C], y [N, o.., M]), f32, at most 2 spatial
+// dims, weights packed (pack_conv_weights): the input copied once with its
+// zero padding into scratch [Hp, Wp, C]; then either the direct form's
+// tiles of up to 12 positions by 32 channels, stored as whole vectors of
+// the positions' channels (no transposition), or, depthwise, each output
+// position's channels as vectors (tj_dw_cl). The epilogue runs over each
+// part's positions with the channels innermost.
+std::string Emitter::conv_channels_last_body(const Kernel& K) {
+  const ValueId cv = K.ops[0];
+  const Node& n = g_.node(cv);
+  const auto sx = shape(n.inputs[0]), sw = shape(n.inputs[1]), so = shape(cv);
+  const size_t k = sw.size() - 2;
+  const int64_t G = n.attr_int("groups"), C_ = sx.back().value(), M = sw[0].value();
+  const ValueId packed = G == 1 ? packed_conv_weights(n.inputs[1]) : taps_first_weights(n.inputs[1]);
+  if (T(cv) != "float" || k > 2 || packed < 0) throw Error("code generation: a channels-last conv of this form (the driver lowers it to windows)");
+  std::vector<int64_t> in, ker, out;
+  for (size_t i = 0; i < k; ++i) in.push_back(sx[i + 1].value()), ker.push_back(sw[i + 2].value()), out.push_back(so[i + 1].value());
+  const Plane pl(in, ker, out, n.attr_ints("stride"), n.attr_ints("pad_begin"), n.attr_ints("dilation"));
+  const int64_t OW = pl.OW, P = pl.OH * OW, Sz = pl.H * pl.W;
+  std::string code;
+  const std::string X = dense_operand(n.inputs[0], &code), B = n.inputs.size() > 2 ? dense_operand(n.inputs[2], &code) : "";
+  const std::string Nn = C(so[0]), Y = ptr(cv), Wp_ = ptr(packed);
+  const bool epilogue = !B.empty() || K.ops.size() > 1;
+  // The epilogue over channels [m0, m1) at output positions [q0, q1) of image b.
+  auto epilogue_over = [&](const std::string& m0, const std::string& m1, const std::string& q0, const std::string& q1) {
+    if (!epilogue) return std::string();
+    Idx iv{"b"};
+    std::string open = "      for (int64_t q = " + q0 + "; q < " + q1 + "; ++q) {\n";
+    if (k == 2) open += "        const int64_t o0 = q / " + S(OW) + ", ow = q % " + S(OW) + ";\n", iv.push_back("o0");
+    else open += "        const int64_t ow = q;\n";
+    iv.push_back("ow"), iv.push_back("mc");
+    open += "#pragma omp simd\n        for (int64_t mc = " + m0 + "; mc < " + m1 + "; ++mc) {\n";
+    local_.clear();
+    std::string body;
+    const std::string at = "((b*" + S(P) + " + q)*" + S(M) + " + mc)";
+    if (!B.empty()) {
+      body += "          const float v" + S(cv) + " = " + Y + "[" + at + "] + " + B + "[mc];\n";
+      if (std::find(K.outputs.begin(), K.outputs.end(), cv) != K.outputs.end()) body += "          " + Y + "[" + at + "] = v" + S(cv) + ";\n";
+      local_[cv] = "v" + S(cv);
+    }
+    body += pointwise_statements(K, 1, iv, so, "          ");
+    local_.clear();
+    return open + body + "        }\n      }\n";
+  };
+  uses_direct_conv_ = true;
+  const int64_t Hp = pl.Hp, Wp = pl.Wp, row = Wp * C_;
+  code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
+  // The image with its zero padding: border rows zeroed, then each image row
+  // with its left and right pads (separate loops: see Plane::copy).
+  scratch(Dim(0));
+  out_.scratch_sizes.back() = Dim(Hp * row * 4);
+  code += "    float* xpad = (float*)" + slot(tj_slot_scratch) + ";\n";
+  code += "    const float* xb = " + X + " + b*" + S(Sz * C_) + ";\n";
+  if (pl.PH > 0) code += "    for (int64_t i = 0; i < " + S(pl.PH * row) + "; ++i) xpad[i] = 0;\n";
+  if (Hp > pl.PH + pl.H) code += "    for (int64_t i = " + S((pl.PH + pl.H) * row) + "; i < " + S(Hp * row) + "; ++i) xpad[i] = 0;\n";
+  code += "    " + open_parallel(S(pl.H));
+  code += "      float* d = xpad + (tj_part + " + S(pl.PH) + ")*" + S(row) + ";\n      const float* s = xb + tj_part*" + S(pl.W * C_) + ";\n";
+  if (pl.PW > 0) code += "      for (int64_t i = 0; i < " + S(pl.PW * C_) + "; ++i) d[i] = 0;\n";
+  code += "      for (int64_t i = 0; i < " + S(pl.W * C_) + "; ++i) d[" + S(pl.PW * C_) + " + i] = s[i];\n";
+  if (Wp > pl.PW + pl.W) code += "      for (int64_t i = " + S((pl.PW + pl.W) * C_) + "; i < " + S(row) + "; ++i) d[i] = 0;\n";
+  code += "    " + close_parallel();
+  const std::string xr = S(pl.DH * row), xk = S(pl.DW * C_);
+  if (G == 1) {
+    const int64_t pairs = (M + 31) / 32, RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, (kDirectPositions + OW - 1) / OW)), RBs = (pl.OH + RB - 1) / RB;
+    const std::string wb = S(C_ * pl.KH * pl.KW * 16);
+    code += "    " + open_parallel(S(pairs * RBs));
+    code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
+            S(RB) + ");\n";
+    code += "      const int64_t m0 = pr*32, valid = std::min<int64_t>(32, " + S(M) + " - m0);\n";
+    code += "      const float* wp = " + Wp_ + " + pr*2*" + wb + ";\n";
+    code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
+    code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
+    code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + ";\n";
+    auto tiles = [&](int nv) {
+      const int64_t cap = nv == 2 ? kTilePositions : 2 * kTilePositions, count = (OW + cap - 1) / cap, np = (OW + count - 1) / count;
+      return "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
+             ");\n            tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + ">(xrow + ow*" + S(pl.SW * C_) + ", " +
+             S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp, " + wb + ", " + S(C_) + ", yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M) + ", valid);\n          }\n";
+    };
+    const int64_t last = M - 32 * (pairs - 1);
+    const bool two = pairs > 1 || last > 16, one = last <= 16;
+    if (two && one) code += "        if (valid > 16) {\n" + tiles(2) + "        } else {\n" + tiles(1) + "        }\n      }\n";
+    else code += tiles(two ? 2 : 1) + "      }\n";
+    if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
+    code += "    " + close_parallel() + "  }\n";
+    return code;
+  }
+  // Depthwise: parts of whole output rows, about kDepthwiseOutputs outputs each.
+  const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, kDepthwiseOutputs / std::max<int64_t>(1, OW * C_))), RBs = (pl.OH + RB - 1) / RB;
+  code += "    " + open_parallel(S(RBs));
+  code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
+  code += "      for (int64_t oh = r0; oh < r1; ++oh)\n        for (int64_t ow = 0; ow < " + S(OW) + "; ++ow)\n";
+  code += "          tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ">(xpad + oh*" + S(pl.SH * row) + " + ow*" + S(pl.SW * C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " +
+          S(C_) + ", " + Y + " + ((b*" + S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M) + ");\n";
+  if (epilogue) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
+  code += "    " + close_parallel() + "  }\n";
+  return code;
 }
 
 std::string Emitter::conv_body(const Kernel& K) {
   const ValueId cv = K.ops[0];
   const Node& n = g_.node(cv);
+  if (n.attr_bool("channels_last")) return conv_channels_last_body(K);
   const std::string ty = T(cv);
   if (ty != "float" && ty != "double") throw Error("code generation: conv of " + ty + " (the driver lowers it to windows)");
   const auto sx = shape(n.inputs[0]), sw = shape(n.inputs[1]), so = shape(cv);
