@@ -28,6 +28,7 @@ bool constant_fold(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the
 bool simplify(Graph& g, const PassOptions& o);           // bit-exact
 bool fold_norm_weights(Graph& g, const PassOptions& o);  // reassociates: ~1 ulp
 bool fold_conv_affine(Graph& g, const PassOptions& o);   // reassociates: ~1 ulp
+bool assign_layouts(Graph& g, const PassOptions& o);     // bit-exact: convolutions and the values between them channels last
 bool pack_conv_weights(Graph& g, const PassOptions& o);  // bit-exact: conv weights stored 16 output channels side by side
 // The constant behind pack_conv_weights' views of conv weights w, or -1:
 // Wp [ceil(M/16), C, k.., 16] (one group), or Wt [taps, C] (channels-last

@@ -217,24 +217,27 @@ std::string Emitter::direct_conv_helpers() {
          "      if (16*(v + 1) <= valid) *(tj_vf16u*)yp = acc[p][v];\n"
          "      else for (int64_t l = 0; l < valid - 16*v; ++l) yp[l] = acc[p][v][l];\n    }\n}\n"
          // Channels last, depthwise: one output position, every channel,
-         // vectors of channels; w is taps first [KH*KW, C].
-         "template <int KH, int KW>\n"
-         "static inline void tj_dw_cl(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y) {\n"
+         // vectors of channels; w is taps first [KH*KW, C]; x at the window's
+         // first tap. The taps [kh0, kh1) x [kw0, kw1) are inside the image
+         // (all of them but at its border: FULL).
+         "template <int KH, int KW, bool FULL>\n"
+         "static inline void tj_dw_cl(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int kh0, int kh1, int kw0, int kw1) {\n"
+         "  if constexpr (FULL) kh0 = 0, kh1 = KH, kw0 = 0, kw1 = KW;\n"
          "  int64_t c = 0;\n"
          "  for (; c + 64 <= C; c += 64) {\n"
          "    tj_vf16 acc[4] = {};\n"
-         "    for (int kh = 0; kh < KH; ++kh)\n#pragma GCC unroll 8\n      for (int kw = 0; kw < KW; ++kw) {\n"
+         "    for (int kh = kh0; kh < kh1; ++kh)\n#pragma GCC unroll 8\n      for (int kw = kw0; kw < kw1; ++kw) {\n"
          "        const float* xp = x + kh*xr + kw*xk + c;\n        const float* wp = w + (kh*KW + kw)*C + c;\n"
          "        for (int v = 0; v < 4; ++v) acc[v] += *(const tj_vf16u*)(xp + 16*v) * *(const tj_vf16u*)(wp + 16*v);\n      }\n"
          "    for (int v = 0; v < 4; ++v) *(tj_vf16u*)(y + c + 16*v) = acc[v];\n  }\n"
          "  for (; c + 16 <= C; c += 16) {\n"
          "    tj_vf16 acc = {};\n"
-         "    for (int kh = 0; kh < KH; ++kh)\n      for (int kw = 0; kw < KW; ++kw)\n"
+         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw)\n"
          "        acc += *(const tj_vf16u*)(x + kh*xr + kw*xk + c) * *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
          "    *(tj_vf16u*)(y + c) = acc;\n  }\n"
          "  for (; c < C; ++c) {\n"
          "    float acc = 0;\n"
-         "    for (int kh = 0; kh < KH; ++kh)\n      for (int kw = 0; kw < KW; ++kw) acc += x[kh*xr + kw*xk + c] * w[(kh*KW + kw)*C + c];\n"
+         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw) acc += x[kh*xr + kw*xk + c] * w[(kh*KW + kw)*C + c];\n"
          "    y[c] = acc;\n  }\n}\n\n";
 }
 
@@ -283,22 +286,26 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     return open + body + "        }\n      }\n";
   };
   uses_direct_conv_ = true;
-  const int64_t Hp = pl.Hp, Wp = pl.Wp, row = Wp * C_;
+  const int64_t Hp = pl.Hp, Wp = pl.Wp, row = (G == 1 ? Wp : pl.W) * C_;
   code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
-  // The image with its zero padding: border rows zeroed, then each image row
-  // with its left and right pads (separate loops: see Plane::copy).
-  scratch(Dim(0));
-  out_.scratch_sizes.back() = Dim(Hp * row * 4);
-  code += "    float* xpad = (float*)" + slot(tj_slot_scratch) + ";\n";
   code += "    const float* xb = " + X + " + b*" + S(Sz * C_) + ";\n";
-  if (pl.PH > 0) code += "    for (int64_t i = 0; i < " + S(pl.PH * row) + "; ++i) xpad[i] = 0;\n";
-  if (Hp > pl.PH + pl.H) code += "    for (int64_t i = " + S((pl.PH + pl.H) * row) + "; i < " + S(Hp * row) + "; ++i) xpad[i] = 0;\n";
-  code += "    " + open_parallel(S(pl.H));
-  code += "      float* d = xpad + (tj_part + " + S(pl.PH) + ")*" + S(row) + ";\n      const float* s = xb + tj_part*" + S(pl.W * C_) + ";\n";
-  if (pl.PW > 0) code += "      for (int64_t i = 0; i < " + S(pl.PW * C_) + "; ++i) d[i] = 0;\n";
-  code += "      for (int64_t i = 0; i < " + S(pl.W * C_) + "; ++i) d[" + S(pl.PW * C_) + " + i] = s[i];\n";
-  if (Wp > pl.PW + pl.W) code += "      for (int64_t i = " + S((pl.PW + pl.W) * C_) + "; i < " + S(row) + "; ++i) d[i] = 0;\n";
-  code += "    " + close_parallel();
+  if (G == 1 && pl.padded()) {
+    // The image with its zero padding: border rows zeroed, then each image
+    // row with its left and right pads (separate loops: see Plane::copy).
+    scratch(Dim(0));
+    out_.scratch_sizes.back() = Dim(Hp * row * 4);
+    code += "    float* xpad = (float*)" + slot(tj_slot_scratch) + ";\n";
+    if (pl.PH > 0) code += "    for (int64_t i = 0; i < " + S(pl.PH * row) + "; ++i) xpad[i] = 0;\n";
+    if (Hp > pl.PH + pl.H) code += "    for (int64_t i = " + S((pl.PH + pl.H) * row) + "; i < " + S(Hp * row) + "; ++i) xpad[i] = 0;\n";
+    code += "    " + open_parallel(S(pl.H));
+    code += "      float* d = xpad + (tj_part + " + S(pl.PH) + ")*" + S(row) + ";\n      const float* s = xb + tj_part*" + S(pl.W * C_) + ";\n";
+    if (pl.PW > 0) code += "      for (int64_t i = 0; i < " + S(pl.PW * C_) + "; ++i) d[i] = 0;\n";
+    code += "      for (int64_t i = 0; i < " + S(pl.W * C_) + "; ++i) d[" + S(pl.PW * C_) + " + i] = s[i];\n";
+    if (Wp > pl.PW + pl.W) code += "      for (int64_t i = " + S((pl.PW + pl.W) * C_) + "; i < " + S(row) + "; ++i) d[i] = 0;\n";
+    code += "    " + close_parallel();
+  } else {
+    code += "    const float* xpad = xb;\n";  // no padding (1x1), or depthwise: its taps skip the border
+  }
   const std::string xr = S(pl.DH * row), xk = S(pl.DW * C_);
   if (G == 1) {
     const int64_t pairs = (M + 31) / 32, RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, (kDirectPositions + OW - 1) / OW)), RBs = (pl.OH + RB - 1) / RB;
@@ -329,9 +336,20 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, kDepthwiseOutputs / std::max<int64_t>(1, OW * C_))), RBs = (pl.OH + RB - 1) / RB;
   code += "    " + open_parallel(S(RBs));
   code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
-  code += "      for (int64_t oh = r0; oh < r1; ++oh)\n        for (int64_t ow = 0; ow < " + S(OW) + "; ++ow)\n";
-  code += "          tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ">(xpad + oh*" + S(pl.SH * row) + " + ow*" + S(pl.SW * C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " +
-          S(C_) + ", " + Y + " + ((b*" + S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M) + ");\n";
+  // Per output position the window's first tap (ih0, iw0), which may lie in
+  // the padding; the taps inside the image are [kh0, kh1) x [kw0, kw1).
+  auto range = [&](const std::string& o, int64_t s_, int64_t p_, int64_t d_, int64_t k_, int64_t n_, const std::string& v) {
+    return "        const int64_t " + v + "i = " + o + "*" + S(s_) + " - " + S(p_) + ";\n        const int " + v + "0 = " + v + "i >= 0 ? 0 : (int)((-" + v + "i + " +
+           S(d_ - 1) + ")/" + S(d_) + "), " + v + "1 = (int)std::min<int64_t>(" + S(k_) + ", " + v + "i >= " + S(n_) + " ? 0 : (" + S(n_ - 1) + " - " + v +
+           "i)/" + S(d_) + " + 1);\n";
+  };
+  const std::string at = "xpad + (khi*" + S(pl.W) + " + kwi)*" + S(C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + Y + " + ((b*" +
+                         S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M);
+  code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh");
+  code += "      for (int64_t ow = 0; ow < " + S(OW) + "; ++ow) {\n" + range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw");
+  code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && kw0 == 0 && kw1 == " + S(pl.KW) + ") tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", true>(" + at +
+          ", 0, 0, 0, 0);\n";
+  code += "        else tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", false>(" + at + ", kh0, kh1, kw0, kw1);\n      }\n      }\n";
   if (epilogue) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
   code += "    " + close_parallel() + "  }\n";
   return code;

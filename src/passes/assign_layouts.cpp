@@ -1,0 +1,127 @@
+// assign_layouts: convolutions over 2 spatial dims that have a channels-last
+// kernel (f32, constant weights, one group or depthwise; see
+// codegen/cpp/kernels/conv.cpp) take the channels-last form, and the values
+// between them follow, so that a chain of convolutions, activations,
+// residual adds, squeeze-excitation scales and global pools stays channels
+// last, with reorders only at its boundaries (XLA's layout assignment, as a
+// rewrite of the graph: a layout is a permutation of a value's dims).
+//
+// Each value v may get a channels-last twin ([N, H, W, C] for [N, C, H, W];
+// [N, L, C] for [N, C, L]); v itself becomes the twin permuted back, a view
+// that only consumers left channels first read (through their own strided
+// reads, or a copy where they need one). Rules, per node:
+//   conv, eligible     conv{channels_last} of its input's twin (the input
+//                      permuted, where it has none: a reorder);
+//   elementwise        of rank 3 or 4, every operand of that rank or a
+//                      scalar, some operand with a twin: the op on the
+//                      operands' twins (broadcast operands permuted, views);
+//   reshape            [N, C, H, W] -> [N, C, H*W] of a value with a twin:
+//                      the twin [N, H*W, C]; a reshape of a value whose
+//                      spatial dims are all 1 reads the twin alike (same
+//                      order);
+//   reduction          over spatial axes only, of a value with a twin: over
+//                      the twin's axes (keepdim: a twin; all spatial axes
+//                      dropped: [N, C], the same values);
+//   anything else      reads the values channels first.
+// The same values in the same order of operations, so bit-exact.
+#include <algorithm>
+
+#include "ir/layout.h"
+#include "ir/rewriter.h"
+#include "passes/passes.h"
+
+namespace tj {
+
+namespace {
+
+bool eligible(const Graph& g, const Node& n) {
+  if (n.op != Op::conv || n.type.dtype != DType::f32 || n.type.rank() != 4 || n.attr_bool("channels_last")) return false;
+  const Node& w = g.node(n.inputs[1]);
+  if (w.op != Op::constant || w.const_data()->size() <= 1) return false;
+  const int64_t groups = n.attr_int("groups");
+  return groups == 1 || (w.type.shape[0] == Dim(groups) && w.type.shape[1] == Dim(1));
+}
+
+// The node's attributes with `name` set to `value`.
+std::vector<AttrValue> with_attr(const Node& n, const char* name, AttrValue value) {
+  std::vector<AttrValue> a = n.attrs;
+  for (size_t i = 0; i < n.def().attrs.size(); ++i)
+    if (std::string_view(n.def().attrs[i].name) == name) a[i] = std::move(value);
+  return a;
+}
+
+bool is_reduction(Op op) { return op == Op::sum || op == Op::mean || op == Op::amax; }
+
+}  // namespace
+
+bool assign_layouts(Graph& g, const PassOptions&) {
+  bool any = false;
+  for (const Node& n : g.nodes()) any |= eligible(g, n);
+  if (!any) return false;
+  Rewriter rw(g);
+  Graph& out = rw.out();
+  std::vector<ValueId> twin(g.size(), -1);  // per old value: its channels-last form in `out`
+  auto permute = [&](ValueId v, std::vector<int64_t> perm) { return out.add(Op::permute, {v}, {{"perm", std::move(perm)}}); };
+  // Old value v channels last in `out`: its twin, or v permuted.
+  auto last_of = [&](ValueId v) {
+    if (twin[static_cast<size_t>(v)] >= 0) return twin[static_cast<size_t>(v)];
+    const int64_t r = g.type(v).rank();
+    return r == 0 ? rw.map(v) : permute(rw.map(v), channels_last_perm(r));
+  };
+  // Records y as v's twin; v itself is y permuted back.
+  auto as_twin = [&](ValueId v, ValueId y) {
+    twin[static_cast<size_t>(v)] = y;
+    return permute(y, channels_first_perm(out.type(y).rank()));
+  };
+  g = rw.run([&](ValueId v) -> ValueId {
+    const Node& n = g.node(v);
+    const int64_t r = n.type.rank();
+    auto has_twin = [&](ValueId u) { return twin[static_cast<size_t>(u)] >= 0; };
+    if (eligible(g, n)) {
+      std::vector<ValueId> ins = rw.map_all(n.inputs);
+      ins[0] = last_of(n.inputs[0]);
+      return as_twin(v, out.add_raw(Op::conv, ins, with_attr(n, "channels_last", true)));
+    }
+    if (n.def().category == OpCategory::elementwise && (r == 3 || r == 4) && !n.inputs.empty()) {
+      bool fits = true, some = false;
+      for (ValueId u : n.inputs) {
+        const int64_t ur = g.type(u).rank();
+        fits &= ur == r || ur == 0;
+        some |= has_twin(u);
+      }
+      if (fits && some) {
+        std::vector<ValueId> ins;
+        for (ValueId u : n.inputs) ins.push_back(last_of(u));
+        return as_twin(v, out.add_raw(n.op, ins, n.attrs));
+      }
+      return Rewriter::kCopy;
+    }
+    if (n.op == Op::reshape && has_twin(n.inputs[0])) {
+      const Shape& is = g.type(n.inputs[0]).shape;
+      const Shape& os = n.type.shape;
+      const ValueId t = twin[static_cast<size_t>(n.inputs[0])];
+      if (is.size() == 4 && os.size() == 3 && os[0] == is[0] && os[1] == is[1] && os[2] == is[2] * is[3])
+        return as_twin(v, out.add(Op::reshape, {t}, {{"shape", Shape{is[0], is[2] * is[3], is[1]}}}));
+      bool ones = true;  // every spatial dim 1: the twin holds the values in the same order
+      for (size_t i = 2; i < is.size(); ++i) ones &= is[i] == Dim(1);
+      if (ones) return out.add(Op::reshape, {t}, {{"shape", os}});
+      return Rewriter::kCopy;
+    }
+    if (is_reduction(n.op) && has_twin(n.inputs[0])) {
+      const int64_t ir = g.type(n.inputs[0]).rank();
+      std::vector<int64_t> axes = n.attr_ints("axes"), mapped;
+      for (int64_t& a : axes) a = a < 0 ? a + ir : a;
+      if (std::any_of(axes.begin(), axes.end(), [](int64_t a) { return a < 2; })) return Rewriter::kCopy;
+      for (int64_t a : axes) mapped.push_back(a - 1);
+      const bool keep = n.attr_bool("keepdim");
+      if (!keep && static_cast<int64_t>(axes.size()) != ir - 2) return Rewriter::kCopy;
+      const ValueId t = twin[static_cast<size_t>(n.inputs[0])];
+      const ValueId y = out.add_raw(n.op, {t}, with_attr(n, "axes", mapped));
+      return keep ? as_twin(v, y) : y;  // all spatial axes dropped: [N, C] either way
+    }
+    return Rewriter::kCopy;
+  });
+  return true;
+}
+
+}  // namespace tj
