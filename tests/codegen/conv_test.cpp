@@ -115,7 +115,12 @@ double compiled_against_interpreter(const Case& c, DType dt, std::string* source
   Bindings all = in;
   for (const auto& [k, v] : params) all[k] = v;
   auto want = interpret(g, all, {DType::f64});
-  Executable exe = tj::compile(g, params);
+  // Channels first stays channels first: the kernels under test are those
+  // (assign_layouts would take the 2-D ones channels last).
+  CompileOptions co;
+  for (const std::string& p : default_pipeline(true))
+    if (p != "assign_layouts") co.passes.push_back(p);
+  Executable exe = tj::compile(g, params, co);
   EXPECT_TRUE(exe.stats().compiled);
   // On the CPU each convolution is one kernel with its epilogue: nothing of
   // the window form is left.
