@@ -8,6 +8,7 @@
 #include "compiler/program_cache.h"
 #include "memory/lifetimes.h"
 #include "passes/pipeline.h"
+#include "ir/layout.h"
 #include "ir/rewriter.h"
 #include "passes/specialize.h"
 #include "runtime/gemm.h"

@@ -1,11 +1,13 @@
-// Channels-last layouts: conv's channels_last form reads [N, d.., C] and
-// writes [N, o.., M] (ir/ops/conv.cpp); assign_layouts (passes) chooses it.
-// The permutations between a rank-r value's channels-first form
-// [N, C, d..] and its channels-last form [N, d.., C].
+// Layouts of values and weights. Channels last: conv's channels_last form
+// reads [N, d.., C] and writes [N, o.., M] (ir/ops/conv.cpp); assign_layouts
+// (passes) chooses it. The permutations between a rank-r value's
+// channels-first form [N, C, d..] and its channels-last form [N, d.., C].
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "ir/graph.h"
 
 namespace tj {
 
@@ -23,5 +25,12 @@ inline std::vector<int64_t> channels_last_perm(int64_t r) {
   p.push_back(1);
   return p;
 }
+
+// The constant behind pack_conv_weights' views of conv weights w, or -1:
+// Wp [ceil(M/16), C, k.., 16] (one group), or Wt [taps, C] (channels-last
+// depthwise). A param the program cache made of the constant counts too.
+// The C++ conv kernels read these constants directly.
+ValueId packed_conv_blocks(const Graph& g, ValueId w);
+ValueId packed_conv_taps(const Graph& g, ValueId w);
 
 }  // namespace tj

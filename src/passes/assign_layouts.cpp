@@ -15,6 +15,9 @@
 //   elementwise        of rank 3 or 4, every operand of that rank or a
 //                      scalar, some operand with a twin: the op on the
 //                      operands' twins (broadcast operands permuted, views);
+//   concat, slice      of rank 3 or 4, some operand with a twin: along the
+//                      twin's axis (a max pool's padding and windows, a
+//                      dense block's concatenated channels);
 //   reshape            [N, C, H, W] -> [N, C, H*W] of a value with a twin:
 //                      the twin [N, H*W, C]; a reshape of a value whose
 //                      spatial dims are all 1 reads the twin alike (same
@@ -95,6 +98,16 @@ bool assign_layouts(Graph& g, const PassOptions&) {
         return as_twin(v, out.add_raw(n.op, ins, n.attrs));
       }
       return Rewriter::kCopy;
+    }
+    if ((n.op == Op::concat || n.op == Op::slice) && (r == 3 || r == 4)) {
+      bool fits = true, some = false;
+      for (ValueId u : n.inputs) fits &= g.type(u).rank() == r, some |= has_twin(u);
+      if (!fits || !some) return Rewriter::kCopy;
+      int64_t a = n.attr_int("axis");
+      a = a < 0 ? a + r : a;
+      std::vector<ValueId> ins;
+      for (ValueId u : n.inputs) ins.push_back(last_of(u));
+      return as_twin(v, out.add_raw(n.op, ins, with_attr(n, "axis", a == 0 ? 0 : a == 1 ? r - 1 : a - 1)));
     }
     if (n.op == Op::reshape && has_twin(n.inputs[0])) {
       const Shape& is = g.type(n.inputs[0]).shape;

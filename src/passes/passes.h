@@ -30,11 +30,6 @@ bool fold_norm_weights(Graph& g, const PassOptions& o);  // reassociates: ~1 ulp
 bool fold_conv_affine(Graph& g, const PassOptions& o);   // reassociates: ~1 ulp
 bool assign_layouts(Graph& g, const PassOptions& o);     // bit-exact: convolutions and the values between them channels last
 bool pack_conv_weights(Graph& g, const PassOptions& o);  // bit-exact: conv weights stored 16 output channels side by side
-// The constant behind pack_conv_weights' views of conv weights w, or -1:
-// Wp [ceil(M/16), C, k.., 16] (one group), or Wt [taps, C] (channels-last
-// depthwise). A param the program cache made of the constant counts too.
-ValueId packed_conv_blocks(const Graph& g, ValueId w);
-ValueId packed_conv_taps(const Graph& g, ValueId w);
 bool merge_matmuls(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter
 bool match_attention(Graph& g, const PassOptions& o);    // reassociates: ~1 ulp
 bool quantize_weights(Graph& g, const PassOptions& o);   // changes values: the weights' format

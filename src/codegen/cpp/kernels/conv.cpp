@@ -40,7 +40,7 @@
 
 #include <algorithm>
 
-#include "passes/passes.h"
+#include "ir/layout.h"
 #include "tensorjit/error.h"
 
 namespace tj::cpp {
