@@ -12,8 +12,8 @@
 // reads, or a copy where they need one). Rules, per node:
 //   conv, eligible     conv{channels_last} of its input's twin (the input
 //                      permuted, where it has none: a reorder);
-//   elementwise        of rank 3 or 4, every operand of that rank or a
-//                      scalar, some operand with a twin: the op on the
+//   elementwise        (and silu, gelu) of rank 3 or 4, every operand of
+//                      that rank or a scalar, some operand with a twin: the op on the
 //                      operands' twins (broadcast operands permuted, views);
 //   concat, slice      of rank 3 or 4, some operand with a twin: along the
 //                      twin's axis (a max pool's padding and windows, a
@@ -55,6 +55,12 @@ std::vector<AttrValue> with_attr(const Node& n, const char* name, AttrValue valu
 
 bool is_reduction(Op op) { return op == Op::sum || op == Op::mean || op == Op::amax; }
 
+// Elementwise, or a composite of one operand computed per element (the
+// torch frontend's silu and gelu, decomposed later).
+bool per_element(const Node& n) {
+  return n.def().category == OpCategory::elementwise || n.op == Op::silu || n.op == Op::gelu;
+}
+
 }  // namespace
 
 bool assign_layouts(Graph& g, const PassOptions&) {
@@ -85,7 +91,7 @@ bool assign_layouts(Graph& g, const PassOptions&) {
       ins[0] = last_of(n.inputs[0]);
       return as_twin(v, out.add_raw(Op::conv, ins, with_attr(n, "channels_last", true)));
     }
-    if (n.def().category == OpCategory::elementwise && (r == 3 || r == 4) && !n.inputs.empty()) {
+    if (per_element(n) && (r == 3 || r == 4) && !n.inputs.empty()) {
       bool fits = true, some = false;
       for (ValueId u : n.inputs) {
         const int64_t ur = g.type(u).rank();
