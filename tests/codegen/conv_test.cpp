@@ -256,6 +256,9 @@ TEST(ConvOp, ClearErrors) {
   EXPECT_NE(message(head + "param %w : f32[4,6,3]\n%y = conv(%x, %w) : f32[1,4,6]\nreturn %y\n").find("must be [N, C, d..]"), std::string::npos);
   EXPECT_NE(message(head + "param %w : f32[4,6,3,3]\n%y = conv(%x, %w) {stride=[1]} : f32[1,4,6,6]\nreturn %y\n").find("stride has 1 values"),
             std::string::npos);
+  // A layout mismatch: channels-first data given to a channels-last conv.
+  const std::string cl = message(head + "param %w : f32[4,6,3,3]\n%y = conv(%x, %w) {channels_last=true} : f32[1,6,6,4]\nreturn %y\n");
+  EXPECT_NE(cl.find("input channels 8 (of f32[1,6,8,8], [N, d.., C] (channels last)) and weights f32[4,6,3,3] do not match"), std::string::npos) << cl;
 }
 
 }  // namespace

@@ -43,18 +43,20 @@ Type infer_conv(InferCtx& c) {
   Type xl = c.in[0];
   if (last && xl.rank() >= 3) xl.shape = permuted(xl.shape, channels_first_perm(xl.rank()));
   const Type &x = xl, &w = c.in[1];
+  // What the messages show: the input as given, and the layout it must have.
+  const std::string given = c.in[0].str(), form = last ? "[N, d.., C] (channels last)" : "[N, C, d..]";
   if (!is_float(x.dtype)) c.fail("conv of " + std::string(dtype_name(x.dtype)) + ": floating point only");
-  if (w.dtype != x.dtype) c.fail("conv: weights " + w.str() + " differ in dtype from the input " + x.str());
+  if (w.dtype != x.dtype) c.fail("conv: weights " + w.str() + " differ in dtype from the input " + given);
   if (w.rank() < 3) c.fail("conv: the weights must be [M, C/groups, k..] with at least one spatial dim, got " + w.str());
   const size_t k = static_cast<size_t>(w.rank() - 2);
-  if (static_cast<size_t>(x.rank()) != k + 2) c.fail("conv: the input " + x.str() + " must be [N, C, d..] for the weights " + w.str());
+  if (static_cast<size_t>(x.rank()) != k + 2) c.fail("conv: the input " + given + " must be " + form + " for the weights " + w.str());
   for (int i = 1; i < x.rank(); ++i)
-    if (!x.shape[static_cast<size_t>(i)].is_const()) c.fail("conv: the input " + x.str() + " needs static channels and spatial dims");
+    if (!x.shape[static_cast<size_t>(i)].is_const()) c.fail("conv: the input " + given + " needs static channels and spatial dims");
   for (const Dim& d : w.shape)
     if (!d.is_const()) c.fail("conv: the weights " + w.str() + " need static dims");
   const int64_t groups = c.attr<int64_t>("groups"), ch = x.shape[1].value(), m = w.shape[0].value();
   if (groups < 1 || ch % groups != 0 || m % groups != 0 || w.shape[1].value() * groups != ch)
-    c.fail("conv: input channels " + std::to_string(ch) + " and weights " + w.str() + " do not match groups " + std::to_string(groups) +
+    c.fail("conv: input channels " + std::to_string(ch) + " (of " + given + ", " + form + ") and weights " + w.str() + " do not match groups " + std::to_string(groups) +
            " (the groups must divide both channel counts, and the weights hold C/groups input channels)");
   if (c.in.size() > 2) {
     const Type& b = c.in[2];
