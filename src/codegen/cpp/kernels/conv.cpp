@@ -307,6 +307,37 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "    const float* xpad = xb;\n";  // no padding (1x1), or depthwise: its taps skip the border
   }
   const std::string xr = S(pl.DH * row), xk = S(pl.DW * C_);
+  const bool flat = G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded() && P >= 2 * kTilePositions;
+  if (flat) {
+    // 1x1, stride 1, no padding: the positions are one run, x's C apart and
+    // y's M: parts of at least kDirectPositions of them (or all) by 32
+    // channels, tiles of 12 positions across the rows (a 7x7 image is 49
+    // positions, not 7 rows of 7), the last one of a part ending at the
+    // part's end.
+    const int64_t pairs = (M + 31) / 32, blocks = std::max<int64_t>(1, P / kDirectPositions), wb = C_ * 16;
+    const int64_t last = M - 32 * (pairs - 1);
+    const bool two = pairs > 1 || last > 16, one = last <= 16;
+    code += "    " + open_parallel(S(pairs * blocks));
+    code += "      const int64_t pr = tj_part / " + S(blocks) + ", blk = tj_part % " + S(blocks) + ";\n";
+    code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
+    code += "      const int64_t m0 = pr*32, valid = std::min<int64_t>(32, " + S(M) + " - m0);\n";
+    code += "      const float* wp = " + Wp_ + " + pr*2*" + S(wb) + ";\n";
+    code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
+    auto tiles = [&](int nv) {
+      const int64_t np = nv == 2 ? kTilePositions : 2 * kTilePositions;
+      return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
+             ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1>(xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, " + S(wb) + ", " +
+             S(C_) + ", yb + at*" + S(M) + ", " + S(M) + ", valid);\n        }\n";
+    };
+    // Every part holds at least 2*kTilePositions positions, so a tile moved
+    // back to end at q1 stays within its part (its neighbour's epilogue may
+    // already have run).
+    if (two && one) code += "      if (valid > 16) {\n" + tiles(2) + "      } else {\n" + tiles(1) + "      }\n";
+    else code += tiles(two ? 2 : 1);
+    if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "q0", "q1") + "      }\n";
+    code += "    " + close_parallel() + "  }\n";
+    return code;
+  }
   if (G == 1) {
     const int64_t pairs = (M + 31) / 32, RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, (kDirectPositions + OW - 1) / OW)), RBs = (pl.OH + RB - 1) / RB;
     const std::string wb = S(C_ * pl.KH * pl.KW * 16);
