@@ -64,6 +64,8 @@ const std::vector<Case>& cases() {
       {"grouped, row blocks", {1, 8, 28, 30}, {16, 2, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 4, false, "relu"},
       {"many channels, few positions", {1, 128, 3, 3}, {256, 128, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, false, "relu"},
       {"1x1, positions in two parts", {1, 8, 20, 55}, {36, 8, 1, 1}, {}, {}, {}, {}, 1, true, "scale"},
+      {"depthwise, 84 channels", {1, 84, 9, 10}, {84, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 84, true, "relu"},
+      {"depthwise 5x5 stride 2, 36 channels", {2, 36, 11, 12}, {36, 1, 5, 5}, {2, 2}, {}, {2, 2}, {2, 2}, 36, false, "residual"},
       // Few channels times taps, rows of at least a vector: vectors over positions.
       {"row form: stem, stride 2, a tail tile", {1, 3, 40, 70}, {20, 3, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, true, "scale"},
       {"row form: dilated, two channel parts", {1, 2, 5, 101}, {40, 2, 3, 5}, {1, 1}, {1, 2}, {1, 2}, {1, 2}, 1, false, "residual"},

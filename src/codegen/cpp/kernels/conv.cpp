@@ -56,6 +56,7 @@ constexpr int64_t kFlatPositions = 64;       // a 1x1 convolution with this many
 constexpr int64_t kDepthwiseOutputs = 4096;  // outputs per part of a depthwise convolution, at least
 constexpr int64_t kRowFormTaps = 64;  // input channels x taps below which the direct form takes vectors over positions
 constexpr int64_t kRowSlack = 128;    // floats past the padded planes the row form may read
+constexpr int64_t kDwRun = 4;         // positions a channels-last depthwise conv computes together inside the image
 
 std::string S(int64_t v) { return std::to_string(v); }
 
@@ -238,7 +239,30 @@ std::string Emitter::direct_conv_helpers() {
          "  for (; c < C; ++c) {\n"
          "    float acc = 0;\n"
          "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw) acc += x[kh*xr + kw*xk + c] * w[(kh*KW + kw)*C + c];\n"
-         "    y[c] = acc;\n  }\n}\n\n";
+         "    y[c] = acc;\n  }\n}\n"
+         // The same for NP positions of a row, xs floats apart in x and M in
+         // y, every tap inside the image: each weight vector serves NP positions.
+         "template <int KH, int KW, int NP>\n"
+         "static inline void tj_dw_cl_run(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M) {\n"
+         "  int64_t c = 0;\n"
+         "  for (; c + 64 <= C; c += 64) {\n"
+         "    tj_vf16 acc[NP][4] = {};\n"
+         "    for (int kh = 0; kh < KH; ++kh)\n#pragma GCC unroll 8\n      for (int kw = 0; kw < KW; ++kw) {\n"
+         "        const float* wp = w + (kh*KW + kw)*C + c;\n        const float* xp = x + kh*xr + kw*xk + c;\n"
+         "        tj_vf16 wv[4];\n        for (int v = 0; v < 4; ++v) wv[v] = *(const tj_vf16u*)(wp + 16*v);\n"
+         "        for (int p = 0; p < NP; ++p)\n          for (int v = 0; v < 4; ++v) acc[p][v] += *(const tj_vf16u*)(xp + p*xs + 16*v) * wv[v];\n      }\n"
+         "    for (int p = 0; p < NP; ++p)\n      for (int v = 0; v < 4; ++v) *(tj_vf16u*)(y + p*M + c + 16*v) = acc[p][v];\n  }\n"
+         "  for (; c + 16 <= C; c += 16) {\n"
+         "    tj_vf16 acc[NP] = {};\n"
+         "    for (int kh = 0; kh < KH; ++kh)\n      for (int kw = 0; kw < KW; ++kw) {\n"
+         "        const tj_vf16 wv = *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
+         "        for (int p = 0; p < NP; ++p) acc[p] += *(const tj_vf16u*)(x + p*xs + kh*xr + kw*xk + c) * wv;\n      }\n"
+         "    for (int p = 0; p < NP; ++p) *(tj_vf16u*)(y + p*M + c) = acc[p];\n  }\n"
+         "  for (int p = 0; p < NP; ++p)\n"
+         "    for (int64_t cc = c; cc < C; ++cc) {\n"
+         "      float acc = 0;\n"
+         "      for (int kh = 0; kh < KH; ++kh)\n        for (int kw = 0; kw < KW; ++kw) acc += x[p*xs + kh*xr + kw*xk + cc] * w[(kh*KW + kw)*C + cc];\n"
+         "      y[p*M + cc] = acc;\n    }\n}\n\n";
 }
 
 // Channels last (x [N, d.., C], y [N, o.., M]), f32, at most 2 spatial
@@ -376,11 +400,22 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   };
   const std::string at = "xpad + (khi*" + S(pl.W) + " + kwi)*" + S(C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + Y + " + ((b*" +
                          S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M);
+  // The output columns whose windows are inside the image, [lo, hi): in a
+  // row whose taps are all inside too, they go kDwRun at a time.
+  const int64_t lo = (pl.PW + pl.SW - 1) / pl.SW, hi = std::max(lo, std::min(OW, (pl.W - 1 + pl.PW - (pl.KW - 1) * pl.DW) / pl.SW + 1));
   code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh");
-  code += "      for (int64_t ow = 0; ow < " + S(OW) + "; ++ow) {\n" + range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw");
+  code += "      for (int64_t ow = 0; ow < " + S(OW) + "; ) {\n";
+  if (hi - lo >= kDwRun) {
+    code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && ow >= " + S(lo) + " && ow + " + S(kDwRun) + " <= " + S(hi) + ") {\n";
+    code += "          tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(kDwRun) + ">(xpad + ((oh*" + S(pl.SH) + " - " + S(pl.PH) + ")*" + S(pl.W) + " + ow*" +
+            S(pl.SW) + " - " + S(pl.PW) + ")*" + S(C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + Y + " + ((b*" +
+            S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M) + ", " + S(M) + ");\n";
+    code += "          ow += " + S(kDwRun) + ";\n          continue;\n        }\n";
+  }
+  code += range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw");
   code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && kw0 == 0 && kw1 == " + S(pl.KW) + ") tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", true>(" + at +
           ", 0, 0, 0, 0);\n";
-  code += "        else tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", false>(" + at + ", kh0, kh1, kw0, kw1);\n      }\n      }\n";
+  code += "        else tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", false>(" + at + ", kh0, kh1, kw0, kw1);\n        ++ow;\n      }\n      }\n";
   if (epilogue) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
   code += "    " + close_parallel() + "  }\n";
   return code;
