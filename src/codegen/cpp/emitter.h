@@ -149,9 +149,8 @@ class Emitter : public codegen::ValueReader {
   std::string dense_operand(ValueId x, std::string* code);
   std::string conv_body(const Kernel& K);
   std::string conv_channels_last_body(const Kernel& K);
-  ValueId packed_conv_weights(ValueId w) const;
-  ValueId taps_first_weights(ValueId w) const;
-  static std::string direct_conv_helpers();
+  static std::string direct_conv_helpers();         // kernels/conv.cpp
+  static std::string channels_last_conv_helpers();  // kernels/conv_channels_last.cpp
 
   // ---- kernels/attention.cpp
   // What one flash_attn asks beyond plain attention: the element type, a

@@ -1,0 +1,239 @@
+// The C++ emitter's channels-last convolution kernels (conv's channels_last
+// form, chosen by passes/assign_layouts.cpp; KernelKind::conv), beside the
+// channels-first ones of conv.cpp.
+#include <algorithm>
+
+#include "codegen/cpp/emitter.h"
+#include "codegen/cpp/kernels/conv_common.h"
+#include "ir/layout.h"
+#include "tensorjit/error.h"
+
+namespace tj::cpp {
+
+using namespace conv_kernels;
+
+// The register tiles and depthwise rows the channels-last form calls
+// (direct_conv_helpers appends them to the prelude).
+std::string Emitter::channels_last_conv_helpers() {
+  return ""
+         // Channels last: NP output positions (xs floats apart in x) by NV
+         // vectors of 16 output channels, stored as whole vectors at y + p*ym
+         // (the lanes below `valid` of the tile's channels).
+         "template <int NP, int NV, int KH, int KW>\n"
+         "static inline void tj_conv_tile_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wb, int64_t C, float* y,\n"
+         "                                   int64_t ym, int64_t valid) {\n"
+         "  tj_vf16 acc[NP][NV];\n"
+         "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) acc[p][v] = tj_vf16{};\n"
+         "  for (int kh = 0; kh < KH; ++kh)\n    for (int kw = 0; kw < KW; ++kw) {\n"
+         "      const float* xk_ = x + kh*xr + kw*xk;\n      const float* wk = w + (kh*KW + kw)*16;\n"
+         "      for (int64_t c = 0; c < C; ++c) {\n"
+         "        tj_vf16 wv[NV];\n"
+         "        for (int v = 0; v < NV; ++v) wv[v] = *(const tj_vf16u*)(wk + c*(KH*KW*16) + v*wb);\n"
+         "#pragma GCC unroll 24\n"
+         "        for (int p = 0; p < NP; ++p) {\n"
+         "          const float xv = xk_[p*xs + c];\n"
+         "          for (int v = 0; v < NV; ++v) acc[p][v] += xv*wv[v];\n"
+         "        }\n      }\n    }\n"
+         "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) {\n"
+         "      float* yp = y + p*ym + 16*v;\n"
+         "      if (16*(v + 1) <= valid) *(tj_vf16u*)yp = acc[p][v];\n"
+         "      else for (int64_t l = 0; l < valid - 16*v; ++l) yp[l] = acc[p][v][l];\n    }\n}\n"
+         // Channels last, depthwise: one output position, every channel,
+         // vectors of channels; w is taps first [KH*KW, C]; x at the window's
+         // first tap. The taps [kh0, kh1) x [kw0, kw1) are inside the image
+         // (all of them but at its border: FULL).
+         "template <int KH, int KW, bool FULL>\n"
+         "static inline void tj_dw_cl(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int kh0, int kh1, int kw0, int kw1) {\n"
+         "  if constexpr (FULL) kh0 = 0, kh1 = KH, kw0 = 0, kw1 = KW;\n"
+         "  int64_t c = 0;\n"
+         "  for (; c + 64 <= C; c += 64) {\n"
+         "    tj_vf16 acc[4] = {};\n"
+         "    for (int kh = kh0; kh < kh1; ++kh)\n#pragma GCC unroll 8\n      for (int kw = kw0; kw < kw1; ++kw) {\n"
+         "        const float* xp = x + kh*xr + kw*xk + c;\n        const float* wp = w + (kh*KW + kw)*C + c;\n"
+         "        for (int v = 0; v < 4; ++v) acc[v] += *(const tj_vf16u*)(xp + 16*v) * *(const tj_vf16u*)(wp + 16*v);\n      }\n"
+         "    for (int v = 0; v < 4; ++v) *(tj_vf16u*)(y + c + 16*v) = acc[v];\n  }\n"
+         "  for (; c + 16 <= C; c += 16) {\n"
+         "    tj_vf16 acc = {};\n"
+         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw)\n"
+         "        acc += *(const tj_vf16u*)(x + kh*xr + kw*xk + c) * *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
+         "    *(tj_vf16u*)(y + c) = acc;\n  }\n"
+         "  for (; c < C; ++c) {\n"
+         "    float acc = 0;\n"
+         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw) acc += x[kh*xr + kw*xk + c] * w[(kh*KW + kw)*C + c];\n"
+         "    y[c] = acc;\n  }\n}\n"
+         // The same for NP positions of a row, xs floats apart in x and M in
+         // y, every tap inside the image: each weight vector serves NP positions.
+         "template <int KH, int KW, int NP>\n"
+         "static inline void tj_dw_cl_run(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M) {\n"
+         "  int64_t c = 0;\n"
+         "  for (; c + 64 <= C; c += 64) {\n"
+         "    tj_vf16 acc[NP][4] = {};\n"
+         "    for (int kh = 0; kh < KH; ++kh)\n#pragma GCC unroll 8\n      for (int kw = 0; kw < KW; ++kw) {\n"
+         "        const float* wp = w + (kh*KW + kw)*C + c;\n        const float* xp = x + kh*xr + kw*xk + c;\n"
+         "        tj_vf16 wv[4];\n        for (int v = 0; v < 4; ++v) wv[v] = *(const tj_vf16u*)(wp + 16*v);\n"
+         "        for (int p = 0; p < NP; ++p)\n          for (int v = 0; v < 4; ++v) acc[p][v] += *(const tj_vf16u*)(xp + p*xs + 16*v) * wv[v];\n      }\n"
+         "    for (int p = 0; p < NP; ++p)\n      for (int v = 0; v < 4; ++v) *(tj_vf16u*)(y + p*M + c + 16*v) = acc[p][v];\n  }\n"
+         "  for (; c + 16 <= C; c += 16) {\n"
+         "    tj_vf16 acc[NP] = {};\n"
+         "    for (int kh = 0; kh < KH; ++kh)\n      for (int kw = 0; kw < KW; ++kw) {\n"
+         "        const tj_vf16 wv = *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
+         "        for (int p = 0; p < NP; ++p) acc[p] += *(const tj_vf16u*)(x + p*xs + kh*xr + kw*xk + c) * wv;\n      }\n"
+         "    for (int p = 0; p < NP; ++p) *(tj_vf16u*)(y + p*M + c) = acc[p];\n  }\n"
+         "  for (int p = 0; p < NP; ++p)\n"
+         "    for (int64_t cc = c; cc < C; ++cc) {\n"
+         "      float acc = 0;\n"
+         "      for (int kh = 0; kh < KH; ++kh)\n        for (int kw = 0; kw < KW; ++kw) acc += x[p*xs + kh*xr + kw*xk + cc] * w[(kh*KW + kw)*C + cc];\n"
+         "      y[p*M + cc] = acc;\n    }\n}\n\n";
+}
+
+// Channels last (x [N, d.., C], y [N, o.., M]), f32, at most 2 spatial
+// dims, weights packed (pack_conv_weights): the input copied once with its
+// zero padding into scratch [Hp, Wp, C]; then either the direct form's
+// tiles of up to 12 positions by 32 channels, stored as whole vectors of
+// the positions' channels (no transposition), or, depthwise, each output
+// position's channels as vectors (tj_dw_cl). The epilogue runs over each
+// part's positions with the channels innermost.
+std::string Emitter::conv_channels_last_body(const Kernel& K) {
+  const ValueId cv = K.ops[0];
+  const Node& n = g_.node(cv);
+  const auto sx = shape(n.inputs[0]), sw = shape(n.inputs[1]), so = shape(cv);
+  const size_t k = sw.size() - 2;
+  const int64_t G = n.attr_int("groups"), C_ = sx.back().value(), M = sw[0].value();
+  const ValueId packed = G == 1 ? packed_conv_blocks(g_, n.inputs[1]) : packed_conv_taps(g_, n.inputs[1]);
+  if (T(cv) != "float" || k > 2 || packed < 0) throw Error("code generation: a channels-last conv of this form (the driver lowers it to windows)");
+  std::vector<int64_t> in, ker, out;
+  for (size_t i = 0; i < k; ++i) in.push_back(sx[i + 1].value()), ker.push_back(sw[i + 2].value()), out.push_back(so[i + 1].value());
+  const Plane pl(in, ker, out, n.attr_ints("stride"), n.attr_ints("pad_begin"), n.attr_ints("dilation"));
+  const int64_t OW = pl.OW, P = pl.OH * OW, Sz = pl.H * pl.W;
+  std::string code;
+  const std::string X = dense_operand(n.inputs[0], &code), B = n.inputs.size() > 2 ? dense_operand(n.inputs[2], &code) : "";
+  const std::string Nn = C(so[0]), Y = ptr(cv), Wp_ = ptr(packed);
+  const bool epilogue = !B.empty() || K.ops.size() > 1;
+  // The epilogue over channels [m0, m1) at output positions [q0, q1) of image b.
+  auto epilogue_over = [&](const std::string& m0, const std::string& m1, const std::string& q0, const std::string& q1) {
+    if (!epilogue) return std::string();
+    Idx iv{"b"};
+    std::string open = "      for (int64_t q = " + q0 + "; q < " + q1 + "; ++q) {\n";
+    if (k == 2) open += "        const int64_t o0 = q / " + S(OW) + ", ow = q % " + S(OW) + ";\n", iv.push_back("o0");
+    else open += "        const int64_t ow = q;\n";
+    iv.push_back("ow"), iv.push_back("mc");
+    open += "#pragma omp simd\n        for (int64_t mc = " + m0 + "; mc < " + m1 + "; ++mc) {\n";
+    local_.clear();
+    std::string body;
+    const std::string at = "((b*" + S(P) + " + q)*" + S(M) + " + mc)";
+    if (!B.empty()) {
+      body += "          const float v" + S(cv) + " = " + Y + "[" + at + "] + " + B + "[mc];\n";
+      if (std::find(K.outputs.begin(), K.outputs.end(), cv) != K.outputs.end()) body += "          " + Y + "[" + at + "] = v" + S(cv) + ";\n";
+      local_[cv] = "v" + S(cv);
+    }
+    body += pointwise_statements(K, 1, iv, so, "          ");
+    local_.clear();
+    return open + body + "        }\n      }\n";
+  };
+  uses_direct_conv_ = true;
+  const int64_t Hp = pl.Hp, Wp = pl.Wp, row = (G == 1 ? Wp : pl.W) * C_;
+  code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
+  code += "    const float* xb = " + X + " + b*" + S(Sz * C_) + ";\n";
+  if (G == 1 && pl.padded()) {
+    // The image with its zero padding: border rows zeroed, then each image
+    // row with its left and right pads (separate loops: see Plane::copy).
+    scratch(Dim(0));
+    out_.scratch_sizes.back() = Dim(Hp * row * 4);
+    code += "    float* xpad = (float*)" + slot(tj_slot_scratch) + ";\n";
+    if (pl.PH > 0) code += "    for (int64_t i = 0; i < " + S(pl.PH * row) + "; ++i) xpad[i] = 0;\n";
+    if (Hp > pl.PH + pl.H) code += "    for (int64_t i = " + S((pl.PH + pl.H) * row) + "; i < " + S(Hp * row) + "; ++i) xpad[i] = 0;\n";
+    code += "    " + open_parallel(S(pl.H));
+    code += "      float* d = xpad + (tj_part + " + S(pl.PH) + ")*" + S(row) + ";\n      const float* s = xb + tj_part*" + S(pl.W * C_) + ";\n";
+    if (pl.PW > 0) code += "      for (int64_t i = 0; i < " + S(pl.PW * C_) + "; ++i) d[i] = 0;\n";
+    code += "      for (int64_t i = 0; i < " + S(pl.W * C_) + "; ++i) d[" + S(pl.PW * C_) + " + i] = s[i];\n";
+    if (Wp > pl.PW + pl.W) code += "      for (int64_t i = " + S((pl.PW + pl.W) * C_) + "; i < " + S(row) + "; ++i) d[i] = 0;\n";
+    code += "    " + close_parallel();
+  } else {
+    code += "    const float* xpad = xb;\n";  // no padding (1x1), or depthwise: its taps skip the border
+  }
+  const std::string xr = S(pl.DH * row), xk = S(pl.DW * C_);
+  const bool flat = G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded() && P >= 2 * kTilePositions;
+  if (flat) {
+    // 1x1, stride 1, no padding: the positions are one run, x's C apart and
+    // y's M: parts of at least kDirectPositions of them (or all) by 32
+    // channels, tiles of 12 positions across the rows (a 7x7 image is 49
+    // positions, not 7 rows of 7), the last one of a part ending at the
+    // part's end.
+    const int64_t pairs = (M + 31) / 32, blocks = std::max<int64_t>(1, P / kDirectPositions), wb = C_ * 16;
+    code += "    " + open_parallel(S(pairs * blocks));
+    code += "      const int64_t pr = tj_part / " + S(blocks) + ", blk = tj_part % " + S(blocks) + ";\n";
+    code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
+    code += "      const int64_t m0 = pr*32, valid = std::min<int64_t>(32, " + S(M) + " - m0);\n";
+    code += "      const float* wp = " + Wp_ + " + pr*2*" + S(wb) + ";\n";
+    code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
+    auto tiles = [&](int nv) {
+      const int64_t np = nv == 2 ? kTilePositions : 2 * kTilePositions;
+      return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
+             ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1>(xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, " + S(wb) + ", " +
+             S(C_) + ", yb + at*" + S(M) + ", " + S(M) + ", valid);\n        }\n";
+    };
+    // Every part holds at least 2*kTilePositions positions, so a tile moved
+    // back to end at q1 stays within its part (its neighbour's epilogue may
+    // already have run).
+    code += by_channel_vectors(M, tiles, "      ");
+    if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "q0", "q1") + "      }\n";
+    code += "    " + close_parallel() + "  }\n";
+    return code;
+  }
+  if (G == 1) {
+    const int64_t pairs = (M + 31) / 32, RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, (kDirectPositions + OW - 1) / OW)), RBs = (pl.OH + RB - 1) / RB;
+    const std::string wb = S(C_ * pl.KH * pl.KW * 16);
+    code += "    " + open_parallel(S(pairs * RBs));
+    code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
+            S(RB) + ");\n";
+    code += "      const int64_t m0 = pr*32, valid = std::min<int64_t>(32, " + S(M) + " - m0);\n";
+    code += "      const float* wp = " + Wp_ + " + pr*2*" + wb + ";\n";
+    code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
+    code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
+    code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + ";\n";
+    auto tiles = [&](int nv) {
+      const auto [count, np] = row_tiles(OW, nv == 2 ? kTilePositions : 2 * kTilePositions);
+      return "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
+             ");\n            tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + ">(xrow + ow*" + S(pl.SW * C_) + ", " +
+             S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp, " + wb + ", " + S(C_) + ", yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M) + ", valid);\n          }\n";
+    };
+    code += by_channel_vectors(M, tiles, "        ") + "      }\n";
+    if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
+    code += "    " + close_parallel() + "  }\n";
+    return code;
+  }
+  // Depthwise: parts of whole output rows, about kDepthwiseOutputs outputs each.
+  const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, kDepthwiseOutputs / std::max<int64_t>(1, OW * C_))), RBs = (pl.OH + RB - 1) / RB;
+  code += "    " + open_parallel(S(RBs));
+  code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
+  // Per output position the window's first tap (ih0, iw0), which may lie in
+  // the padding; the taps inside the image are [kh0, kh1) x [kw0, kw1).
+  auto range = [&](const std::string& o, int64_t s_, int64_t p_, int64_t d_, int64_t k_, int64_t n_, const std::string& v) {
+    return "        const int64_t " + v + "i = " + o + "*" + S(s_) + " - " + S(p_) + ";\n        const int " + v + "0 = " + v + "i >= 0 ? 0 : (int)((-" + v + "i + " +
+           S(d_ - 1) + ")/" + S(d_) + "), " + v + "1 = (int)std::min<int64_t>(" + S(k_) + ", " + v + "i >= " + S(n_) + " ? 0 : (" + S(n_ - 1) + " - " + v +
+           "i)/" + S(d_) + " + 1);\n";
+  };
+  const std::string at = "xpad + (khi*" + S(pl.W) + " + kwi)*" + S(C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + Y + " + ((b*" +
+                         S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M);
+  // The output columns whose windows are inside the image, [lo, hi): in a
+  // row whose taps are all inside too, they go kDwRun at a time.
+  const int64_t lo = (pl.PW + pl.SW - 1) / pl.SW, hi = std::max(lo, std::min(OW, (pl.W - 1 + pl.PW - (pl.KW - 1) * pl.DW) / pl.SW + 1));
+  code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh");
+  code += "      for (int64_t ow = 0; ow < " + S(OW) + "; ) {\n";
+  if (hi - lo >= kDwRun) {
+    code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && ow >= " + S(lo) + " && ow + " + S(kDwRun) + " <= " + S(hi) + ") {\n";
+    code += "          tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(kDwRun) + ">(xpad + ((oh*" + S(pl.SH) + " - " + S(pl.PH) + ")*" + S(pl.W) + " + ow*" +
+            S(pl.SW) + " - " + S(pl.PW) + ")*" + S(C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + Y + " + ((b*" +
+            S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M) + ", " + S(M) + ");\n";
+    code += "          ow += " + S(kDwRun) + ";\n          continue;\n        }\n";
+  }
+  code += range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw");
+  code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && kw0 == 0 && kw1 == " + S(pl.KW) + ") tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", true>(" + at +
+          ", 0, 0, 0, 0);\n";
+  code += "        else tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", false>(" + at + ", kh0, kh1, kw0, kw1);\n        ++ow;\n      }\n      }\n";
+  if (epilogue) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
+  code += "    " + close_parallel() + "  }\n";
+  return code;
+}
+
+}  // namespace tj::cpp

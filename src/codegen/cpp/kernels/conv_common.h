@@ -1,0 +1,79 @@
+// What the conv kernel files share: conv.cpp (channels first) and
+// conv_channels_last.cpp. Sizes, the 2-D plane geometry with its padded
+// copy, and how a row of output positions and a conv's output channels are
+// cut into register tiles.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tj::cpp::conv_kernels {
+
+inline constexpr int64_t kConvColumns = 256;  // output positions per part of the window form (at least a row)
+inline constexpr int64_t kConvParts = 8;      // parts a convolution is split into at least, where channels allow
+inline constexpr int64_t kConvChannelBlock = 32;
+inline constexpr int64_t kDirectPositions = 512;  // output positions per part of the direct form (whole rows)
+inline constexpr int64_t kTilePositions = 12;     // a tile's positions with 2 vectors of channels (24 accumulators)
+inline constexpr int64_t kFlatPositions = 64;       // a 1x1 convolution with this many positions takes vectors over them
+inline constexpr int64_t kDepthwiseOutputs = 4096;  // outputs per part of a depthwise convolution, at least
+inline constexpr int64_t kRowFormTaps = 64;  // input channels x taps below which the direct form takes vectors over positions
+inline constexpr int64_t kRowSlack = 128;    // floats past the padded planes the row form may read
+inline constexpr int64_t kDwRun = 4;         // positions a channels-last depthwise conv computes together inside the image
+
+inline std::string S(int64_t v) { return std::to_string(v); }
+
+// One or two spatial dims as a plane [H, W] (H = 1 for one), and the plane
+// padded to [Hp, Wp]: the begin pads, the image, then zeros to what the
+// kernel's last window reads.
+struct Plane {
+  int64_t H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, Hp, Wp;
+  Plane(const std::vector<int64_t>& in, const std::vector<int64_t>& ker, const std::vector<int64_t>& out, const std::vector<int64_t>& stride,
+        const std::vector<int64_t>& pad, const std::vector<int64_t>& dil) {
+    const bool two = in.size() == 2;
+    H = two ? in[0] : 1, W = in.back(), OH = two ? out[0] : 1, OW = out.back(), KH = two ? ker[0] : 1, KW = ker.back();
+    SH = two ? stride[0] : 1, SW = stride.back(), PH = two ? pad[0] : 0, PW = pad.back(), DH = two ? dil[0] : 1, DW = dil.back();
+    Hp = std::max(H + PH, (OH - 1) * SH + (KH - 1) * DH + 1), Wp = std::max(W + PW, (OW - 1) * SW + (KW - 1) * DW + 1);
+  }
+  bool padded() const { return PH > 0 || PW > 0 || Hp > H || Wp > W; }
+  // Statements (at indent `at`) filling `dst`, a padded plane, from the image
+  // at `src`: the plane zeroed, then the image's rows copied in. (A single
+  // loop over the padded rows, zeroing border rows with `continue`, was
+  // miscompiled by GCC 12 at -O3: rows of the copy came out zero.)
+  // With zero false the border is already zero (a plane reused for the
+  // next channel: only the image's rows change).
+  std::string copy(const std::string& dst, const std::string& src, const std::string& at, bool zero = true) const {
+    return (zero ? at + "for (int64_t i = 0; i < " + S(Hp * Wp) + "; ++i) " + dst + "[i] = 0;\n" : std::string()) + at + "for (int64_t i = 0; i < " + S(H) +
+           "; ++i)\n" + at +
+           "  for (int64_t j = 0; j < " + S(W) + "; ++j) " + dst + "[(i + " + S(PH) + ")*" + S(Wp) + " + " + S(PW) + " + j] = " + src + "[i*" + S(W) +
+           " + j];\n";
+  }
+};
+
+
+// A row of OW output positions in equal tiles of at most `cap` positions:
+// `count` tiles of `np`, the last one moved back to end at the row's end (it
+// recomputes a few positions, alike). One tile width per row.
+struct RowTiles {
+  int64_t count, np;
+};
+inline RowTiles row_tiles(int64_t OW, int64_t cap) {
+  const int64_t count = (OW + cap - 1) / cap;
+  return {count, (OW + count - 1) / count};
+}
+
+// The tiles of M output channels in blocks of 32 (`valid` channels each at
+// run time): two vectors for every whole block and a last one of more than
+// 16, one vector for a last block of 16 or fewer. `tiles(nv)` is the code for
+// one width; both widths get a branch on `valid` (at indent `at`), one
+// alone none.
+inline std::string by_channel_vectors(int64_t M, const std::function<std::string(int)>& tiles, const std::string& at) {
+  const int64_t pairs = (M + 31) / 32, last = M - 32 * (pairs - 1);
+  const bool two = pairs > 1 || last > 16, one = last <= 16;
+  if (two && one) return at + "if (valid > 16) {\n" + tiles(2) + at + "} else {\n" + tiles(1) + at + "}\n";
+  return tiles(two ? 2 : 1);
+}
+
+}  // namespace tj::cpp::conv_kernels
