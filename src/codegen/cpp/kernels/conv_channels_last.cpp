@@ -18,12 +18,18 @@ std::string Emitter::channels_last_conv_helpers() {
   return ""
          // Channels last: NP output positions (xs floats apart in x) by NV
          // vectors of 16 output channels, stored as whole vectors at y + p*ym
-         // (the lanes below `valid` of the tile's channels).
-         "template <int NP, int NV, int KH, int KW>\n"
+         // (the lanes below `valid` of the tile's channels). ACC: the sums
+         // start from y (a block of input channels after the first).
+         "template <int NP, int NV, int KH, int KW, bool ACC = false>\n"
          "static inline void tj_conv_tile_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wb, int64_t C, float* y,\n"
          "                                   int64_t ym, int64_t valid) {\n"
          "  tj_vf16 acc[NP][NV];\n"
-         "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) acc[p][v] = tj_vf16{};\n"
+         "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) {\n"
+         "      acc[p][v] = tj_vf16{};\n"
+         "      if constexpr (ACC) {\n"
+         "        const float* yp = y + p*ym + 16*v;\n"
+         "        if (16*(v + 1) <= valid) acc[p][v] = *(const tj_vf16u*)yp;\n"
+         "        else for (int64_t l = 0; l < valid - 16*v; ++l) acc[p][v][l] = yp[l];\n      }\n    }\n"
          "  for (int kh = 0; kh < KH; ++kh)\n    for (int kw = 0; kw < KW; ++kw) {\n"
          "      const float* xk_ = x + kh*xr + kw*xk;\n      const float* wk = w + (kh*KW + kw)*16;\n"
          "      for (int64_t c = 0; c < C; ++c) {\n"
@@ -159,15 +165,15 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // channels, tiles of 12 positions across the rows (a 7x7 image is 49
     // positions, not 7 rows of 7), the last one of a part ending at the
     // part's end.
-    const int64_t pairs = (M + 31) / 32, blocks = std::max<int64_t>(1, P / kDirectPositions), wb = C_ * 16;
-    code += "    " + open_parallel(S(pairs * blocks));
+    const int64_t blocks = std::max<int64_t>(1, P / kDirectPositions), wb = C_ * 16, np4 = quad_tile(M, P / blocks), cb = np4 ? 64 : 32;
+    code += "    " + open_parallel(S((M + cb - 1) / cb * blocks));
     code += "      const int64_t pr = tj_part / " + S(blocks) + ", blk = tj_part % " + S(blocks) + ";\n";
     code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
-    code += "      const int64_t m0 = pr*32, valid = std::min<int64_t>(32, " + S(M) + " - m0);\n";
-    code += "      const float* wp = " + Wp_ + " + pr*2*" + S(wb) + ";\n";
+    code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
+    code += "      const float* wp = " + Wp_ + " + pr*" + S(cb / 16) + "*" + S(wb) + ";\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
     auto tiles = [&](int nv) {
-      const int64_t np = nv == 2 ? kTilePositions : 2 * kTilePositions;
+      const int64_t np = nv == 4 ? np4 : row_tiles(P / blocks, nv == 2 ? kTilePositions : 2 * kTilePositions).np;
       return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
              ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1>(xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, " + S(wb) + ", " +
              S(C_) + ", yb + at*" + S(M) + ", " + S(M) + ", valid);\n        }\n";
@@ -175,29 +181,45 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // Every part holds at least 2*kTilePositions positions, so a tile moved
     // back to end at q1 stays within its part (its neighbour's epilogue may
     // already have run).
-    code += by_channel_vectors(M, tiles, "      ");
+    code += np4 ? tiles(4) : by_channel_vectors(M, tiles, "      ");
     if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "q0", "q1") + "      }\n";
     code += "    " + close_parallel() + "  }\n";
     return code;
   }
   if (G == 1) {
-    const int64_t pairs = (M + 31) / 32, RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, (kDirectPositions + OW - 1) / OW)), RBs = (pl.OH + RB - 1) / RB;
+    const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, (kDirectPositions + OW - 1) / OW)), RBs = (pl.OH + RB - 1) / RB;
+    const int64_t np4 = quad_tile(M, OW), cb = np4 ? 64 : 32;
     const std::string wb = S(C_ * pl.KH * pl.KW * 16);
-    code += "    " + open_parallel(S(pairs * RBs));
+    code += "    " + open_parallel(S((M + cb - 1) / cb * RBs));
     code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
             S(RB) + ");\n";
-    code += "      const int64_t m0 = pr*32, valid = std::min<int64_t>(32, " + S(M) + " - m0);\n";
-    code += "      const float* wp = " + Wp_ + " + pr*2*" + wb + ";\n";
+    code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
+    code += "      const float* wp = " + Wp_ + " + pr*" + S(cb / 16) + "*" + wb + ";\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
+    // A part whose weights outgrow the cache goes over its rows once per
+    // block of Cb input channels, the sums kept in y between blocks: each
+    // weight is read from memory once per part, not once per row.
+    const int64_t Cb = conv_channel_block(C_, pl.KH * pl.KW * cb), cbs = (C_ + Cb - 1) / Cb;
+    if (cbs > 1) code += "      for (int64_t cbk = 0; cbk < " + S(cbs) + "; ++cbk) {\n";
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
-    code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + ";\n";
+    code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + (cbs > 1 ? " + cbk*" + S(Cb) : "") + ";\n";
     auto tiles = [&](int nv) {
-      const auto [count, np] = row_tiles(OW, nv == 2 ? kTilePositions : 2 * kTilePositions);
-      return "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
-             ");\n            tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + ">(xrow + ow*" + S(pl.SW * C_) + ", " +
-             S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp, " + wb + ", " + S(C_) + ", yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M) + ", valid);\n          }\n";
+      const auto [count, np] = row_tiles(OW, nv == 4 ? np4 : nv == 2 ? kTilePositions : 2 * kTilePositions);
+      auto call = [&](bool acc, const std::string& c, const std::string& at) {
+        return at + "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + (acc ? ", true" : "") + ">(xrow + ow*" +
+               S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * pl.KH * pl.KW * 16) : "") + ", " + wb +
+               ", " + c + ", yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M) + ", valid);\n";
+      };
+      std::string body = "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
+                         ");\n";
+      if (cbs == 1) body += call(false, S(C_), "            ");
+      else
+        body += "            const int64_t cn = std::min<int64_t>(" + S(Cb) + ", " + S(C_) + " - cbk*" + S(Cb) + ");\n            if (cbk == 0) " +
+                call(false, "cn", "") + "            else " + call(true, "cn", "");
+      return body + "          }\n";
     };
-    code += by_channel_vectors(M, tiles, "        ") + "      }\n";
+    code += (np4 ? tiles(4) : by_channel_vectors(M, tiles, "        ")) + "      }\n";
+    if (cbs > 1) code += "      }\n";
     if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
     code += "    " + close_parallel() + "  }\n";
     return code;

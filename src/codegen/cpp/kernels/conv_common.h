@@ -21,6 +21,9 @@ inline constexpr int64_t kFlatPositions = 64;       // a 1x1 convolution with th
 inline constexpr int64_t kDepthwiseOutputs = 4096;  // outputs per part of a depthwise convolution, at least
 inline constexpr int64_t kRowFormTaps = 64;  // input channels x taps below which the direct form takes vectors over positions
 inline constexpr int64_t kRowSlack = 128;    // floats past the padded planes the row form may read
+inline constexpr int64_t kQuadPositions = 7;  // a tile's positions with 4 vectors of channels (28 accumulators)
+inline constexpr int64_t kQuadBelow = 8;      // two-vector tiles of at most this many positions take 4 vectors instead
+inline constexpr int64_t kWeightBlockBytes = 256 << 10;  // a direct conv's part reads at most this much weight per pass over its rows
 inline constexpr int64_t kDwRun = 4;         // positions a channels-last depthwise conv computes together inside the image
 
 inline std::string S(int64_t v) { return std::to_string(v); }
@@ -62,6 +65,24 @@ struct RowTiles {
 inline RowTiles row_tiles(int64_t OW, int64_t cap) {
   const int64_t count = (OW + cap - 1) / cap;
   return {count, (OW + count - 1) / count};
+}
+
+// A run of L output positions (a row, or a 1x1 convolution's positions)
+// whose two-vector tiles would be narrow (7 positions of a 7- or 14-wide
+// row: 14 accumulators) takes tiles of 4 vectors of channels, 64 channels
+// by up to kQuadPositions positions, where M is whole blocks of 64: the
+// positions of such a tile, or 0 for two-vector tiles.
+inline int64_t quad_tile(int64_t M, int64_t L) {
+  if (M % 64 != 0 || row_tiles(L, kTilePositions).np > kQuadBelow) return 0;
+  return row_tiles(L, kQuadPositions).np;
+}
+
+// Input channels per block of a direct conv whose part's weights (C input
+// channels, `per` floats each) exceed kWeightBlockBytes; C when they fit.
+inline int64_t conv_channel_block(int64_t C, int64_t per) {
+  if (C * per * 4 <= kWeightBlockBytes) return C;
+  const int64_t blocks = (C * per * 4 + kWeightBlockBytes - 1) / kWeightBlockBytes;
+  return (C + blocks - 1) / blocks;
 }
 
 // The tiles of M output channels in blocks of 32 (`valid` channels each at
