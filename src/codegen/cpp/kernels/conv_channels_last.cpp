@@ -95,8 +95,9 @@ std::string Emitter::channels_last_conv_helpers() {
 // Channels last (x [N, d.., C], y [N, o.., M]), f32, at most 2 spatial
 // dims, weights packed (pack_conv_weights): the input copied once with its
 // zero padding into scratch [Hp, Wp, C]; then either the direct form's
-// tiles of up to 12 positions by 32 channels, stored as whole vectors of
-// the positions' channels (no transposition), or, depthwise, each output
+// tiles of 7 positions by 64 channels (fewer channels: more positions,
+// by_channel_quads), stored as whole vectors of the positions' channels (no
+// transposition), or, depthwise, each output
 // position's channels as vectors (tj_dw_cl). The epilogue runs over each
 // part's positions with the channels innermost.
 std::string Emitter::conv_channels_last_body(const Kernel& K) {
@@ -161,11 +162,11 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const bool flat = G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded() && P >= 2 * kTilePositions;
   if (flat) {
     // 1x1, stride 1, no padding: the positions are one run, x's C apart and
-    // y's M: parts of at least kDirectPositions of them (or all) by 32
-    // channels, tiles of 12 positions across the rows (a 7x7 image is 49
-    // positions, not 7 rows of 7), the last one of a part ending at the
-    // part's end.
-    const int64_t blocks = std::max<int64_t>(1, P / kDirectPositions), wb = C_ * 16, np4 = quad_tile(M, P / blocks), cb = np4 ? 64 : 32;
+    // y's M: parts of at least kDirectPositions of them (or all) by 64
+    // channels, equal tiles across the rows (a 7x7 image is 49 positions, 7
+    // tiles of 7 by 4 vectors), the last one of a part ending at the part's
+    // end.
+    const int64_t blocks = std::max<int64_t>(1, P / kDirectPositions), wb = C_ * 16, cb = 64;
     code += "    " + open_parallel(S((M + cb - 1) / cb * blocks));
     code += "      const int64_t pr = tj_part / " + S(blocks) + ", blk = tj_part % " + S(blocks) + ";\n";
     code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
@@ -173,22 +174,21 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      const float* wp = " + Wp_ + " + pr*" + S(cb / 16) + "*" + S(wb) + ";\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
     auto tiles = [&](int nv) {
-      const int64_t np = nv == 4 ? np4 : row_tiles(P / blocks, nv == 2 ? kTilePositions : 2 * kTilePositions).np;
+      const int64_t np = row_tiles(P / blocks, kWideTilePositions[nv]).np;
       return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
              ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1>(xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, " + S(wb) + ", " +
-             S(C_) + ", yb + at*" + S(M) + ", " + S(M) + ", valid);\n        }\n";
+             S(C_) + ", yb + at*" + S(M) + ", " + S(M) + ", valid);\n" + epilogue_over("m0", "m0 + valid", "at", "at + " + S(np)) + "        }\n";
     };
-    // Every part holds at least 2*kTilePositions positions, so a tile moved
+    // Every part holds at least 2*kTilePositions >= np positions, so a tile moved
     // back to end at q1 stays within its part (its neighbour's epilogue may
     // already have run).
-    code += np4 ? tiles(4) : by_channel_vectors(M, tiles, "      ");
-    if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "q0", "q1") + "      }\n";
+    code += by_channel_quads(M, tiles, "      ");
     code += "    " + close_parallel() + "  }\n";
     return code;
   }
   if (G == 1) {
     const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, (kDirectPositions + OW - 1) / OW)), RBs = (pl.OH + RB - 1) / RB;
-    const int64_t np4 = quad_tile(M, OW), cb = np4 ? 64 : 32;
+    const int64_t cb = 64;
     const std::string wb = S(C_ * pl.KH * pl.KW * 16);
     code += "    " + open_parallel(S((M + cb - 1) / cb * RBs));
     code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
@@ -204,7 +204,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
     code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + (cbs > 1 ? " + cbk*" + S(Cb) : "") + ";\n";
     auto tiles = [&](int nv) {
-      const auto [count, np] = row_tiles(OW, nv == 4 ? np4 : nv == 2 ? kTilePositions : 2 * kTilePositions);
+      const auto [count, np] = row_tiles(OW, kWideTilePositions[nv]);
       auto call = [&](bool acc, const std::string& c, const std::string& at) {
         return at + "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + (acc ? ", true" : "") + ">(xrow + ow*" +
                S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * pl.KH * pl.KW * 16) : "") + ", " + wb +
@@ -216,11 +216,12 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       else
         body += "            const int64_t cn = std::min<int64_t>(" + S(Cb) + ", " + S(C_) + " - cbk*" + S(Cb) + ");\n            if (cbk == 0) " +
                 call(false, "cn", "") + "            else " + call(true, "cn", "");
+      const std::string at = "oh*" + S(OW) + " + ow", ep = epilogue_over("m0", "m0 + valid", at, at + " + " + S(np));
+      if (!ep.empty()) body += cbs == 1 ? ep : "            if (cbk == " + S(cbs - 1) + ") {\n" + ep + "            }\n";
       return body + "          }\n";
     };
-    code += (np4 ? tiles(4) : by_channel_vectors(M, tiles, "        ")) + "      }\n";
+    code += by_channel_quads(M, tiles, "        ") + "      }\n";
     if (cbs > 1) code += "      }\n";
-    if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
     code += "    " + close_parallel() + "  }\n";
     return code;
   }

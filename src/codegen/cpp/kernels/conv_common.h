@@ -21,8 +21,6 @@ inline constexpr int64_t kFlatPositions = 64;       // a 1x1 convolution with th
 inline constexpr int64_t kDepthwiseOutputs = 4096;  // outputs per part of a depthwise convolution, at least
 inline constexpr int64_t kRowFormTaps = 64;  // input channels x taps below which the direct form takes vectors over positions
 inline constexpr int64_t kRowSlack = 128;    // floats past the padded planes the row form may read
-inline constexpr int64_t kQuadPositions = 7;  // a tile's positions with 4 vectors of channels (28 accumulators)
-inline constexpr int64_t kQuadBelow = 8;      // two-vector tiles of at most this many positions take 4 vectors instead
 inline constexpr int64_t kWeightBlockBytes = 256 << 10;  // a direct conv's part reads at most this much weight per pass over its rows
 inline constexpr int64_t kDwRun = 4;         // positions a channels-last depthwise conv computes together inside the image
 
@@ -67,14 +65,18 @@ inline RowTiles row_tiles(int64_t OW, int64_t cap) {
   return {count, (OW + count - 1) / count};
 }
 
-// A run of L output positions (a row, or a 1x1 convolution's positions)
-// whose two-vector tiles would be narrow (7 positions of a 7- or 14-wide
-// row: 14 accumulators) takes tiles of 4 vectors of channels, 64 channels
-// by up to kQuadPositions positions, where M is whole blocks of 64: the
-// positions of such a tile, or 0 for two-vector tiles.
-inline int64_t quad_tile(int64_t M, int64_t L) {
-  if (M % 64 != 0 || row_tiles(L, kTilePositions).np > kQuadBelow) return 0;
-  return row_tiles(L, kQuadPositions).np;
+// Channels last, the output channels in blocks of 64 (`valid` channels
+// each at run time, all but the last block whole): a tile is nv vectors of
+// 16 channels by up to kWideTilePositions[nv] positions, about 24-28
+// accumulators. `tiles(nv)` is the code for one width; the whole blocks take
+// 4 vectors, a last partial one the vectors it needs, each width behind a
+// branch on `valid` (at indent `at`), one alone none.
+inline constexpr int64_t kWideTilePositions[5] = {0, 24, 12, 8, 7};
+inline std::string by_channel_quads(int64_t M, const std::function<std::string(int)>& tiles, const std::string& at) {
+  const int64_t last = M - 64 * ((M - 1) / 64);
+  const int tail = static_cast<int>((last + 15) / 16);
+  if (M <= 64 || tail == 4) return tiles(M <= 64 ? tail : 4);
+  return at + "if (valid > 48) {\n" + tiles(4) + at + "} else {\n" + tiles(tail) + at + "}\n";
 }
 
 // Input channels per block of a direct conv whose part's weights (C input
