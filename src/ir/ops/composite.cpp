@@ -215,7 +215,7 @@ std::vector<OpDef> composite() {
       {.op = Op::silu, .name = "silu", .category = Cat::composite, .min_inputs = 1, .max_inputs = 1, .infer = infer::float_unary,
        .fuse = Fuse::pointwise, .flops = 4,
        .scalar = floats<1>([](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }),
-       .c_expr = [](const CExpr& e) { return e.fmt("(($0)/(($T)1+tj_exp(($T)(-($0)))))"); },
+       .c_expr = [](const CExpr& e) { return e.fmt("tj_silu(($T)($0))"); },
        .gpu_expr = [](const CExpr& e) { return e.fmt("(($0)/(($T)1+exp(($T)(-($0)))))"); },
        .decompose = decompose_silu, .grad = d_silu},
       {.op = Op::gelu, .name = "gelu", .category = Cat::composite, .min_inputs = 1, .max_inputs = 1,

@@ -214,7 +214,7 @@ std::vector<OpDef> elementwise() {
        .c_expr = C_INT_OR("tj_iabs<$T>($0)", "std::abs($0)"), .gpu_expr = C_INT_OR("tj_iabs_$T($0)", "fabs($0)"), .grad = d_abs},
       {.op = Op::sigmoid, .name = "sigmoid", .category = Cat::elementwise, .min_inputs = 1, .max_inputs = 1, .infer = infer::float_unary,
        .fuse = Fuse::pointwise, .scalar = floats<1>([](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); }),
-       .c_expr = C_FORM("(($T)1/(($T)1+tj_exp(($T)(-($0)))))"), .gpu_expr = C_FORM("(($T)1/(($T)1+exp(($T)(-($0)))))"), .grad = d_sigmoid},
+       .c_expr = C_FORM("tj_sigmoid(($T)($0))"), .gpu_expr = C_FORM("(($T)1/(($T)1+exp(($T)(-($0)))))"), .grad = d_sigmoid},
       {.op = Op::recip, .name = "recip", .category = Cat::elementwise, .min_inputs = 1, .max_inputs = 1, .infer = infer::float_unary,
        .fuse = Fuse::pointwise, .scalar = floats<1>([](auto x) { return decltype(x)(1) / x; }),
        .c_expr = C_FORM("(($T)1/($0))"), .grad = d_recip},
