@@ -104,7 +104,7 @@ void ValueReader::plan_temporaries(const Kernel& K, int k) {
     }
   }
   // Results written by a library call or a store loop live in memory.
-  if (K.kind == KernelKind::matmul || K.kind == KernelKind::attention || K.kind == KernelKind::conv) make_temp(K.ops[0]);
+  if (K.kind == KernelKind::matmul || K.kind == KernelKind::attention || K.kind == KernelKind::conv || K.kind == KernelKind::pool) make_temp(K.ops[0]);
   for (ValueId v : K.ops)
     if (g_.node(v).def().fuse == Fuse::store) make_temp(v);
 }

@@ -191,8 +191,10 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
     // Convolutions the target has no kernel for become windows and products.
     // On the CPU: 16-bit types, and channels-last forms without their kernel
     // (f32, at most 2 spatial dims, weights packed by pack_conv_weights).
+    // Max pools keep a kernel channels last, f32, over 2 spatial dims.
     auto lowered = [&](const Node& n) {
       if (!cpu || (n.type.dtype != DType::f32 && n.type.dtype != DType::f64)) return true;
+      if (n.op == Op::max_pool) return n.type.dtype != DType::f32 || n.type.rank() != 4 || !n.attr_bool("channels_last");
       if (!n.attr_bool("channels_last")) return false;
       const ValueId w = n.inputs[1];
       const bool packed = n.attr_int("groups") == 1 ? packed_conv_blocks(c.graph, w) >= 0 : packed_conv_taps(c.graph, w) >= 0;

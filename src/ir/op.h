@@ -40,6 +40,8 @@ enum class Op : uint8_t {
   sum, amax, mean, prod, argmax,
   // contraction
   matmul, conv,
+  // windows
+  max_pool,
   // views
   reshape, permute, expand, slice, squeeze, unsqueeze,
   // data movement

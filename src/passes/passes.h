@@ -28,6 +28,7 @@ bool constant_fold(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the
 bool simplify(Graph& g, const PassOptions& o);           // bit-exact
 bool fold_norm_weights(Graph& g, const PassOptions& o);  // reassociates: ~1 ulp
 bool fold_conv_affine(Graph& g, const PassOptions& o);   // reassociates: ~1 ulp
+bool match_pools(Graph& g, const PassOptions& o);       // bit-exact: max pooling's window form as one max_pool
 bool assign_layouts(Graph& g, const PassOptions& o);     // bit-exact: convolutions and the values between them channels last
 bool pack_conv_weights(Graph& g, const PassOptions& o);  // bit-exact: conv weights stored 16 output channels side by side
 bool merge_matmuls(Graph& g, const PassOptions& o);      // bit-exact w.r.t. the interpreter

@@ -20,6 +20,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"simplify", simplify, "remove algebraic no-ops (bit-exact rules)"},
       {"constant_fold", constant_fold, "compute what depends only on constants"},
       {"match_attention", match_attention, "attention as one flash_attn, before softmax is decomposed"},
+      {"match_pools", match_pools, "max pooling's window form (padding, strided slices, max) as one max_pool"},
       {"fold_conv_affine", fold_conv_affine, "per-channel scales and shifts after a convolution (batch-norm) move into its weights and bias"},
       {"fold_norm_weights", fold_norm_weights, "norm scales move into the following weights"},
       {"merge_matmuls", merge_matmuls, "products of one operand by constant weights become one product"},
@@ -50,7 +51,8 @@ std::vector<std::string> default_pipeline(bool freeze) {
   p.push_back("simplify");                // x*1, permute∘permute, reshape∘reshape, ...
   p.push_back("constant_fold");           // transposed/scaled weights, with freeze
   p.push_back("match_attention");         // needs softmax whole: before decompose
-  p.push_back("dce");                     // drop the attention it replaced
+  p.push_back("match_pools");             // the pads folded to splats: after constant_fold
+  p.push_back("dce");                     // drop the attention and the windows they replaced
   p.push_back("fold_conv_affine");        // inference batch-norm into the convolution before it
   p.push_back("fold_norm_weights");       // rms_norm scale into Wq/Wk/Wv, W_gate/W_up
   p.push_back("constant_fold");           // the scaled weights, with freeze

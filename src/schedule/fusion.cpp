@@ -13,7 +13,7 @@
 namespace tj {
 
 std::string_view kernel_kind_name(KernelKind k) {
-  static constexpr std::array<std::string_view, 6> names = {"pointwise", "rowwise", "reduction", "matmul", "attention", "conv"};
+  static constexpr std::array<std::string_view, 7> names = {"pointwise", "rowwise", "reduction", "matmul", "attention", "conv", "pool"};
   return names[static_cast<size_t>(k)];
 }
 
@@ -218,7 +218,7 @@ class Partitioner {
     if (fuse == Fuse::lower) throw Error(std::string("fusion: ") + n.def().name + " must be decomposed first (the driver lowers it)");
     if (fuse == Fuse::matmul) return (void)new_kernel(v, KernelKind::matmul, n.type.shape);
     if (fuse == Fuse::attention) return (void)new_kernel(v, KernelKind::attention, n.type.shape);
-    if (fuse == Fuse::conv) return (void)new_kernel(v, KernelKind::conv, n.type.shape);
+    if (fuse == Fuse::conv) return (void)new_kernel(v, n.op == Op::max_pool ? KernelKind::pool : KernelKind::conv, n.type.shape);
     bool direct = false;
     int k = latest_dependency(v, &direct);
     Kernel* K = k >= 0 ? &s_.kernels[static_cast<size_t>(k)] : nullptr;
@@ -263,6 +263,7 @@ class Partitioner {
       switch (K->kind) {
         case KernelKind::matmul:
         case KernelKind::conv:
+        case KernelKind::pool:
         case KernelKind::attention: fits = o_.epilogue && K->space == n.type.shape && !feeds_only_reductions(v); break;
         case KernelKind::pointwise: fits = o_.pointwise && K->space == n.type.shape; break;
         case KernelKind::rowwise: {

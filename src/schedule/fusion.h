@@ -35,7 +35,7 @@
 
 namespace tj {
 
-enum class KernelKind : uint8_t { pointwise, rowwise, reduction, matmul, attention, conv };
+enum class KernelKind : uint8_t { pointwise, rowwise, reduction, matmul, attention, conv, pool };
 std::string_view kernel_kind_name(KernelKind k);
 
 struct FusionOptions {

@@ -271,3 +271,51 @@ TEST(ConvOp, ClearErrors) {
 
 }  // namespace
 }  // namespace tj
+
+namespace tj {
+namespace {
+
+// Max pooling channels last (f32, 2 spatial dims: its kernel), against the
+// interpreter's reference kernel, exactly: a maximum rounds nothing.
+struct PoolCase {
+  std::string name;
+  std::vector<int64_t> x, kernel, stride, dilation, pad_begin, pad_end;  // x [N, H, W, C]
+  std::string epilogue = "";
+};
+
+TEST_F(Conv, MaxPoolChannelsLastMatchesTheInterpreter) {
+  const std::vector<PoolCase> cases = {
+      {"resnet's 3x3 stride 2", {1, 12, 12, 64}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, "relu"},
+      {"2x2 stride 2, 20 channels", {2, 8, 10, 20}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},
+      {"3x3 stride 1 same, residual", {1, 7, 9, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, "residual"},
+      {"dilated, ceil-mode end pad", {1, 11, 10, 5}, {3, 2}, {2, 3}, {2, 2}, {2, 0}, {2, 3}},
+      {"windows all padding", {1, 3, 3, 4}, {2, 2}, {1, 1}, {1, 1}, {2, 2}, {0, 0}},
+  };
+  for (const PoolCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Graph g(c.name);
+    Shape xs;
+    for (int64_t d : c.x) xs.push_back(Dim(d));
+    ValueId y = g.add(Op::max_pool, {g.add_input("x", {DType::f32, xs})},
+                      {{"kernel", c.kernel}, {"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pad_begin}, {"pad_end", c.pad_end},
+                       {"channels_last", true}});
+    if (c.epilogue == "relu") y = g.add(Op::relu, {y});
+    if (c.epilogue == "residual") y = g.add(Op::add, {y, g.add_input("r", g.type(y))});
+    g.set_outputs({y});
+    Bindings params, in = inputs_of(g, &params);
+    const auto want = interpret(g, in, {DType::f32});
+    Executable exe = tj::compile(g, params, CompileOptions{});
+    ASSERT_TRUE(exe.stats().compiled);
+    if (exe.device() != "cpu") continue;
+    EXPECT_EQ(exe.stats().kernels, 1u);
+    EXPECT_NE(exe.source().find("tj_max(yp[c], xp[c])"), std::string::npos);
+    const auto got = exe.run(in);
+    ASSERT_EQ(got.size(), 1u);
+    const float* a = got[0].data<float>();
+    const float* b = want[0].data<float>();
+    for (int64_t i = 0; i < got[0].numel(); ++i) ASSERT_EQ(a[i], b[i]) << "at " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tj

@@ -42,6 +42,8 @@ const std::map<std::string, std::string> kInternal = {
     {"attn_dkv", "flash_attn's backward, which its derivative rule emits"},
     {"conv", "called as the layer tj::conv (tensorjit/nn.h, src/frontend/nn/window.cpp; Python: tensorjit's nn conv, python/src/nn.cpp), "
              "which checks and normalizes its options (per-dim lists, a bias of another shape) before emitting the op"},
+    {"max_pool", "made by the match_pools pass from max pooling's window form, which the layer tj::max_pool (tensorjit/nn.h; Python: "
+                 "tensorjit's nn max_pool) builds, after differentiation (the row has no derivative rule)"},
 };
 
 // Tracer functions not named as their op.

@@ -149,6 +149,7 @@ class Emitter : public codegen::ValueReader {
   std::string dense_operand(ValueId x, std::string* code);
   std::string conv_body(const Kernel& K);
   std::string conv_channels_last_body(const Kernel& K);
+  std::string max_pool_body(const Kernel& K);
   static std::string direct_conv_helpers();         // kernels/conv.cpp
   static std::string channels_last_conv_helpers();  // kernels/conv_channels_last.cpp
 

@@ -15,6 +15,7 @@
 #include "ir/layout.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
+#include "ir/ops/windows.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -32,16 +33,11 @@ std::vector<int64_t> per_dim(InferCtx& c, const char* name, size_t k, int64_t fi
   return v;
 }
 
-Shape permuted(const Shape& s, const std::vector<int64_t>& perm) {
-  Shape o;
-  for (int64_t i : perm) o.push_back(s[static_cast<size_t>(i)]);
-  return o;
-}
 
 Type infer_conv(InferCtx& c) {
   const bool last = c.attr<bool>("channels_last");
   Type xl = c.in[0];
-  if (last && xl.rank() >= 3) xl.shape = permuted(xl.shape, channels_first_perm(xl.rank()));
+  if (last && xl.rank() >= 3) xl.shape = windows::permuted(xl.shape, channels_first_perm(xl.rank()));
   const Type &x = xl, &w = c.in[1];
   // What the messages show: the input as given, and the layout it must have.
   const std::string given = c.in[0].str(), form = last ? "[N, d.., C] (channels last)" : "[N, C, d..]";
@@ -77,7 +73,7 @@ Type infer_conv(InferCtx& c) {
              ", more than the padded input (" + std::to_string(in + pb[i] + pe[i]) + "): the output would be empty");
     out.push_back(Dim(room / stride[i] + 1));
   }
-  if (last) out = permuted(out, channels_last_perm(static_cast<int64_t>(out.size())));
+  if (last) out = windows::permuted(out, channels_last_perm(static_cast<int64_t>(out.size())));
   return {x.dtype, out};
 }
 
@@ -103,44 +99,14 @@ ValueId conv_windows(Decomposer& d) {
   const auto& pb = n.attr_ints("pad_begin");
   const auto& pe = n.attr_ints("pad_end");
   const int64_t groups = n.attr_int("groups"), ch = xs[1].value(), m = ws[0].value();
-  const ValueId zero = d.c(0.0);
-  // Padded with zeros.
-  ValueId padded = x;
-  for (size_t i = 0; i < k; ++i) {
-    const int64_t axis = static_cast<int64_t>(i + 2);
-    std::vector<ValueId> parts;
-    auto block = [&](int64_t len) {
-      Shape s = g.type(padded).shape;
-      s[static_cast<size_t>(axis)] = Dim(len);
-      return d.op(Op::expand, {zero}, {{"shape", s}});
-    };
-    if (pb[i] > 0) parts.push_back(block(pb[i]));
-    parts.push_back(padded);
-    if (pe[i] > 0) parts.push_back(block(pe[i]));
-    if (parts.size() > 1) padded = d.op(Op::concat, parts, {{"axis", axis}});
-  }
-  // One strided slice per kernel offset (row-major over the kernel), each [N, C, 1, out..].
-  Shape out = last ? permuted(n.type.shape, channels_first_perm(r)) : n.type.shape;
+  // Padded with zeros; one strided slice per kernel offset (row-major over the kernel), each [N, C, 1, out..].
+  const ValueId padded = windows::pad_spatial(d, x, pb, pe, d.c(0.0));
+  const Shape out = last ? windows::permuted(n.type.shape, channels_first_perm(r)) : n.type.shape;
+  std::vector<int64_t> kernel;
   int64_t taps = 1, positions = 1;
-  for (size_t i = 0; i < k; ++i) taps *= ws[i + 2].value(), positions *= out[i + 2].value();
-  constexpr int64_t kMaxTaps = 4096;
-  if (taps > kMaxTaps)
-    throw Unsupported("conv: a kernel of " + std::to_string(taps) + " offsets has no window form (at most " + std::to_string(kMaxTaps) +
-                      ", each a slice of its own), which this target needs");
+  for (size_t i = 0; i < k; ++i) kernel.push_back(ws[i + 2].value()), taps *= ws[i + 2].value(), positions *= out[i + 2].value();
   std::vector<ValueId> cols;
-  std::vector<int64_t> off(k, 0);
-  for (;;) {
-    ValueId s = padded;
-    for (size_t i = 0; i < k; ++i) {
-      const int64_t start = off[i] * dilation[i], o = out[i + 2].value();
-      s = d.op(Op::slice, {s}, {{"axis", static_cast<int64_t>(i + 2)}, {"start", Dim(start)}, {"end", Dim(start + (o - 1) * stride[i] + 1)},
-                                {"step", stride[i]}});
-    }
-    cols.push_back(d.op(Op::unsqueeze, {s}, {{"axes", std::vector<int64_t>{2}}}));
-    size_t i = k;
-    while (i > 0 && ++off[i - 1] == ws[i + 1].value()) off[--i] = 0;
-    if (i == 0) break;
-  }
+  for (ValueId s : windows::slices(d, padded, kernel, stride, dilation, out, "conv")) cols.push_back(d.op(Op::unsqueeze, {s}, {{"axes", std::vector<int64_t>{2}}}));
   const ValueId all = cols.size() == 1 ? cols[0] : d.op(Op::concat, cols, {{"axis", int64_t{2}}});
   // [N, C, taps, out..] -> [N, groups, C/groups * taps, P], against weights [groups, M/groups, C/groups * taps].
   const ValueId col = d.op(Op::reshape, {all}, {{"shape", Shape{xs[0], Dim(groups), Dim(ch / groups * taps), Dim(positions)}}});

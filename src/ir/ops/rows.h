@@ -17,6 +17,7 @@ std::vector<OpDef> composite();    // composite.cpp: softmax, norms, silu, gelu
 std::vector<OpDef> special();      // special.cpp: causal_mask, kv_write, flash_attn, control flow
 std::vector<OpDef> attention_grad();  // attention_grad.cpp: flash attention's backward
 std::vector<OpDef> conv();            // conv.cpp: convolution
+std::vector<OpDef> pool();            // pool.cpp: max pooling
 
 // Scalar functions from one generic, captureless lambda taking one to three
 // operands (and optionally the attributes last): f(x), f(x, k), f(a, b),

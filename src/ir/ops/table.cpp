@@ -17,7 +17,7 @@ const std::vector<OpDef>& table() {
   static const std::vector<OpDef> t = [] {
     const OpDef missing{.op = Op::kNumOps, .name = nullptr, .category = OpCategory::source, .min_inputs = 0, .max_inputs = 0};
     std::vector<OpDef> v(static_cast<size_t>(Op::kNumOps), missing);
-    for (auto family : {rows::structure, rows::elementwise, rows::composite, rows::special, rows::attention_grad, rows::conv})
+    for (auto family : {rows::structure, rows::elementwise, rows::composite, rows::special, rows::attention_grad, rows::conv, rows::pool})
       for (OpDef& d : family()) {
         size_t i = static_cast<size_t>(d.op);
         if (i >= v.size() || v[i].name) throw std::logic_error("op table: " + std::string(d.name) + " defined twice or out of range");
