@@ -26,6 +26,8 @@ namespace {
 using AK = AttrKind;
 using Cat = OpCategory;
 
+constexpr int64_t kMaxTaps = int64_t{1} << 20;
+
 Type infer_max_pool(InferCtx& c) {
   const bool last = c.attr<bool>("channels_last");
   const Type& x = c.in[0];
@@ -43,6 +45,9 @@ Type infer_max_pool(InferCtx& c) {
   };
   const auto stride = per_dim("stride", 1), dilation = per_dim("dilation", 1), pb = per_dim("pad_begin", 0), pe = per_dim("pad_end", 0);
   const size_t first = last ? 1 : 2;
+  int64_t taps = 1;
+  for (int64_t t : kernel) taps = t < 1 || t > kMaxTaps ? kMaxTaps + 1 : std::min(taps * t, kMaxTaps + 1);
+  if (taps > kMaxTaps) c.fail("max_pool: a window of more than 2^20 taps (the kernel's sizes multiplied), or a size below 1");
   Shape out = x.shape;
   constexpr int64_t kMax = int64_t{1} << 31;
   for (size_t i = 0; i < k; ++i) {

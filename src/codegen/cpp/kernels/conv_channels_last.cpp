@@ -204,7 +204,8 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
     code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + (cbs > 1 ? " + cbk*" + S(Cb) : "") + ";\n";
     auto tiles = [&](int nv) {
-      const auto [count, np] = row_tiles(OW, kWideTilePositions[nv]);
+      const RowTiles rt = row_tiles(OW, kWideTilePositions[nv]);
+      const int64_t count = rt.count, np = rt.np;
       auto call = [&](bool acc, const std::string& c, const std::string& at) {
         return at + "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + (acc ? ", true" : "") + ">(xrow + ow*" +
                S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * pl.KH * pl.KW * 16) : "") + ", " + wb +
