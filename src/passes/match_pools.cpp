@@ -28,6 +28,8 @@ namespace tj {
 
 namespace {
 
+constexpr int64_t kMax = int64_t{1} << 31;  // max_pool's bound on strides, dilations and pads
+
 struct Pool {
   ValueId x = -1;
   std::vector<int64_t> kernel, stride, dilation, pad_begin, pad_end;
@@ -97,7 +99,10 @@ class Matcher {
         const Dim& out = r.type.shape[i + 2];
         if (!out.is_const() || !bs[i + 2].is_const()) return std::nullopt;
         if (t.start[i] < 0) t.start[i] = 0, t.step[i] = 1, end[i] = bs[i + 2].value();
-        if (t.step[i] < 1 || (end[i] - t.start[i] + t.step[i] - 1) / t.step[i] != out.value()) return std::nullopt;
+        // Within what max_pool accepts (strides up to 2^31), and no overflow below.
+        if (out.value() < 1 || t.step[i] < 1 || t.step[i] > kMax || end[i] < t.start[i] || end[i] > bs[i + 2].value() || bs[i + 2].value() > kMax * kMax)
+          return std::nullopt;
+        if ((end[i] - t.start[i] + t.step[i] - 1) / t.step[i] != out.value()) return std::nullopt;
       }
       taps.push_back(std::move(t));
     }
@@ -145,6 +150,7 @@ class Matcher {
         if (s[j] != static_cast<int64_t>(j) * d) return std::nullopt;
         index[i][s[j]] = static_cast<int64_t>(j);
       }
+      if (d > kMax || p.pad_begin[i] > kMax || p.pad_end[i] > kMax) return std::nullopt;
       p.kernel.push_back(static_cast<int64_t>(s.size())), p.stride.push_back(taps[0].step[i]), p.dilation.push_back(d);
       grid *= s.size();
     }

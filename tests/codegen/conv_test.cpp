@@ -68,6 +68,11 @@ const std::vector<Case>& cases() {
       // weights past the cache: blocks of input channels, the last shorter.
       {"4-vector tiles, input channel blocks", {1, 120, 7, 7}, {64, 120, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "residual"},
       {"1x1, 49 positions, 4-vector tiles", {1, 24, 7, 7}, {128, 24, 1, 1}, {}, {}, {}, {}, 1, false, "relu"},
+      // 13-wide rows: the last tile overlaps its neighbour, so neither input
+      // channel blocks (a block's sums would be added twice there) nor the
+      // epilogue per tile.
+      {"13-wide rows, weights past the cache", {1, 128, 13, 13}, {64, 128, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "residual"},
+      {"1x1, 50 positions in overlapping tiles", {1, 16, 5, 10}, {64, 16, 1, 1}, {}, {}, {}, {}, 1, true, "residual"},
       {"64 + 40 channels: 4- and 3-vector tiles", {1, 8, 9, 11}, {104, 8, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "relu"},
       {"depthwise, 84 channels", {1, 84, 9, 10}, {84, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 84, true, "relu"},
       {"depthwise 5x5 stride 2, 36 channels", {2, 36, 11, 12}, {36, 1, 5, 5}, {2, 2}, {}, {2, 2}, {2, 2}, 36, false, "residual"},

@@ -173,16 +173,22 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
     code += "      const float* wp = " + Wp_ + " + pr*" + S(cb / 16) + "*" + S(wb) + ";\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
+    // The epilogue runs after each tile while it is in L1, where no tile is
+    // moved back over its neighbour; otherwise over the part at its end (a
+    // tile re-storing sums where the epilogue already ran would undo it, or
+    // run it twice on an operand it overwrote in place).
+    const bool per_tile = tiles_exactly(M, P / blocks, {P / blocks, P - (blocks - 1) * (P / blocks)});
     auto tiles = [&](int nv) {
       const int64_t np = row_tiles(P / blocks, kWideTilePositions[nv]).np;
       return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
              ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1>(xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, " + S(wb) + ", " +
-             S(C_) + ", yb + at*" + S(M) + ", " + S(M) + ", valid);\n" + epilogue_over("m0", "m0 + valid", "at", "at + " + S(np)) + "        }\n";
+             S(C_) + ", yb + at*" + S(M) + ", " + S(M) + ", valid);\n" + (per_tile ? epilogue_over("m0", "m0 + valid", "at", "at + " + S(np)) : "") +
+             "        }\n";
     };
     // Every part holds at least 2*kTilePositions >= np positions, so a tile moved
-    // back to end at q1 stays within its part (its neighbour's epilogue may
-    // already have run).
+    // back to end at q1 stays within its part.
     code += by_channel_quads(M, tiles, "      ");
+    if (!per_tile && epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "q0", "q1") + "      }\n";
     code += "    " + close_parallel() + "  }\n";
     return code;
   }
@@ -198,8 +204,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
     // A part whose weights outgrow the cache goes over its rows once per
     // block of Cb input channels, the sums kept in y between blocks: each
-    // weight is read from memory once per part, not once per row.
-    const int64_t Cb = conv_channel_block(C_, pl.KH * pl.KW * cb), cbs = (C_ + Cb - 1) / Cb;
+    // weight is read from memory once per part, not once per row; and the
+    // epilogue runs after each tile, while it is in L1.
+    // Both need tiles that never overlap (a block's sums would be added
+    // twice where they do; see the flat form for the epilogue): rows that
+    // are a multiple of their tiles.
+    const bool exact = tiles_exactly(M, OW, {OW});
+    const int64_t Cb = exact ? conv_channel_block(C_, pl.KH * pl.KW * cb) : C_, cbs = (C_ + Cb - 1) / Cb;
     if (cbs > 1) code += "      for (int64_t cbk = 0; cbk < " + S(cbs) + "; ++cbk) {\n";
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
     code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + (cbs > 1 ? " + cbk*" + S(Cb) : "") + ";\n";
@@ -217,12 +228,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       else
         body += "            const int64_t cn = std::min<int64_t>(" + S(Cb) + ", " + S(C_) + " - cbk*" + S(Cb) + ");\n            if (cbk == 0) " +
                 call(false, "cn", "") + "            else " + call(true, "cn", "");
-      const std::string at = "oh*" + S(OW) + " + ow", ep = epilogue_over("m0", "m0 + valid", at, at + " + " + S(np));
+      const std::string at = "oh*" + S(OW) + " + ow", ep = exact ? epilogue_over("m0", "m0 + valid", at, at + " + " + S(np)) : "";
       if (!ep.empty()) body += cbs == 1 ? ep : "            if (cbk == " + S(cbs - 1) + ") {\n" + ep + "            }\n";
       return body + "          }\n";
     };
     code += by_channel_quads(M, tiles, "        ") + "      }\n";
     if (cbs > 1) code += "      }\n";
+    if (!exact && epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
     code += "    " + close_parallel() + "  }\n";
     return code;
   }

@@ -72,11 +72,26 @@ inline RowTiles row_tiles(int64_t OW, int64_t cap) {
 // 4 vectors, a last partial one the vectors it needs, each width behind a
 // branch on `valid` (at indent `at`), one alone none.
 inline constexpr int64_t kWideTilePositions[5] = {0, 24, 12, 8, 7};
-inline std::string by_channel_quads(int64_t M, const std::function<std::string(int)>& tiles, const std::string& at) {
+// The tile widths (vectors) by_channel_quads uses for M channels.
+inline std::vector<int> quad_widths(int64_t M) {
   const int64_t last = M - 64 * ((M - 1) / 64);
   const int tail = static_cast<int>((last + 15) / 16);
-  if (M <= 64 || tail == 4) return tiles(M <= 64 ? tail : 4);
-  return at + "if (valid > 48) {\n" + tiles(4) + at + "} else {\n" + tiles(tail) + at + "}\n";
+  if (M <= 64 || tail == 4) return {M <= 64 ? tail : 4};
+  return {4, tail};
+}
+// Whether runs of these lengths, in the tiles of every width M uses (as
+// row_tiles cuts a run of `basis`), need no tile moved back over its
+// neighbour: each length a multiple of the tile.
+inline bool tiles_exactly(int64_t M, int64_t basis, const std::vector<int64_t>& lengths) {
+  for (int nv : quad_widths(M))
+    for (int64_t L : lengths)
+      if (L % row_tiles(basis, kWideTilePositions[nv]).np != 0) return false;
+  return true;
+}
+inline std::string by_channel_quads(int64_t M, const std::function<std::string(int)>& tiles, const std::string& at) {
+  const std::vector<int> w = quad_widths(M);
+  if (w.size() == 1) return tiles(w[0]);
+  return at + "if (valid > 48) {\n" + tiles(4) + at + "} else {\n" + tiles(w[1]) + at + "}\n";
 }
 
 // Input channels per block of a direct conv whose part's weights (C input
