@@ -34,6 +34,26 @@ inline Idx row_major_strides(const Idx& s) {
   return st;
 }
 
+// The windows of a convolution or pool over spatial dims `in` (row-major,
+// flattened): for kernel offset `tap` and output position `pos` (each
+// row-major over `kernel` and `out`), the flat input position it reads, or
+// -1 in the padding.
+struct Windows {
+  Idx in, kernel, out, stride, pad_begin, dilation;
+  int64_t source(int64_t tap, int64_t pos) const {
+    const size_t k = kernel.size();
+    int64_t at = 0, t = tap, p = pos, tw = 1, pw = 1;
+    for (size_t i = 0; i < k; ++i) tw *= kernel[i], pw *= out[i];
+    for (size_t i = 0; i < k && at >= 0; ++i) {
+      tw /= kernel[i], pw /= out[i];
+      const int64_t q = p / pw * stride[i] - pad_begin[i] + t / tw * dilation[i];
+      t %= tw, p %= pw;
+      at = q < 0 || q >= in[i] ? -1 : at * in[i] + q;
+    }
+    return at;
+  }
+};
+
 // Strides that read `in` broadcast to `out` (numpy rules, aligned right).
 inline Idx broadcast_strides(const Idx& in, const Idx& out) {
   Idx st(out.size(), 0);

@@ -67,20 +67,10 @@ Array<T> conv_kernel(const Node& n, const std::vector<const Value<T>*>& in) {
   std::vector<T> y(static_cast<size_t>(count(out)), T(0));
   if (y.empty()) return make(out, std::move(y));
   // Per (tap, output position): the input position it reads, or -1 in the padding.
-  std::vector<int64_t> src(static_cast<size_t>(taps * P));
-  Idx t(k, 0), p(k, 0);
-  for (int64_t ti = 0; ti < taps; ++ti) {
-    for (int64_t r = ti, i = static_cast<int64_t>(k); i-- > 0;) t[static_cast<size_t>(i)] = r % kernel[static_cast<size_t>(i)], r /= kernel[static_cast<size_t>(i)];
-    for (int64_t pi = 0; pi < P; ++pi) {
-      for (int64_t r = pi, i = static_cast<int64_t>(k); i-- > 0;) p[static_cast<size_t>(i)] = r % os[static_cast<size_t>(i)], r /= os[static_cast<size_t>(i)];
-      int64_t at = 0;
-      for (size_t i = 0; i < k && at >= 0; ++i) {
-        const int64_t q = p[i] * stride[i] - pb[i] + t[i] * dilation[i];
-        at = q < 0 || q >= ins[i] ? -1 : at * ins[i] + q;
-      }
-      src[static_cast<size_t>(ti * P + pi)] = at;
-    }
-  }
+  const Windows win{ins, kernel, os, stride, pb, dilation};
+  Idx src(static_cast<size_t>(taps * P));
+  for (int64_t ti = 0; ti < taps; ++ti)
+    for (int64_t pi = 0; pi < P; ++pi) src[static_cast<size_t>(ti * P + pi)] = win.source(ti, pi);
   std::vector<T> col(static_cast<size_t>(Kc * P));
   for (int64_t b = 0; b < N; ++b)
     for (int64_t g = 0; g < G; ++g) {

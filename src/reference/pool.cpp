@@ -34,19 +34,15 @@ Array<T> max_pool_kernel(const Node& n, const std::vector<const Value<T>*>& in) 
   // Element (b, c, spatial position s) of x, and (b, c, output position p) of y.
   auto xi = [&](int64_t b, int64_t c, int64_t s) { return last ? (b * S + s) * C + c : (b * C + c) * S + s; };
   auto yi = [&](int64_t b, int64_t c, int64_t p) { return last ? (b * P + p) * C + c : (b * C + c) * P + p; };
-  Idx p(k), t(k);
+  const Windows win{ins, kernel, os, stride, pb, dilation};
+  Idx src(static_cast<size_t>(taps));  // this output position's window
   for (int64_t pi = 0; pi < P; ++pi) {
-    for (int64_t r = pi, i = static_cast<int64_t>(k); i-- > 0;) p[static_cast<size_t>(i)] = r % os[static_cast<size_t>(i)], r /= os[static_cast<size_t>(i)];
+    for (int64_t ti = 0; ti < taps; ++ti) src[static_cast<size_t>(ti)] = win.source(ti, pi);
     for (int64_t b = 0; b < N; ++b)
       for (int64_t c = 0; c < C; ++c) {
         T acc = T(0);
         for (int64_t ti = 0; ti < taps; ++ti) {
-          for (int64_t r = ti, i = static_cast<int64_t>(k); i-- > 0;) t[static_cast<size_t>(i)] = r % kernel[static_cast<size_t>(i)], r /= kernel[static_cast<size_t>(i)];
-          int64_t at = 0;
-          for (size_t i = 0; i < k && at >= 0; ++i) {
-            const int64_t q = p[i] * stride[i] - pb[i] + t[i] * dilation[i];
-            at = q < 0 || q >= ins[i] ? -1 : at * ins[i] + q;
-          }
+          const int64_t at = src[static_cast<size_t>(ti)];
           const T v = at < 0 ? -std::numeric_limits<T>::infinity() : x.ptr()[xi(b, c, at)];
           acc = ti == 0 ? v : scalar::ieee_max(acc, v);
         }

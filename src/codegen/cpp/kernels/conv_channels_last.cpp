@@ -98,8 +98,9 @@ std::string Emitter::channels_last_conv_helpers() {
 // tiles of 7 positions by 64 channels (fewer channels: more positions,
 // by_channel_quads), stored as whole vectors of the positions' channels (no
 // transposition), or, depthwise, each output
-// position's channels as vectors (tj_dw_cl). The epilogue runs over each
-// part's positions with the channels innermost.
+// position's channels as vectors (tj_dw_cl). The epilogue runs with the
+// channels innermost, after each tile where no tile overlaps another, else
+// over each part's positions at its end.
 std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const ValueId cv = K.ops[0];
   const Node& n = g_.node(cv);
@@ -203,12 +204,11 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      const float* wp = " + Wp_ + " + pr*" + S(cb / 16) + "*" + wb + ";\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
     // A part whose weights outgrow the cache goes over its rows once per
-    // block of Cb input channels, the sums kept in y between blocks: each
-    // weight is read from memory once per part, not once per row; and the
-    // epilogue runs after each tile, while it is in L1.
-    // Both need tiles that never overlap (a block's sums would be added
-    // twice where they do; see the flat form for the epilogue): rows that
-    // are a multiple of their tiles.
+    // block of Cb input channels, the sums kept in y between blocks (each
+    // weight read from memory once per part, not once per row), and the
+    // epilogue runs after each tile, while it is in L1. Both need tiles that
+    // never overlap, rows a multiple of their tiles: a block's sums would be
+    // added twice where they do (and see the flat form for the epilogue).
     const bool exact = tiles_exactly(M, OW, {OW});
     const int64_t Cb = exact ? conv_channel_block(C_, pl.KH * pl.KW * cb) : C_, cbs = (C_ + Cb - 1) / Cb;
     if (cbs > 1) code += "      for (int64_t cbk = 0; cbk < " + S(cbs) + "; ++cbk) {\n";
@@ -242,19 +242,14 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, kDepthwiseOutputs / std::max<int64_t>(1, OW * C_))), RBs = (pl.OH + RB - 1) / RB;
   code += "    " + open_parallel(S(RBs));
   code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
-  // Per output position the window's first tap (ih0, iw0), which may lie in
+  // Per output position the window's first tap (khi, kwi), which may lie in
   // the padding; the taps inside the image are [kh0, kh1) x [kw0, kw1).
-  auto range = [&](const std::string& o, int64_t s_, int64_t p_, int64_t d_, int64_t k_, int64_t n_, const std::string& v) {
-    return "        const int64_t " + v + "i = " + o + "*" + S(s_) + " - " + S(p_) + ";\n        const int " + v + "0 = " + v + "i >= 0 ? 0 : (int)((-" + v + "i + " +
-           S(d_ - 1) + ")/" + S(d_) + "), " + v + "1 = (int)std::min<int64_t>(" + S(k_) + ", " + v + "i >= " + S(n_) + " ? 0 : (" + S(n_ - 1) + " - " + v +
-           "i)/" + S(d_) + " + 1);\n";
-  };
   const std::string at = "xpad + (khi*" + S(pl.W) + " + kwi)*" + S(C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + Y + " + ((b*" +
                          S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M);
   // The output columns whose windows are inside the image, [lo, hi): in a
   // row whose taps are all inside too, they go kDwRun at a time.
   const int64_t lo = (pl.PW + pl.SW - 1) / pl.SW, hi = std::max(lo, std::min(OW, (pl.W - 1 + pl.PW - (pl.KW - 1) * pl.DW) / pl.SW + 1));
-  code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh");
+  code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + tap_range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh", "        ");
   code += "      for (int64_t ow = 0; ow < " + S(OW) + "; ) {\n";
   if (hi - lo >= kDwRun) {
     code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && ow >= " + S(lo) + " && ow + " + S(kDwRun) + " <= " + S(hi) + ") {\n";
@@ -263,7 +258,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
             S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M) + ", " + S(M) + ");\n";
     code += "          ow += " + S(kDwRun) + ";\n          continue;\n        }\n";
   }
-  code += range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw");
+  code += tap_range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw", "        ");
   code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && kw0 == 0 && kw1 == " + S(pl.KW) + ") tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", true>(" + at +
           ", 0, 0, 0, 0);\n";
   code += "        else tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", false>(" + at + ", kh0, kh1, kw0, kw1);\n        ++ow;\n      }\n      }\n";

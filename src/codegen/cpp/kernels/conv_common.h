@@ -54,6 +54,16 @@ struct Plane {
 };
 
 
+// Statements (at indent `at`) for output position `o` along one spatial
+// dim (stride s, begin pad p, dilation d, k taps, an input of n): its
+// window's first tap `<v>i`, which may lie in the padding, and the taps
+// inside the input, [<v>0, <v>1) (empty for a window all padding).
+inline std::string tap_range(const std::string& o, int64_t s, int64_t p, int64_t d, int64_t k, int64_t n, const std::string& v, const std::string& at) {
+  return at + "const int64_t " + v + "i = " + o + "*" + S(s) + " - " + S(p) + ";\n" + at + "const int " + v + "0 = " + v + "i >= 0 ? 0 : (int)((-" + v +
+         "i + " + S(d - 1) + ")/" + S(d) + "), " + v + "1 = (int)std::min<int64_t>(" + S(k) + ", " + v + "i >= " + S(n) + " ? 0 : (" + S(n - 1) + " - " + v +
+         "i)/" + S(d) + " + 1);\n";
+}
+
 // A row of OW output positions in equal tiles of at most `cap` positions:
 // `count` tiles of `np`, the last one moved back to end at the row's end (it
 // recomputes a few positions, alike). One tile width per row.

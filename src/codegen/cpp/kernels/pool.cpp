@@ -32,14 +32,9 @@ std::string Emitter::max_pool_body(const Kernel& K) {
   code += "    const int64_t b = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
           S(RB) + ");\n";
   code += "    const float* xb = " + X + " + b*" + S(pl.H * pl.W * C_) + ";\n";
-  // The taps inside the image of the window at output o: [t0, t1).
-  auto range = [&](const std::string& o, int64_t s_, int64_t p_, int64_t d_, int64_t k_, int64_t n_, const std::string& v) {
-    return "      const int64_t " + v + "i = " + o + "*" + S(s_) + " - " + S(p_) + ";\n      const int64_t " + v + "0 = " + v + "i >= 0 ? 0 : (-" + v + "i + " +
-           S(d_ - 1) + ")/" + S(d_) + ", " + v + "1 = std::min<int64_t>(" + S(k_) + ", " + v + "i >= " + S(n_) + " ? 0 : (" + S(n_ - 1) + " - " + v + "i)/" +
-           S(d_) + " + 1);\n";
-  };
-  code += "    for (int64_t oh = r0; oh < r1; ++oh) {\n" + range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh");
-  code += "    for (int64_t ow = 0; ow < " + S(OW) + "; ++ow) {\n" + range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw");
+  // The taps inside the image of the window at each output position.
+  code += "    for (int64_t oh = r0; oh < r1; ++oh) {\n" + tap_range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh", "      ");
+  code += "    for (int64_t ow = 0; ow < " + S(OW) + "; ++ow) {\n" + tap_range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw", "      ");
   code += "      float* yp = " + Y + " + ((b*" + S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(C_) + ";\n";
   code += "#pragma omp simd\n      for (int64_t c = 0; c < " + S(C_) + "; ++c) yp[c] = -INFINITY;\n";
   code += "      for (int64_t kh = kh0; kh < kh1; ++kh)\n        for (int64_t kw = kw0; kw < kw1; ++kw) {\n";
