@@ -74,6 +74,9 @@ const std::vector<Case>& cases() {
       {"13-wide rows, weights past the cache", {1, 128, 13, 13}, {64, 128, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "residual"},
       {"1x1, 50 positions in overlapping tiles", {1, 16, 5, 10}, {64, 16, 1, 1}, {}, {}, {}, {}, 1, true, "residual"},
       {"64 + 40 channels: 4- and 3-vector tiles", {1, 8, 9, 11}, {104, 8, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "relu"},
+      // 196 positions to 24 channels: one block of channels, so 8 parts of
+      // positions (24 each, tiles of 12), each with its epilogue per tile.
+      {"1x1, few channels, parts of positions", {1, 40, 14, 14}, {24, 40, 1, 1}, {}, {}, {}, {}, 1, true, "residual"},
       {"depthwise, 84 channels", {1, 84, 9, 10}, {84, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 84, true, "relu"},
       {"depthwise 5x5 stride 2, 36 channels", {2, 36, 11, 12}, {36, 1, 5, 5}, {2, 2}, {}, {2, 2}, {2, 2}, 36, false, "residual"},
       // Few channels times taps, rows of at least a vector: vectors over positions.

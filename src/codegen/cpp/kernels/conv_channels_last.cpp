@@ -167,8 +167,12 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // channels, equal tiles across the rows (a 7x7 image is 49 positions, 7
     // tiles of 7 by 4 vectors), the last one of a part ending at the part's
     // end.
-    const int64_t blocks = std::max<int64_t>(1, P / kDirectPositions), wb = C_ * 16, cb = 64;
-    code += "    " + open_parallel(S((M + cb - 1) / cb * blocks));
+    // At least kConvParts parts over positions and channel blocks together
+    // where the positions allow parts of 2*kTilePositions (a 28x28 1x1 conv
+    // to 24 channels was one part: one thread worked, the others waited).
+    const int64_t wb = C_ * 16, cb = 64, cbn = (M + cb - 1) / cb;
+    const int64_t blocks = std::max<int64_t>({1, P / kDirectPositions, std::min<int64_t>((kConvParts + cbn - 1) / cbn, P / (2 * kTilePositions))});
+    code += "    " + open_parallel(S(cbn * blocks));
     code += "      const int64_t pr = tj_part / " + S(blocks) + ", blk = tj_part % " + S(blocks) + ";\n";
     code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
@@ -194,10 +198,12 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     return code;
   }
   if (G == 1) {
-    const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, (kDirectPositions + OW - 1) / OW)), RBs = (pl.OH + RB - 1) / RB;
-    const int64_t cb = 64;
+    // Parts of whole rows, about kDirectPositions positions each, and at
+    // least kConvParts with the channel blocks where the rows allow.
+    const int64_t cb = 64, cbn = (M + cb - 1) / cb, spread = (pl.OH + (kConvParts + cbn - 1) / cbn - 1) / ((kConvParts + cbn - 1) / cbn);
+    const int64_t RB = std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, spread})), RBs = (pl.OH + RB - 1) / RB;
     const std::string wb = S(C_ * pl.KH * pl.KW * 16);
-    code += "    " + open_parallel(S((M + cb - 1) / cb * RBs));
+    code += "    " + open_parallel(S(cbn * RBs));
     code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
             S(RB) + ");\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
