@@ -36,7 +36,7 @@ struct Case {
   std::vector<int64_t> stride = {}, dilation = {}, pad_begin = {}, pad_end = {};
   int64_t groups = 1;
   bool bias = false;
-  std::string epilogue = "";  // "relu", "residual" (relu(y + r)), "scale" (y * s + t per channel, then hardswish)
+  std::string epilogue = "";  // "relu", "residual" (relu(y + r)), "scale" (y * s + t per channel, then hardswish), "relu and sums" (both outputs)
 };
 
 const std::vector<Case>& cases() {
@@ -77,6 +77,8 @@ const std::vector<Case>& cases() {
       // 196 positions to 24 channels: one block of channels, so 8 parts of
       // positions (24 each, tiles of 12), each with its epilogue per tile.
       {"1x1, few channels, parts of positions", {1, 40, 14, 14}, {24, 40, 1, 1}, {}, {}, {}, {}, 1, true, "residual"},
+      {"1x1, the sums an output too", {1, 16, 5, 10}, {64, 16, 1, 1}, {}, {}, {}, {}, 1, true, "relu and sums"},
+      {"3x3, the sums an output too", {1, 8, 9, 11}, {104, 8, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "relu and sums"},
       {"depthwise, 84 channels", {1, 84, 9, 10}, {84, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 84, true, "relu"},
       {"depthwise 5x5 stride 2, 36 channels", {2, 36, 11, 12}, {36, 1, 5, 5}, {2, 2}, {}, {2, 2}, {2, 2}, 36, false, "residual"},
       // Few channels times taps, rows of at least a vector: vectors over positions.
@@ -111,6 +113,10 @@ Graph build(const Case& c, DType dt, bool last = false) {
   else per[0] = ys[1];
   if (c.epilogue == "relu") y = g.add(Op::relu, {y});
   if (c.epilogue == "residual") y = g.add(Op::relu, {g.add(Op::add, {y, g.add_input("r", {dt, ys})})});
+  if (c.epilogue == "relu and sums") {  // the sums an output too: stored in y, not only in an L1 tile
+    g.set_outputs({g.add(Op::relu, {y}), y});
+    return g;
+  }
   if (c.epilogue == "scale")
     y = g.add(Op::hardswish, {g.add(Op::add, {g.add(Op::mul, {y, g.add_param("s", {dt, per})}), g.add_param("t", {dt, per})})});
   g.set_outputs({y});
