@@ -197,7 +197,7 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
       if (n.op == Op::max_pool) return n.type.dtype != DType::f32 || n.type.rank() != 4 || !n.attr_bool("channels_last");
       if (!n.attr_bool("channels_last")) return false;
       const ValueId w = n.inputs[1];
-      const bool packed = n.attr_int("groups") == 1 ? packed_conv_blocks(c.graph, w) >= 0 : packed_conv_taps(c.graph, w) >= 0;
+      const bool packed = n.attr_int("groups") == 1 ? packed_conv_quads(c.graph, w) >= 0 : packed_conv_taps(c.graph, w) >= 0;
       return n.type.dtype != DType::f32 || n.type.rank() > 4 || !packed;
     };
     if (lower_convs_where(c.graph, lowered)) {

@@ -3,7 +3,12 @@
 
 namespace tj {
 
-ValueId packed_conv_blocks(const Graph& g, ValueId w) {
+namespace {
+
+// The constant behind slice?(reshape(permute(c, perm))) with c's last dim
+// `lanes`, perm as `perm_of` gives for c's rank, or -1.
+template <class PermOf>
+ValueId packed_view(const Graph& g, ValueId w, int64_t lanes, PermOf perm_of) {
   const Node* n = &g.node(w);
   if (n->op == Op::slice) {
     if (n->attr_int("axis") != 0 || n->attr_dim("start") != Dim(0) || n->attr_int("step") != 1) return -1;
@@ -16,10 +21,26 @@ ValueId packed_conv_blocks(const Graph& g, ValueId w) {
   const Node& cn = g.node(c);
   const int64_t r = cn.type.rank();
   const bool stored = cn.op == Op::param || (cn.op == Op::constant && cn.const_data()->size() > 1);
-  if (!stored || cn.type.dtype != DType::f32 || cn.type.shape.back() != Dim(16)) return -1;
-  std::vector<int64_t> perm{0, r - 1};
-  for (int64_t i = 1; i + 1 < r; ++i) perm.push_back(i);
-  return p.attr_ints("perm") == perm ? c : -1;
+  if (!stored || cn.type.dtype != DType::f32 || cn.type.shape.back() != Dim(lanes)) return -1;
+  return p.attr_ints("perm") == perm_of(r) ? c : -1;
+}
+
+}  // namespace
+
+ValueId packed_conv_blocks(const Graph& g, ValueId w) {
+  return packed_view(g, w, 16, [](int64_t r) {
+    std::vector<int64_t> perm{0, r - 1};
+    for (int64_t i = 1; i + 1 < r; ++i) perm.push_back(i);
+    return perm;
+  });
+}
+
+ValueId packed_conv_quads(const Graph& g, ValueId w) {
+  return packed_view(g, w, 64, [](int64_t r) {
+    std::vector<int64_t> perm{0, r - 1, r - 2};
+    for (int64_t i = 1; i + 2 < r; ++i) perm.push_back(i);
+    return perm;
+  });
 }
 
 ValueId packed_conv_taps(const Graph& g, ValueId w) {

@@ -27,10 +27,12 @@ inline std::vector<int64_t> channels_last_perm(int64_t r) {
 }
 
 // The constant behind pack_conv_weights' views of conv weights w, or -1:
-// Wp [ceil(M/16), C, k.., 16] (one group), or Wt [taps, C] (channels-last
-// depthwise). A param the program cache made of the constant counts too.
-// The C++ conv kernels read these constants directly.
+// Wp [ceil(M/16), C, k.., 16] (one group), Wq [ceil(M/64), k.., C, 64] (one
+// group, channels last), or Wt [taps, C] (channels-last depthwise). A param
+// the program cache made of the constant counts too. The C++ conv kernels
+// read these constants directly.
 ValueId packed_conv_blocks(const Graph& g, ValueId w);
+ValueId packed_conv_quads(const Graph& g, ValueId w);
 ValueId packed_conv_taps(const Graph& g, ValueId w);
 
 }  // namespace tj

@@ -4,7 +4,13 @@
 //   w = slice(reshape(permute(Wp, [0, k+2, 1, .., k+1]), [16 ceil(M/16), C, k..]), 0, 0, M)
 // The same values, so bit-exact; the C++ conv kernel recognizes the views
 // and reads Wp directly, a vector of 16 output channels per (input
-// channel, kernel offset) (docs/codegen.md). A channels-last depthwise
+// channel, kernel offset) (docs/codegen.md). Channels last, one group, they
+// are Wq [ceil(M/64), k.., C, 64]: per block of 64 output channels, the
+// taps, then the input channels, then the 64 channels side by side, the
+// order the channels-last tile reads them in (one stream, where
+// [M/16, C, k.., 16] read four, 576 bytes apart at 3x3):
+//   w = slice(reshape(permute(Wq, [0, k+2, k+1, 1, .., k]), [64 ceil(M/64), C, k..]), 0, 0, M)
+// A channels-last depthwise
 // convolution's weights [C, 1, k..] are stored taps first, Wt [taps, C], a
 // vector of channels per kernel offset:
 //   w = reshape(permute(Wt, [1, 0]), [C, 1, k..])
@@ -18,15 +24,15 @@ namespace tj {
 
 namespace {
 
-constexpr int64_t kBlock = 16;
+constexpr int64_t kBlock = 16, kQuad = 64;
 
-enum class Packing { none, blocks, taps_first };
+enum class Packing { none, blocks, quads, taps_first };
 
 Packing packable(const Graph& g, const Node& n) {
   if (n.op != Op::conv || n.type.dtype != DType::f32) return Packing::none;
   const Node& w = g.node(n.inputs[1]);
   if (w.op != Op::constant || w.const_data()->size() <= 1 || w.type.rank() < 3 || w.type.rank() > 4) return Packing::none;
-  if (n.attr_int("groups") == 1) return Packing::blocks;
+  if (n.attr_int("groups") == 1) return n.attr_bool("channels_last") ? Packing::quads : Packing::blocks;
   const bool depthwise = w.type.shape[1] == Dim(1) && w.type.shape[0] == Dim(n.attr_int("groups"));
   return depthwise && n.attr_bool("channels_last") ? Packing::taps_first : Packing::none;
 }
@@ -40,13 +46,13 @@ bool pack_conv_weights(Graph& g, const PassOptions&) {
   Rewriter rw(g);
   Graph& out = rw.out();
   // Per weight constant: its view of the packed copy, per packing.
-  std::vector<ValueId> packed(g.size(), -1), taps_first(g.size(), -1);
+  std::vector<ValueId> packed(g.size(), -1), quads(g.size(), -1), taps_first(g.size(), -1);
   g = rw.run([&](ValueId v) -> ValueId {
     const Node& n = g.node(v);
     const Packing how = packable(g, n);
     if (how == Packing::none) return Rewriter::kCopy;
     const ValueId wv = n.inputs[1];
-    ValueId& view = (how == Packing::blocks ? packed : taps_first)[static_cast<size_t>(wv)];
+    ValueId& view = (how == Packing::blocks ? packed : how == Packing::quads ? quads : taps_first)[static_cast<size_t>(wv)];
     if (view < 0 && how == Packing::taps_first) {
       const Node& w = g.node(wv);
       const Shape& ws = w.type.shape;
@@ -60,6 +66,30 @@ bool pack_conv_weights(Graph& g, const PassOptions&) {
         for (int64_t t = 0; t < taps; ++t) dst[t * C + c] = src[c * taps + t];
       const ValueId c = out.add_const({DType::f32, {Dim(taps), Dim(C)}}, ConstValues::adopt(std::move(p)));
       view = out.add(Op::reshape, {out.add(Op::permute, {c}, {{"perm", std::vector<int64_t>{1, 0}}})}, {{"shape", ws}});
+    }
+    if (view < 0 && how == Packing::quads) {
+      const Node& w = g.node(wv);
+      const Shape& ws = w.type.shape;
+      const int64_t M = ws[0].value(), C = ws[1].value(), blocks = (M + kQuad - 1) / kQuad, k = static_cast<int64_t>(ws.size()) - 2;
+      int64_t taps = 1;
+      std::vector<int64_t> ps{blocks};
+      for (size_t i = 2; i < ws.size(); ++i) taps *= ws[i].value(), ps.push_back(ws[i].value());
+      ps.push_back(C), ps.push_back(kQuad);
+      NDArray p(DType::f32, ps);
+      const float* src = static_cast<const float*>(w.const_data()->raw());
+      float* dst = p.data<float>();
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t t = 0; t < taps; ++t) dst[(((m / kQuad) * taps + t) * C + c) * kQuad + m % kQuad] = src[(m * C + c) * taps + t];
+      Shape pshape;
+      for (int64_t d : ps) pshape.push_back(Dim(d));
+      const ValueId cq = out.add_const({DType::f32, pshape}, ConstValues::adopt(std::move(p)));
+      std::vector<int64_t> perm{0, k + 2, k + 1};  // [blocks, 64, C, k..]
+      for (int64_t i = 1; i <= k; ++i) perm.push_back(i);
+      Shape full = ws;
+      full[0] = Dim(blocks * kQuad);
+      view = out.add(Op::reshape, {out.add(Op::permute, {cq}, {{"perm", perm}})}, {{"shape", full}});
+      if (blocks * kQuad != M) view = out.add(Op::slice, {view}, {{"axis", int64_t{0}}, {"start", Dim(0)}, {"end", Dim(M)}});
     }
     if (view < 0) {
       const Node& w = g.node(wv);

@@ -17,14 +17,16 @@ using namespace conv_kernels;
 std::string Emitter::channels_last_conv_helpers() {
   return ""
          // Channels last: NP output positions (xs floats apart in x) by NV
-         // vectors of 16 output channels, stored as whole vectors at y + p*ym
+         // vectors of 16 output channels, weights [KH, KW, C, 64] with the
+         // taps wt floats apart (pack_conv_weights' Wq: a block of input
+         // channels starts inside), stored as whole vectors at y + p*ym
          // (the lanes below `valid` of the tile's channels). ACC: the sums
          // start from y (a block of input channels after the first). Never
          // inlined: inlined beside an epilogue, its hoisted constants (exp's
          // coefficients) took registers the accumulators needed, and six
          // of them spilled in the inner loop (170 -> 230 us).
          "template <int NP, int NV, int KH, int KW, bool ACC = false>\n"
-         "__attribute__((noinline)) static void tj_conv_tile_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wb, int64_t C, float* y,\n"
+         "__attribute__((noinline)) static void tj_conv_tile_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wt, int64_t C, float* y,\n"
          "                                   int64_t ym, int64_t valid) {\n"
          "  tj_vf16 acc[NP][NV];\n"
          "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) {\n"
@@ -34,10 +36,10 @@ std::string Emitter::channels_last_conv_helpers() {
          "        if (16*(v + 1) <= valid) acc[p][v] = *(const tj_vf16u*)yp;\n"
          "        else for (int64_t l = 0; l < valid - 16*v; ++l) acc[p][v][l] = yp[l];\n      }\n    }\n"
          "  for (int kh = 0; kh < KH; ++kh)\n    for (int kw = 0; kw < KW; ++kw) {\n"
-         "      const float* xk_ = x + kh*xr + kw*xk;\n      const float* wk = w + (kh*KW + kw)*16;\n"
+         "      const float* xk_ = x + kh*xr + kw*xk;\n      const float* wk = w + (kh*KW + kw)*wt;\n"
          "      for (int64_t c = 0; c < C; ++c) {\n"
          "        tj_vf16 wv[NV];\n"
-         "        for (int v = 0; v < NV; ++v) wv[v] = *(const tj_vf16u*)(wk + c*(KH*KW*16) + v*wb);\n"
+         "        for (int v = 0; v < NV; ++v) wv[v] = *(const tj_vf16u*)(wk + c*64 + v*16);\n"
          "#pragma GCC unroll 24\n"
          "        for (int p = 0; p < NP; ++p) {\n"
          "          const float xv = xk_[p*xs + c];\n"
@@ -110,7 +112,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const auto sx = shape(n.inputs[0]), sw = shape(n.inputs[1]), so = shape(cv);
   const size_t k = sw.size() - 2;
   const int64_t G = n.attr_int("groups"), C_ = sx.back().value(), M = sw[0].value();
-  const ValueId packed = G == 1 ? packed_conv_blocks(g_, n.inputs[1]) : packed_conv_taps(g_, n.inputs[1]);
+  const ValueId packed = G == 1 ? packed_conv_quads(g_, n.inputs[1]) : packed_conv_taps(g_, n.inputs[1]);
   if (T(cv) != "float" || k > 2 || packed < 0) throw Error("code generation: a channels-last conv of this form (the driver lowers it to windows)");
   std::vector<int64_t> in, ker, out;
   for (size_t i = 0; i < k; ++i) in.push_back(sx[i + 1].value()), ker.push_back(sw[i + 2].value()), out.push_back(so[i + 1].value());
@@ -183,20 +185,20 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // At least kConvParts parts over positions and channel blocks together
     // where the positions allow parts of 2*kTilePositions (a 28x28 1x1 conv
     // to 24 channels was one part: one thread worked, the others waited).
-    const int64_t wb = C_ * 16, cb = 64, cbn = (M + cb - 1) / cb;
+    const int64_t cb = 64, cbn = (M + cb - 1) / cb;
     const int64_t blocks = std::max<int64_t>({1, P / kDirectPositions, std::min<int64_t>((kConvParts + cbn - 1) / cbn, P / (2 * kTilePositions))});
     code += "    " + open_parallel(S(cbn * blocks));
     code += "      const int64_t pr = tj_part / " + S(blocks) + ", blk = tj_part % " + S(blocks) + ";\n";
     code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
-    code += "      const float* wp = " + Wp_ + " + pr*" + S(cb / 16) + "*" + S(wb) + ";\n";
+    code += "      const float* wp = " + Wp_ + " + pr*" + S(C_ * cb) + ";\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
     if (to_tile) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
     auto tiles = [&](int nv) {
       const int64_t np = row_tiles(P / blocks, kWideTilePositions[nv]).np;
       const std::string y = to_tile ? "tj_tile, 64" : "yb + at*" + S(M) + ", " + S(M);
       return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
-             ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1>(xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, " + S(wb) + ", " +
+             ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1>(xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, 0, " +
              S(C_) + ", " + y + ", valid);\n" +
              (to_tile ? "          const int64_t tj_n0 = q, tj_n1 = std::min<int64_t>(q + " + S(np) + ", q1);\n" +  // the tile's new positions
                             epilogue_over("m0", whole_end(M, nv), "tj_n0", "tj_n1", "at")
@@ -214,12 +216,12 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // least kConvParts with the channel blocks where the rows allow.
     const int64_t cb = 64, cbn = (M + cb - 1) / cb, spread = (pl.OH + (kConvParts + cbn - 1) / cbn - 1) / ((kConvParts + cbn - 1) / cbn);
     const int64_t RB = std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, spread})), RBs = (pl.OH + RB - 1) / RB;
-    const std::string wb = S(C_ * pl.KH * pl.KW * 16);
+    const std::string wt = S(C_ * cb);  // the taps' distance in a block's weights
     code += "    " + open_parallel(S(cbn * RBs));
     code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
             S(RB) + ");\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
-    code += "      const float* wp = " + Wp_ + " + pr*" + S(cb / 16) + "*" + wb + ";\n";
+    code += "      const float* wp = " + Wp_ + " + pr*" + S(pl.KH * pl.KW * C_ * cb) + ";\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
     // A part whose weights outgrow the cache goes over its rows once per
     // block of Cb input channels, the sums kept in y between blocks (each
@@ -240,7 +242,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       const int64_t count = rt.count, np = rt.np;
       auto call = [&](bool acc, const std::string& c, const std::string& at) {
         return at + "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + (acc ? ", true" : "") + ">(xrow + ow*" +
-               S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * pl.KH * pl.KW * 16) : "") + ", " + wb +
+               S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * cb) : "") + ", " + wt +
                ", " + c + ", " + (tiled ? "tj_tile, 64" : "yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M)) + ", valid);\n";
       };
       std::string body = "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
