@@ -79,6 +79,7 @@ const std::vector<Case>& cases() {
       {"1x1, few channels, parts of positions", {1, 40, 14, 14}, {24, 40, 1, 1}, {}, {}, {}, {}, 1, true, "residual"},
       {"1x1, the sums an output too", {1, 16, 5, 10}, {64, 16, 1, 1}, {}, {}, {}, {}, 1, true, "relu and sums"},
       {"3x3, the sums an output too", {1, 8, 9, 11}, {104, 8, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "relu and sums"},
+      {"depthwise, the sums an output too", {1, 20, 9, 10}, {20, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 20, true, "relu and sums"},
       {"depthwise, 84 channels", {1, 84, 9, 10}, {84, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 84, true, "relu"},
       {"depthwise 5x5 stride 2, 36 channels", {2, 36, 11, 12}, {36, 1, 5, 5}, {2, 2}, {}, {2, 2}, {2, 2}, 36, false, "residual"},
       // Few channels times taps, rows of at least a vector: vectors over positions.
