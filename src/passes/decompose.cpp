@@ -31,11 +31,9 @@ bool expand(Graph& g, const std::function<bool(const Node&)>& wanted) {
 }  // namespace
 
 // Convolutions keep a kernel of their own; lower_convs expands them for
-// targets without one. silu stays whole, a pointwise op: its C++ form
-// (tj_silu) gives the bits of its decomposition x / (1 + exp(-x)) with
-// fewer selects, and its GPU form is that decomposition.
+// targets without one.
 bool decompose(Graph& g, const PassOptions&) {
-  return expand(g, [](const Node& n) { return n.def().fuse != Fuse::conv && n.op != Op::silu; });
+  return expand(g, [](const Node& n) { return n.def().fuse != Fuse::conv; });
 }
 
 bool lower_convs(Graph& g, const PassOptions&) { return lower_convs_where(g, [](const Node&) { return true; }); }
