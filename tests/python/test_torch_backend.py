@@ -301,6 +301,13 @@ def test_tied_weights_and_parameters_changed_in_place():
     close(c(x), lin(x), 1e-6)
     lin.load_state_dict({"weight": torch.randn(4, 4), "bias": torch.randn(4)})
     close(c(x), lin(x), 1e-6)
+    # Calls that change only their plain inputs take the last call's plan;
+    # another layout (a transposed view) or another tensor does not.
+    x2 = torch.randn(4, 2).t()
+    close(c(x2), lin(x2), 1e-6)
+    x3 = torch.randn(2, 4)
+    close(c(x3), lin(x3), 1e-6)
+    close(c(x), lin(x), 1e-6)
 
 
 def test_training_gives_eagers_gradients():
