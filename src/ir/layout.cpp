@@ -1,6 +1,8 @@
 // The packed weight views of pack_conv_weights (ir/layout.h).
 #include "ir/layout.h"
 
+#include <algorithm>
+
 namespace tj {
 
 namespace {
@@ -27,20 +29,32 @@ ValueId packed_view(const Graph& g, ValueId w, int64_t lanes, PermOf perm_of) {
 
 }  // namespace
 
+std::vector<int64_t> blocks_order(int64_t r) {
+  std::vector<int64_t> o;
+  for (int64_t d = 1; d < r; ++d) o.push_back(d);
+  return o;
+}
+
+std::vector<int64_t> quads_order(int64_t r) {
+  std::vector<int64_t> o;
+  for (int64_t d = 2; d < r; ++d) o.push_back(d);
+  o.push_back(1);
+  return o;
+}
+
+std::vector<int64_t> packed_view_perm(const std::vector<int64_t>& order) {
+  const int64_t r = static_cast<int64_t>(order.size()) + 1;  // w's rank
+  std::vector<int64_t> perm{0, r};
+  for (int64_t d = 1; d < r; ++d) perm.push_back(1 + (std::find(order.begin(), order.end(), d) - order.begin()));
+  return perm;
+}
+
 ValueId packed_conv_blocks(const Graph& g, ValueId w) {
-  return packed_view(g, w, 16, [](int64_t r) {
-    std::vector<int64_t> perm{0, r - 1};
-    for (int64_t i = 1; i + 1 < r; ++i) perm.push_back(i);
-    return perm;
-  });
+  return packed_view(g, w, 16, [](int64_t r) { return packed_view_perm(blocks_order(r - 1)); });
 }
 
 ValueId packed_conv_quads(const Graph& g, ValueId w) {
-  return packed_view(g, w, 64, [](int64_t r) {
-    std::vector<int64_t> perm{0, r - 1, r - 2};
-    for (int64_t i = 1; i + 2 < r; ++i) perm.push_back(i);
-    return perm;
-  });
+  return packed_view(g, w, 64, [](int64_t r) { return packed_view_perm(quads_order(r - 1)); });
 }
 
 ValueId packed_conv_taps(const Graph& g, ValueId w) {

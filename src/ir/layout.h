@@ -32,6 +32,14 @@ inline std::vector<int64_t> channels_last_perm(int64_t r) {
 // the program cache made of the constant counts too. The C++ conv kernels
 // read these constants directly.
 ValueId packed_conv_blocks(const Graph& g, ValueId w);
+// The order Wp and Wq keep w's dims 1..r-1 in (w of rank r): C, k.. for
+// Wp; k.., C for Wq. And the permute that takes a constant [ceil(M/lanes),
+// w's dims in `order`, lanes] to [ceil(M/lanes), lanes, C, k..], which a
+// reshape then makes w's shape: the pass writes it, the kernels' views
+// above recognize it.
+std::vector<int64_t> blocks_order(int64_t r);
+std::vector<int64_t> quads_order(int64_t r);
+std::vector<int64_t> packed_view_perm(const std::vector<int64_t>& order);
 ValueId packed_conv_quads(const Graph& g, ValueId w);
 ValueId packed_conv_taps(const Graph& g, ValueId w);
 

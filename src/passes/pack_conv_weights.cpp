@@ -37,6 +37,45 @@ Packing packable(const Graph& g, const Node& n) {
   return depthwise && n.attr_bool("channels_last") ? Packing::taps_first : Packing::none;
 }
 
+// w [M, C, k..] stored with its output channels in blocks of `lanes` side
+// by side (zeros past M) and its other dims in `order`: a constant
+// [ceil(M/lanes), w's dims in order.., lanes]. Returns its view as w:
+// slice(reshape(permute(., packed_view_perm(order)), [lanes ceil(M/lanes), C, k..]), 0, 0, M).
+ValueId pack_lanes(Graph& out, const Node& w, int64_t lanes, const std::vector<int64_t>& order) {
+  const Shape& ws = w.type.shape;
+  const int64_t r = w.type.rank(), M = ws[0].value(), blocks = (M + lanes - 1) / lanes;
+  std::vector<int64_t> ps{blocks}, stride(static_cast<size_t>(r), 0);  // stride: where w's dim d steps in the constant
+  for (int64_t d : order) ps.push_back(ws[static_cast<size_t>(d)].value());
+  ps.push_back(lanes);
+  int64_t inner = 1;  // C * taps
+  for (auto d = order.rbegin(); d != order.rend(); ++d) stride[static_cast<size_t>(*d)] = inner * lanes, inner *= ws[static_cast<size_t>(*d)].value();
+  NDArray p(DType::f32, ps);
+  const float* src = static_cast<const float*>(w.const_data()->raw());
+  float* dst = p.data<float>();
+  for (int64_t m = 0; m < M; ++m) {
+    // w's dims 1..r-1 in row-major order, an odometer over them giving the offset in the constant
+    std::vector<int64_t> at(static_cast<size_t>(r), 0);
+    int64_t off = (m / lanes) * inner * lanes + m % lanes;
+    for (int64_t i = 0; i < inner; ++i) {
+      dst[off] = src[m * inner + i];
+      for (int64_t d = r - 1; d >= 1; --d) {
+        const size_t u = static_cast<size_t>(d);
+        off += stride[u];
+        if (++at[u] < ws[u].value()) break;
+        off -= stride[u] * at[u], at[u] = 0;
+      }
+    }
+  }
+  Shape pshape;
+  for (int64_t d : ps) pshape.push_back(Dim(d));
+  const ValueId c = out.add_const({DType::f32, pshape}, ConstValues::adopt(std::move(p)));
+  Shape full = ws;
+  full[0] = Dim(blocks * lanes);
+  ValueId view = out.add(Op::reshape, {out.add(Op::permute, {c}, {{"perm", packed_view_perm(order)}})}, {{"shape", full}});
+  if (blocks * lanes != M) view = out.add(Op::slice, {view}, {{"axis", int64_t{0}}, {"start", Dim(0)}, {"end", Dim(M)}});
+  return view;
+}
+
 }  // namespace
 
 bool pack_conv_weights(Graph& g, const PassOptions&) {
@@ -67,57 +106,8 @@ bool pack_conv_weights(Graph& g, const PassOptions&) {
       const ValueId c = out.add_const({DType::f32, {Dim(taps), Dim(C)}}, ConstValues::adopt(std::move(p)));
       view = out.add(Op::reshape, {out.add(Op::permute, {c}, {{"perm", std::vector<int64_t>{1, 0}}})}, {{"shape", ws}});
     }
-    if (view < 0 && how == Packing::quads) {
-      const Node& w = g.node(wv);
-      const Shape& ws = w.type.shape;
-      const int64_t M = ws[0].value(), C = ws[1].value(), blocks = (M + kQuad - 1) / kQuad, k = static_cast<int64_t>(ws.size()) - 2;
-      int64_t taps = 1;
-      std::vector<int64_t> ps{blocks};
-      for (size_t i = 2; i < ws.size(); ++i) taps *= ws[i].value(), ps.push_back(ws[i].value());
-      ps.push_back(C), ps.push_back(kQuad);
-      NDArray p(DType::f32, ps);
-      const float* src = static_cast<const float*>(w.const_data()->raw());
-      float* dst = p.data<float>();
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t t = 0; t < taps; ++t) dst[(((m / kQuad) * taps + t) * C + c) * kQuad + m % kQuad] = src[(m * C + c) * taps + t];
-      Shape pshape;
-      for (int64_t d : ps) pshape.push_back(Dim(d));
-      const ValueId cq = out.add_const({DType::f32, pshape}, ConstValues::adopt(std::move(p)));
-      std::vector<int64_t> perm{0, k + 2, k + 1};  // [blocks, 64, C, k..]
-      for (int64_t i = 1; i <= k; ++i) perm.push_back(i);
-      Shape full = ws;
-      full[0] = Dim(blocks * kQuad);
-      view = out.add(Op::reshape, {out.add(Op::permute, {cq}, {{"perm", perm}})}, {{"shape", full}});
-      if (blocks * kQuad != M) view = out.add(Op::slice, {view}, {{"axis", int64_t{0}}, {"start", Dim(0)}, {"end", Dim(M)}});
-    }
-    if (view < 0) {
-      const Node& w = g.node(wv);
-      const Shape& ws = w.type.shape;
-      const int64_t M = ws[0].value(), blocks = (M + kBlock - 1) / kBlock;
-      int64_t inner = 1;  // C * taps
-      for (size_t i = 1; i < ws.size(); ++i) inner *= ws[i].value();
-      NDArray p(DType::f32, [&] {
-        std::vector<int64_t> s{blocks};
-        for (size_t i = 1; i < ws.size(); ++i) s.push_back(ws[i].value());
-        s.push_back(kBlock);
-        return s;
-      }());
-      const float* src = static_cast<const float*>(w.const_data()->raw());
-      float* dst = p.data<float>();
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t i = 0; i < inner; ++i) dst[((m / kBlock) * inner + i) * kBlock + m % kBlock] = src[m * inner + i];
-      Shape ps;
-      for (int64_t d : p.shape()) ps.push_back(Dim(d));
-      const ValueId c = out.add_const({DType::f32, ps}, ConstValues::adopt(std::move(p)));
-      const int64_t r = static_cast<int64_t>(ps.size());
-      std::vector<int64_t> perm{0, r - 1};
-      for (int64_t i = 1; i + 1 < r; ++i) perm.push_back(i);
-      Shape full = ws;
-      full[0] = Dim(blocks * kBlock);
-      view = out.add(Op::reshape, {out.add(Op::permute, {c}, {{"perm", perm}})}, {{"shape", full}});
-      if (blocks * kBlock != M) view = out.add(Op::slice, {view}, {{"axis", int64_t{0}}, {"start", Dim(0)}, {"end", Dim(M)}});
-    }
+    if (view < 0 && how == Packing::quads) view = pack_lanes(out, g.node(wv), kQuad, quads_order(g.node(wv).type.rank()));
+    if (view < 0) view = pack_lanes(out, g.node(wv), kBlock, blocks_order(g.node(wv).type.rank()));
     std::vector<ValueId> ins = rw.map_all(n.inputs);
     ins[1] = view;
     return out.add_raw(Op::conv, ins, n.attrs);
