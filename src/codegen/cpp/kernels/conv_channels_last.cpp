@@ -129,7 +129,6 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // (efficientnet_b0's 112x112 16->96 conv with SiLU wrote 4.8 MB of sums
   // and read them back: 500 -> 447 us). The epilogue covers each tile's new
   // positions only, once each, so tiles may overlap.
-  const bool to_tile = epilogue;
   // The epilogue over channels [m0, m1) at output positions [q0, q1) of
   // image b; with `t0`, the sums from tj_tile, whose first position is t0.
   auto epilogue_over = [&](const std::string& m0, const std::string& m1, const std::string& q0, const std::string& q1, const std::string& t0 = "") {
@@ -193,14 +192,14 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
     code += "      const float* wp = " + Wp_ + " + pr*" + S(C_ * cb) + ";\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
-    if (to_tile) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
+    if (epilogue) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
     auto tiles = [&](int nv) {
       const int64_t np = row_tiles(P / blocks, kWideTilePositions[nv]).np;
-      const std::string y = to_tile ? "tj_tile, 64" : "yb + at*" + S(M) + ", " + S(M);
+      const std::string y = epilogue ? "tj_tile, 64" : "yb + at*" + S(M) + ", " + S(M);
       return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
              ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1>(xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, 0, " +
              S(C_) + ", " + y + ", valid);\n" +
-             (to_tile ? "          const int64_t tj_n0 = q, tj_n1 = std::min<int64_t>(q + " + S(np) + ", q1);\n" +  // the tile's new positions
+             (epilogue ? "          const int64_t tj_n0 = q, tj_n1 = std::min<int64_t>(q + " + S(np) + ", q1);\n" +  // the tile's new positions
                             epilogue_over("m0", whole_end(M, nv), "tj_n0", "tj_n1", "at")
                       : "") +
              "        }\n";
@@ -214,8 +213,9 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   if (G == 1) {
     // Parts of whole rows, about kDirectPositions positions each, and at
     // least kConvParts with the channel blocks where the rows allow.
-    const int64_t cb = 64, cbn = (M + cb - 1) / cb, spread = (pl.OH + (kConvParts + cbn - 1) / cbn - 1) / ((kConvParts + cbn - 1) / cbn);
-    const int64_t RB = std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, spread})), RBs = (pl.OH + RB - 1) / RB;
+    const int64_t cb = 64, cbn = (M + cb - 1) / cb, row_parts = (kConvParts + cbn - 1) / cbn;
+    const int64_t RB = std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, (pl.OH + row_parts - 1) / row_parts}));
+    const int64_t RBs = (pl.OH + RB - 1) / RB;
     const std::string wt = S(C_ * cb);  // the taps' distance in a block's weights
     code += "    " + open_parallel(S(cbn * RBs));
     code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
@@ -232,7 +232,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // sums go to tj_tile.
     const bool exact = tiles_exactly(M, OW, {OW});
     const int64_t Cb = exact ? conv_channel_block(C_, pl.KH * pl.KW * cb) : C_, cbs = (C_ + Cb - 1) / Cb;
-    const bool tiled = to_tile && cbs == 1;
+    const bool tiled = epilogue && cbs == 1;
     if (tiled) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
     if (cbs > 1) code += "      for (int64_t cbk = 0; cbk < " + S(cbs) + "; ++cbk) {\n";
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
