@@ -19,6 +19,14 @@ const AttrValue& Node::attr(std::string_view name) const {
   return attrs[static_cast<size_t>(i)];
 }
 
+std::vector<AttrValue> Node::with_attr(std::string_view name, AttrValue value) const {
+  int i = attr_index(def(), name);
+  if (i < 0) throw Error(std::string(def().name) + " has no attribute '" + std::string(name) + "'");
+  std::vector<AttrValue> a = attrs;
+  a[static_cast<size_t>(i)] = std::move(value);
+  return a;
+}
+
 ValueId Graph::push(Node n) {
   nodes_.push_back(std::move(n));
   return static_cast<ValueId>(nodes_.size() - 1);

@@ -41,6 +41,8 @@ struct Node {
   const Shape& attr_dims(std::string_view name) const { return std::get<Shape>(attr(name)); }
   DType attr_dtype(std::string_view name) const { return std::get<DType>(attr(name)); }
   const ConstData& const_data() const { return std::get<ConstData>(attrs[0]); }
+  // The attributes with `name` set to `value`, for a rewritten twin.
+  std::vector<AttrValue> with_attr(std::string_view name, AttrValue value) const;
 };
 
 // Attributes by name, for building nodes: {{"axis", int64_t{1}}, {"keepdim", true}}.

@@ -47,14 +47,6 @@ bool eligible(const Graph& g, const Node& n) {
   return groups == 1 || (w.type.shape[0] == Dim(groups) && w.type.shape[1] == Dim(1));
 }
 
-// The node's attributes with `name` set to `value`.
-std::vector<AttrValue> with_attr(const Node& n, const char* name, AttrValue value) {
-  std::vector<AttrValue> a = n.attrs;
-  for (size_t i = 0; i < n.def().attrs.size(); ++i)
-    if (std::string_view(n.def().attrs[i].name) == name) a[i] = std::move(value);
-  return a;
-}
-
 bool is_reduction(Op op) { return op == Op::sum || op == Op::mean || op == Op::amax; }
 
 // Elementwise, or a composite of one operand computed per element (the
@@ -91,10 +83,10 @@ bool assign_layouts(Graph& g, const PassOptions&) {
     if (eligible(g, n)) {
       std::vector<ValueId> ins = rw.map_all(n.inputs);
       ins[0] = last_of(n.inputs[0]);
-      return as_twin(v, out.add_raw(Op::conv, ins, with_attr(n, "channels_last", true)));
+      return as_twin(v, out.add_raw(Op::conv, ins, n.with_attr("channels_last", true)));
     }
     if (n.op == Op::max_pool && r == 4 && n.type.dtype == DType::f32 && !n.attr_bool("channels_last") && has_twin(n.inputs[0]))
-      return as_twin(v, out.add_raw(Op::max_pool, {last_of(n.inputs[0])}, with_attr(n, "channels_last", true)));
+      return as_twin(v, out.add_raw(Op::max_pool, {last_of(n.inputs[0])}, n.with_attr("channels_last", true)));
     if (per_element(n) && (r == 3 || r == 4) && !n.inputs.empty()) {
       bool fits = true, some = false;
       for (ValueId u : n.inputs) {
@@ -117,7 +109,7 @@ bool assign_layouts(Graph& g, const PassOptions&) {
       a = a < 0 ? a + r : a;
       std::vector<ValueId> ins;
       for (ValueId u : n.inputs) ins.push_back(last_of(u));
-      return as_twin(v, out.add_raw(n.op, ins, with_attr(n, "axis", a == 0 ? 0 : a == 1 ? r - 1 : a - 1)));
+      return as_twin(v, out.add_raw(n.op, ins, n.with_attr("axis", a == 0 ? 0 : a == 1 ? r - 1 : a - 1)));
     }
     if (n.op == Op::reshape && has_twin(n.inputs[0])) {
       const Shape& is = g.type(n.inputs[0]).shape;
@@ -139,7 +131,7 @@ bool assign_layouts(Graph& g, const PassOptions&) {
       const bool keep = n.attr_bool("keepdim");
       if (!keep && static_cast<int64_t>(axes.size()) != ir - 2) return Rewriter::kCopy;
       const ValueId t = twin[static_cast<size_t>(n.inputs[0])];
-      const ValueId y = out.add_raw(n.op, {t}, with_attr(n, "axes", mapped));
+      const ValueId y = out.add_raw(n.op, {t}, n.with_attr("axes", mapped));
       return keep ? as_twin(v, y) : y;  // all spatial axes dropped: [N, C] either way
     }
     return Rewriter::kCopy;

@@ -58,7 +58,8 @@ class Folder {
   // The chain after conv `v`: its steps, and its last value.
   std::optional<std::pair<std::vector<Step>, ValueId>> chain(ValueId v) {
     const Node& c = g_.node(v);
-    if (c.op != Op::conv || !weight_only(c.inputs[1]) || (c.inputs.size() > 2 && !weight_only(c.inputs[2]))) return std::nullopt;
+    // (A winograd conv's u is derived from its weights: left alone.)
+    if (c.op != Op::conv || c.attr_bool("winograd") || !weight_only(c.inputs[1]) || (c.inputs.size() > 2 && !weight_only(c.inputs[2]))) return std::nullopt;
     std::vector<Step> steps;
     ValueId at = v;
     for (ValueId u = sole_user(at); u >= 0; u = sole_user(at)) {

@@ -26,6 +26,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"merge_matmuls", merge_matmuls, "products of one operand by constant weights become one product"},
       {"quantize_weights", quantize_weights, "products' constant weights in bf16 or int8 (--weights), read converted"},
       {"assign_layouts", assign_layouts, "convolutions with a channels-last kernel, and the values between them, channels last"},
+      {"winograd_weights", winograd_weights, "3x3 stride-1 convolutions get their weights in the Winograd F(2x2,3x3) domain, for the CPU kernel"},
       {"pack_conv_weights", pack_conv_weights, "convolutions' constant weights stored 16 output channels side by side, for the conv kernel"},
       {"decompose", decompose, "composites into primitives for fusion"},
       {"lower_convs", lower_convs, "convolutions into windows and matmuls, for targets without a conv kernel"},
@@ -59,6 +60,7 @@ std::vector<std::string> default_pipeline(bool freeze) {
   if (freeze) p.push_back("merge_matmuls");  // x@Wq, x@Wk, x@Wv -> one x@[Wq|Wk|Wv]
   if (freeze) p.push_back("quantize_weights");  // the merged weights in their format (f32: nothing)
   if (freeze) p.push_back("assign_layouts");  // convs channels last where their kernels read them so (needs their weights known)
+  if (freeze) p.push_back("winograd_weights");  // after the passes that change conv weights
   if (freeze) p.push_back("pack_conv_weights");  // after the last constant_fold, which would unpack them
   p.push_back("decompose");               // primitives for the fusion stage
   p.push_back("cse");                     // decompositions share subexpressions

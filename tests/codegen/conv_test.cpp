@@ -82,6 +82,13 @@ const std::vector<Case>& cases() {
       {"depthwise, the sums an output too", {1, 20, 9, 10}, {20, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 20, true, "relu and sums"},
       {"depthwise, 84 channels", {1, 84, 9, 10}, {84, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 84, true, "relu"},
       {"depthwise 5x5 stride 2, 36 channels", {2, 36, 11, 12}, {36, 1, 5, 5}, {2, 2}, {}, {2, 2}, {2, 2}, 36, false, "residual"},
+      // Channels last, 3x3, stride 1, input channels a multiple of 16, at
+      // least 144 output positions: Winograd F(2x2, 3x3) (odd sizes: tiles
+      // past the output's edge; 40 and 104 channels: a partial block).
+      {"winograd: 14x14, 64 channels", {1, 32, 14, 14}, {64, 32, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "relu"},
+      {"winograd: odd sizes, 40 channels", {1, 16, 13, 15}, {40, 16, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, false, "residual"},
+      {"winograd: no pads, two images, sums too", {2, 16, 16, 18}, {104, 16, 3, 3}, {1, 1}, {}, {}, {}, 1, true, "relu and sums"},
+      {"winograd: asymmetric pads, 128 channels", {1, 48, 12, 14}, {128, 48, 3, 3}, {1, 1}, {}, {0, 1}, {2, 0}, 1, true, "scale"},
       // Few channels times taps, rows of at least a vector: vectors over positions.
       {"row form: stem, stride 2, a tail tile", {1, 3, 40, 70}, {20, 3, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, true, "scale"},
       {"row form: dilated, two channel parts", {1, 2, 5, 101}, {40, 2, 3, 5}, {1, 1}, {1, 2}, {1, 2}, {1, 2}, 1, false, "residual"},
@@ -139,10 +146,12 @@ double compiled_against_interpreter(const Case& c, DType dt, std::string* source
   for (const auto& [k, v] : params) all[k] = v;
   auto want = interpret(g, all, {DType::f64});
   // Channels first stays channels first: the kernels under test are those
-  // (assign_layouts would take the 2-D ones channels last).
+  // (assign_layouts would take the 2-D ones channels last). The Winograd
+  // form only for the cases named so: the others test the direct forms.
   CompileOptions co;
+  const bool wino = c.name.rfind("winograd", 0) == 0;
   for (const std::string& p : default_pipeline(true))
-    if (p != "assign_layouts") co.passes.push_back(p);
+    if (p != "assign_layouts" && (wino || p != "winograd_weights")) co.passes.push_back(p);
   Executable exe = tj::compile(g, params, co);
   EXPECT_TRUE(exe.stats().compiled);
   // On the CPU each convolution is one kernel with its epilogue: nothing of
@@ -185,6 +194,7 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
     const bool direct = c.x.size() <= 4 && c.groups == 1, depthwise = c.x.size() <= 4 && c.w[0] == c.groups && c.w[1] == 1;
     EXPECT_EQ(src.find("tj_conv_tile_cl<") != std::string::npos, direct);
     EXPECT_EQ(src.find("tj_dw_cl<") != std::string::npos, depthwise);
+    EXPECT_EQ(src.find("tj_wino_in(xpad") != std::string::npos, c.name.rfind("winograd", 0) == 0);
   }
 }
 
@@ -282,6 +292,16 @@ TEST(ConvOp, ClearErrors) {
   // A layout mismatch: channels-first data given to a channels-last conv.
   const std::string cl = message(head + "param %w : f32[4,6,3,3]\n%y = conv(%x, %w) {channels_last=true} : f32[1,6,6,4]\nreturn %y\n");
   EXPECT_NE(cl.find("input channels 8 (of f32[1,6,8,8], [N, d.., C] (channels last)) and weights f32[4,6,3,3] do not match"), std::string::npos) << cl;
+  // The Winograd form: only for the convs its kernel computes, with its inputs.
+  const std::string last = "graph g\ninput %x : f32[1,8,8,16]\nparam %w : f32[4,16,3,3]\nparam %b : f32[4]\nparam %u : f32[1,16,16,64]\n";
+  EXPECT_NE(message(last + "%y = conv(%x, %w, %b, %u) {stride=[2, 2], channels_last=true, winograd=true} : f32[1,3,3,4]\nreturn %y\n")
+                .find("winograd needs a channels-last f32 3x3 conv with one group, stride 1"),
+            std::string::npos);
+  EXPECT_NE(message(last + "%y = conv(%x, %w, %b) {channels_last=true, winograd=true} : f32[1,6,6,4]\nreturn %y\n").find("f32[1,16,16,64], as inputs 3 and 4"),
+            std::string::npos);
+  EXPECT_NE(message(last + "%y = conv(%x, %w, %b, %u) {channels_last=true} : f32[1,6,6,4]\nreturn %y\n").find("a fourth input (the Winograd-domain weights) needs winograd=true"),
+            std::string::npos);
+  EXPECT_EQ(message(last + "%y = conv(%x, %w, %b, %u) {channels_last=true, winograd=true} : f32[1,6,6,4]\nreturn %y\n"), "no error");
 }
 
 }  // namespace

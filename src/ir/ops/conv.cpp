@@ -2,7 +2,12 @@
 // over k >= 1 spatial dims, with per-dim strides, dilations and begin/end
 // pads (zeros) and `groups` channel groups. With channels_last the input is
 // [N, d.., C] and the output [N, o.., M] (the same values, the channels
-// innermost: assign_layouts' choice); the weights are the same. Its kernel is a kind of its own
+// innermost: assign_layouts' choice); the weights are the same. With
+// winograd (passes/winograd_weights.cpp) a fourth input u carries the
+// weights in the Winograd F(2x2, 3x3) domain for the CPU kernel: the value
+// is still that of (x, w, bias), which the reference computes, and u is
+// G w G^T of these w: the pass derives it, again for a winograd conv it
+// meets (the verifier checks the form and u's shape). Its kernel is a kind of its own
 // (schedule/fusion.h: KernelKind::conv; codegen/cpp/kernels/conv.cpp), its
 // reference kernel is src/reference/conv.cpp, and its decomposition (for
 // targets without a conv kernel, and for differentiation) is the window
@@ -72,6 +77,17 @@ Type infer_conv(InferCtx& c) {
       c.fail("conv: spatial dim " + std::to_string(i) + ": the kernel spans " + std::to_string(span) + " with dilation " + std::to_string(dilation[i]) +
              ", more than the padded input (" + std::to_string(in + pb[i] + pe[i]) + "): the output would be empty");
     out.push_back(Dim(room / stride[i] + 1));
+  }
+  const bool wino = c.attr<bool>("winograd");
+  if (c.in.size() > 3 && !wino) c.fail("conv: a fourth input (the Winograd-domain weights) needs winograd=true");
+  if (wino) {
+    const bool unit = std::all_of(stride.begin(), stride.end(), [](int64_t s) { return s == 1; }) &&
+                      std::all_of(dilation.begin(), dilation.end(), [](int64_t d) { return d == 1; });
+    if (!last || k != 2 || groups != 1 || x.dtype != DType::f32 || w.shape[2] != Dim(3) || w.shape[3] != Dim(3) || !unit)
+      c.fail("conv: winograd needs a channels-last f32 3x3 conv with one group, stride 1 and dilation 1, got weights " + w.str() + " and input " + given);
+    const Shape us{Dim((m + 63) / 64), Dim(16), Dim(ch), Dim(64)};
+    if (c.in.size() != 4 || c.in[3].dtype != DType::f32 || c.in[3].shape != us)
+      c.fail("conv: winograd needs its bias and the weights in the Winograd domain, " + Type{DType::f32, us}.str() + ", as inputs 3 and 4");
   }
   if (last) out = windows::permuted(out, channels_last_perm(static_cast<int64_t>(out.size())));
   return {x.dtype, out};
@@ -226,10 +242,10 @@ namespace rows {
 std::vector<OpDef> conv() {
   const std::vector<int64_t> none;
   return {
-      {.op = Op::conv, .name = "conv", .category = Cat::matmul, .min_inputs = 2, .max_inputs = 3,
+      {.op = Op::conv, .name = "conv", .category = Cat::matmul, .min_inputs = 2, .max_inputs = 4,
        .attrs = {{"stride", AK::Ints, AttrValue(none)}, {"dilation", AK::Ints, AttrValue(none)}, {"pad_begin", AK::Ints, AttrValue(none)},
                  {"pad_end", AK::Ints, AttrValue(none)}, {"groups", AK::Int, AttrValue(int64_t{1})},
-                 {"channels_last", AK::Bool, AttrValue(false)}},
+                 {"channels_last", AK::Bool, AttrValue(false)}, {"winograd", AK::Bool, AttrValue(false)}},
        .infer = infer_conv, .fuse = Fuse::conv, .flops_fn = conv_flops, .decompose = conv_windows, .grad = d_conv},
   };
 }

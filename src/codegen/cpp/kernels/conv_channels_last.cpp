@@ -49,6 +49,42 @@ std::string Emitter::channels_last_conv_helpers() {
          "      float* yp = y + p*ym + 16*v;\n"
          "      if (16*(v + 1) <= valid) *(tj_vf16u*)yp = acc[p][v];\n"
          "      else for (int64_t l = 0; l < valid - 16*v; ++l) yp[l] = acc[p][v][l];\n    }\n}\n"
+         // Winograd F(2x2, 3x3), channels last: the 4x4 input patch at d
+         // (rows dr floats apart, positions dc) as B^T d B, 16 channels at a
+         // time (C a multiple of 16), point xi = 4a + b of it to V[xi*vs].
+         "static inline void tj_wino_in(const float* d, int64_t dr, int64_t dc, int64_t C, float* V, int64_t vs) {\n"
+         "  for (int64_t c = 0; c < C; c += 16) {\n"
+         "    tj_vf16 t[4][4];\n"
+         "    for (int i = 0; i < 4; ++i) {\n"
+         "      const float* r = d + i*dr + c;\n"
+         "      const tj_vf16 a = *(const tj_vf16u*)r, b = *(const tj_vf16u*)(r + dc), e = *(const tj_vf16u*)(r + 2*dc), f = *(const tj_vf16u*)(r + 3*dc);\n"
+         "      t[i][0] = a - e, t[i][1] = b + e, t[i][2] = e - b, t[i][3] = b - f;\n    }\n"
+         "    for (int j = 0; j < 4; ++j) {\n"
+         "      *(tj_vf16u*)(V + j*vs + c) = t[0][j] - t[2][j];\n"
+         "      *(tj_vf16u*)(V + (4 + j)*vs + c) = t[1][j] + t[2][j];\n"
+         "      *(tj_vf16u*)(V + (8 + j)*vs + c) = t[2][j] - t[1][j];\n"
+         "      *(tj_vf16u*)(V + (12 + j)*vs + c) = t[1][j] - t[3][j];\n    }\n  }\n}\n"
+         // A tile's 2x2 outputs A^T m A from its products m[xi*ms] (the
+         // channels below valid), stored at y (rows yr floats apart,
+         // positions yc); the second row and column only where they are in
+         // the output (down, right).
+         "static inline void tj_wino_out(const float* m, int64_t ms, int64_t valid, float* y, int64_t yr, int64_t yc, bool down, bool right) {\n"
+         "  int64_t c = 0;\n"
+         "  for (; c + 16 <= valid; c += 16) {\n"
+         "    tj_vf16 s[2][4];\n"
+         "    for (int b = 0; b < 4; ++b) {\n"
+         "      const tj_vf16 m0 = *(const tj_vf16u*)(m + b*ms + c), m1 = *(const tj_vf16u*)(m + (4 + b)*ms + c), m2 = *(const tj_vf16u*)(m + (8 + b)*ms + c),\n"
+         "                    m3 = *(const tj_vf16u*)(m + (12 + b)*ms + c);\n"
+         "      s[0][b] = m0 + m1 + m2, s[1][b] = m1 - m2 - m3;\n    }\n"
+         "    for (int i = 0; i < (down ? 2 : 1); ++i) {\n"
+         "      *(tj_vf16u*)(y + i*yr + c) = s[i][0] + s[i][1] + s[i][2];\n"
+         "      if (right) *(tj_vf16u*)(y + i*yr + yc + c) = s[i][1] - s[i][2] - s[i][3];\n    }\n  }\n"
+         "  for (; c < valid; ++c) {\n"
+         "    float s[2][4];\n"
+         "    for (int b = 0; b < 4; ++b) s[0][b] = m[b*ms + c] + m[(4 + b)*ms + c] + m[(8 + b)*ms + c], s[1][b] = m[(4 + b)*ms + c] - m[(8 + b)*ms + c] - m[(12 + b)*ms + c];\n"
+         "    for (int i = 0; i < (down ? 2 : 1); ++i) {\n"
+         "      y[i*yr + c] = s[i][0] + s[i][1] + s[i][2];\n"
+         "      if (right) y[i*yr + yc + c] = s[i][1] - s[i][2] - s[i][3];\n    }\n  }\n}\n"
          // Channels last, depthwise: one output position, every channel,
          // vectors of channels; w is taps first [KH*KW, C]; x at the window's
          // first tap. The taps [kh0, kh1) x [kw0, kw1) are inside the image
@@ -116,7 +152,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   if (T(cv) != "float" || k > 2 || packed < 0) throw Error("code generation: a channels-last conv of this form (the driver lowers it to windows)");
   std::vector<int64_t> in, ker, out;
   for (size_t i = 0; i < k; ++i) in.push_back(sx[i + 1].value()), ker.push_back(sw[i + 2].value()), out.push_back(so[i + 1].value());
-  const Plane pl(in, ker, out, n.attr_ints("stride"), n.attr_ints("pad_begin"), n.attr_ints("dilation"));
+  Plane pl(in, ker, out, n.attr_ints("stride"), n.attr_ints("pad_begin"), n.attr_ints("dilation"));
+  const bool wino = n.attr_bool("winograd");
+  // Winograd: 2x2 output tiles (TH x TW of them), each reading a 4x4 patch
+  // of the padded input from (2 th, 2 tw): the plane padded to 2 TH + 2 by
+  // 2 TW + 2.
+  const int64_t TH = (pl.OH + 1) / 2, TW = (pl.OW + 1) / 2;
+  if (wino) pl.Hp = std::max(pl.Hp, 2 * TH + 2), pl.Wp = std::max(pl.Wp, 2 * TW + 2);
   const int64_t OW = pl.OW, P = pl.OH * OW, Sz = pl.H * pl.W;
   std::string code;
   const std::string X = dense_operand(n.inputs[0], &code), B = n.inputs.size() > 2 ? dense_operand(n.inputs[2], &code) : "";
@@ -172,6 +214,50 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "    " + close_parallel();
   } else {
     code += "    const float* xpad = xb;\n";  // no padding (1x1), or depthwise: its taps skip the border
+  }
+  if (wino) {
+    // Winograd F(2x2, 3x3) (u: passes/winograd_weights.cpp). Parts of
+    // whole tile rows by 64 output channels, about kWinogradTiles tiles
+    // each and at least kConvParts with the channel blocks. Per part, in
+    // this thread's scratch: V [16][T][C], each tile's input patch as B^T d B
+    // (tj_wino_in); then per point xi of the domain a GEMM of V[xi] [T, C]
+    // by u's [C, 64] (the 1x1 form's tiles, tj_conv_tile_cl) into
+    // Mb [16][T][64]; then each tile's 2x2 outputs A^T m A (tj_wino_out)
+    // into y, and the epilogue over the part's output rows. The input
+    // transform is redone per block of 64 output channels (about 6% of the
+    // GEMM's work at 64 channels, less past them).
+    const int64_t cb = 64, cbn = (M + cb - 1) / cb;
+    const int64_t TB = std::min<int64_t>(TH, std::max<int64_t>((kConvParts + cbn - 1) / cbn, (TH * TW + kWinogradTiles - 1) / kWinogradTiles));
+    const int64_t Tmax = (TH + TB - 1) / TB * TW, Tmin = TH / TB * TW;
+    const int64_t Sx = pl.padded() ? (Hp * row * 4 + 63) / 64 * 64 : 0, Sv = (16 * Tmax * C_ * 4 + 63) / 64 * 64, Sm = 16 * Tmax * cb * 4;
+    if (!pl.padded()) scratch(Dim(0));
+    out_.scratch_sizes.back() = Dim(Sx + Sv + Sm);  // per thread; the first one's starts with the padded input
+    code += "    " + open_parallel(S(cbn * TB));
+    code += "      const int64_t pr = tj_part / " + S(TB) + ", tb = tj_part % " + S(TB) + ";\n";
+    code += "      const int64_t r0 = tb*" + S(TH) + "/" + S(TB) + ", r1 = (tb + 1)*" + S(TH) + "/" + S(TB) + ", T = (r1 - r0)*" + S(TW) + ";\n";
+    code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
+    code += "      float* V = (float*)((char*)" + slot(tj_slot_scratch) + " + tj_thread*" + S(Sx + Sv + Sm) + " + " + S(Sx) + ");\n";
+    code += "      float* Mb = V + " + S(Sv / 4) + ";\n";
+    code += "      for (int64_t t = 0; t < T; ++t)\n        tj_wino_in(xpad + ((r0 + t/" + S(TW) + ")*" + S(2 * row) + " + t%" + S(TW) + "*" + S(2 * C_) + "), " + S(row) +
+            ", " + S(C_) + ", " + S(C_) + ", V + t*" + S(C_) + ", " + S(Tmax * C_) + ");\n";
+    code += "      const float* u = " + ptr(n.inputs[3]) + " + pr*" + S(16 * C_ * cb) + ";\n";
+    code += "      for (int xi = 0; xi < 16; ++xi) {\n";
+    code += "        const float* vx = V + xi*" + S(Tmax * C_) + ";\n        float* mx = Mb + xi*" + S(Tmax * cb) + ";\n";
+    auto tiles = [&](int nv) {
+      // Every part holds at least Tmin >= np tiles: one moved back to end at T stays inside.
+      const int64_t np = row_tiles(Tmin, kWideTilePositions[nv]).np;
+      return "        for (int64_t q = 0; q < T; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, T - " + S(np) + ");\n          tj_conv_tile_cl<" +
+             S(np) + ", " + std::to_string(nv) + ", 1, 1>(vx + at*" + S(C_) + ", " + S(C_) + ", 0, 0, u + xi*" + S(C_ * cb) + ", 0, " + S(C_) + ", mx + at*" +
+             S(cb) + ", " + S(cb) + ", valid);\n        }\n";
+    };
+    code += by_channel_quads(M, tiles, "        ") + "      }\n";
+    code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
+    code += "      for (int64_t t = 0; t < T; ++t) {\n        const int64_t oh = 2*(r0 + t/" + S(TW) + "), ow = 2*(t%" + S(TW) + ");\n";
+    code += "        tj_wino_out(Mb + t*" + S(cb) + ", " + S(Tmax * cb) + ", valid, yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(OW * M) + ", " + S(M) +
+            ", oh + 1 < " + S(pl.OH) + ", ow + 1 < " + S(OW) + ");\n      }\n";
+    if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "2*r0*" + S(OW), "std::min<int64_t>(" + S(pl.OH) + ", 2*r1)*" + S(OW)) + "      }\n";
+    code += "    " + close_parallel() + "  }\n";
+    return code;
   }
   const std::string xr = S(pl.DH * row), xk = S(pl.DW * C_);
   const bool flat = G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded() && P >= 2 * kTilePositions;
