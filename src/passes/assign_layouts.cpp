@@ -15,8 +15,11 @@
 //   max_pool           of rank 4, f32, its input with a twin:
 //                      max_pool{channels_last} of the twin;
 //   elementwise        (and silu, gelu) of rank 3 or 4, every operand of
-//                      that rank or a scalar, some operand with a twin: the op on the
-//                      operands' twins (broadcast operands permuted, views);
+//                      at most that rank, some operand with a twin: the op
+//                      on the operands' twins (broadcast operands permuted,
+//                      views; one of lower rank, such as an ONNX batch-norm's
+//                      [C, 1, 1] before a dense block's conv, first given
+//                      the leading 1s it broadcasts with);
 //   concat, slice      of rank 3 or 4, some operand with a twin: along the
 //                      twin's axis (a max pool's padding and windows, a
 //                      dense block's concatenated channels);
@@ -65,11 +68,20 @@ bool assign_layouts(Graph& g, const PassOptions&) {
   Graph& out = rw.out();
   std::vector<ValueId> twin(g.size(), -1);  // per old value: its channels-last form in `out`
   auto permute = [&](ValueId v, std::vector<int64_t> perm) { return out.add(Op::permute, {v}, {{"perm", std::move(perm)}}); };
-  // Old value v channels last in `out`: its twin, or v permuted.
-  auto last_of = [&](ValueId v) {
+  // Old value v channels last in `out`: its twin, or v permuted (at rank
+  // `r`: one of lower rank first reshaped with leading 1s, as it broadcasts).
+  auto last_of = [&](ValueId v, int64_t r = -1) {
     if (twin[static_cast<size_t>(v)] >= 0) return twin[static_cast<size_t>(v)];
-    const int64_t r = g.type(v).rank();
-    return r == 0 ? rw.map(v) : permute(rw.map(v), channels_last_perm(r));
+    const Shape& s = g.type(v).shape;
+    const int64_t vr = static_cast<int64_t>(s.size());
+    if (vr == 0) return rw.map(v);
+    ValueId u = rw.map(v);
+    if (r > vr) {
+      Shape full(static_cast<size_t>(r - vr), Dim(1));
+      full.insert(full.end(), s.begin(), s.end());
+      u = out.add(Op::reshape, {u}, {{"shape", full}});
+    }
+    return permute(u, channels_last_perm(std::max(r, vr)));
   };
   // Records y as v's twin; v itself is y permuted back.
   auto as_twin = [&](ValueId v, ValueId y) {
@@ -91,12 +103,12 @@ bool assign_layouts(Graph& g, const PassOptions&) {
       bool fits = true, some = false;
       for (ValueId u : n.inputs) {
         const int64_t ur = g.type(u).rank();
-        fits &= ur == r || ur == 0;
+        fits &= ur <= r;
         some |= has_twin(u);
       }
       if (fits && some) {
         std::vector<ValueId> ins;
-        for (ValueId u : n.inputs) ins.push_back(last_of(u));
+        for (ValueId u : n.inputs) ins.push_back(last_of(u, r));
         return as_twin(v, out.add_raw(n.op, ins, n.attrs));
       }
       return Rewriter::kCopy;
