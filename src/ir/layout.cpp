@@ -57,14 +57,22 @@ ValueId packed_conv_quads(const Graph& g, ValueId w) {
   return packed_view(g, w, 64, [](int64_t r) { return packed_view_perm(quads_order(r - 1)); });
 }
 
+bool grouped_channels_last(const Shape& w, int64_t groups) {
+  if (groups <= 1 || w.size() < 3 || !w[0].is_const() || !w[1].is_const()) return false;
+  const int64_t cg = w[1].value();
+  return w[0].value() == groups * cg && cg >= 2 && cg < 16 && 16 % cg == 0;
+}
+
 ValueId packed_conv_taps(const Graph& g, ValueId w) {
   const Node& r = g.node(w);
   if (r.op != Op::reshape) return -1;
   const Node& p = g.node(r.inputs[0]);
-  if (p.op != Op::permute || p.attr_ints("perm") != std::vector<int64_t>{1, 0}) return -1;
+  if (p.op != Op::permute) return -1;
   const Node& c = g.node(p.inputs[0]);
   const bool stored = c.op == Op::param || (c.op == Op::constant && c.const_data()->size() > 1);
-  return stored && c.type.dtype == DType::f32 && c.type.rank() == 2 ? p.inputs[0] : -1;
+  const auto& perm = p.attr_ints("perm");
+  const bool form = (c.type.rank() == 2 && perm == std::vector<int64_t>{1, 0}) || (c.type.rank() == 3 && perm == std::vector<int64_t>{2, 1, 0});
+  return stored && form && c.type.dtype == DType::f32 ? p.inputs[0] : -1;
 }
 
 }  // namespace tj

@@ -28,7 +28,9 @@ inline std::vector<int64_t> channels_last_perm(int64_t r) {
 
 // The constant behind pack_conv_weights' views of conv weights w, or -1:
 // Wp [ceil(M/16), C, k.., 16] (one group), Wq [ceil(M/64), k.., C, 64] (one
-// group, channels last), or Wt [taps, C] (channels-last depthwise). A param
+// group, channels last), or Wt [taps, C] (channels-last depthwise) or
+// [taps, C/groups, M] (channels-last grouped, groups of as many outputs as
+// inputs: grouped_channels_last). A param
 // the program cache made of the constant counts too. The C++ conv kernels
 // read these constants directly.
 ValueId packed_conv_blocks(const Graph& g, ValueId w);
@@ -42,5 +44,10 @@ std::vector<int64_t> quads_order(int64_t r);
 std::vector<int64_t> packed_view_perm(const std::vector<int64_t>& order);
 ValueId packed_conv_quads(const Graph& g, ValueId w);
 ValueId packed_conv_taps(const Graph& g, ValueId w);
+// Whether a conv of these weights [M, C/groups, k..] in `groups` groups is
+// one the channels-last grouped kernel computes: as many outputs per group
+// as inputs, 2, 4 or 8 of them (one is depthwise; from 16 on, the window
+// form's GEMM per group was faster: resnext50's 14x14 and 7x7 stages).
+bool grouped_channels_last(const Shape& w, int64_t groups);
 
 }  // namespace tj

@@ -1,5 +1,6 @@
 // assign_layouts: convolutions over 2 spatial dims that have a channels-last
-// kernel (f32, constant weights, one group or depthwise; see
+// kernel (f32, constant weights, one group, depthwise, or groups of 2, 4 or 8
+// inputs and as many outputs; see
 // codegen/cpp/kernels/conv.cpp) take the channels-last form, and the values
 // between them follow, so that a chain of convolutions, activations,
 // residual adds, squeeze-excitation scales and global pools stays channels
@@ -47,7 +48,7 @@ bool eligible(const Graph& g, const Node& n) {
   const Node& w = g.node(n.inputs[1]);
   if (w.op != Op::constant || w.const_data()->size() <= 1) return false;
   const int64_t groups = n.attr_int("groups");
-  return groups == 1 || (w.type.shape[0] == Dim(groups) && w.type.shape[1] == Dim(1));
+  return groups == 1 || (w.type.shape[0] == Dim(groups) && w.type.shape[1] == Dim(1)) || grouped_channels_last(w.type.shape, groups);
 }
 
 bool is_reduction(Op op) { return op == Op::sum || op == Op::mean || op == Op::amax; }

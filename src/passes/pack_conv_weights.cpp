@@ -14,6 +14,9 @@
 // convolution's weights [C, 1, k..] are stored taps first, Wt [taps, C], a
 // vector of channels per kernel offset:
 //   w = reshape(permute(Wt, [1, 0]), [C, 1, k..])
+// and a channels-last grouped one's [M, Cg, k..] (grouped_channels_last)
+// taps first, then each output's Cg inputs, Wt [taps, Cg, M]:
+//   w = reshape(permute(Wt, [2, 1, 0]), [M, Cg, k..])
 // Runs after freezing, on constants only; a weight already packed is left
 // alone.
 #include "ir/layout.h"
@@ -34,7 +37,7 @@ Packing packable(const Graph& g, const Node& n) {
   if (w.op != Op::constant || w.const_data()->size() <= 1 || w.type.rank() < 3 || w.type.rank() > 4) return Packing::none;
   if (n.attr_int("groups") == 1) return n.attr_bool("channels_last") ? Packing::quads : Packing::blocks;
   const bool depthwise = w.type.shape[1] == Dim(1) && w.type.shape[0] == Dim(n.attr_int("groups"));
-  return depthwise && n.attr_bool("channels_last") ? Packing::taps_first : Packing::none;
+  return (depthwise || grouped_channels_last(w.type.shape, n.attr_int("groups"))) && n.attr_bool("channels_last") ? Packing::taps_first : Packing::none;
 }
 
 // w [M, C, k..] stored with its output channels in blocks of `lanes` side
@@ -93,18 +96,23 @@ bool pack_conv_weights(Graph& g, const PassOptions&) {
     const ValueId wv = n.inputs[1];
     ValueId& view = (how == Packing::blocks ? packed : how == Packing::quads ? quads : taps_first)[static_cast<size_t>(wv)];
     if (view < 0 && how == Packing::taps_first) {
+      // [taps, C] depthwise; grouped, [taps, Cg, M]: w[m][j][t] at (t*Cg + j)*M + m.
       const Node& w = g.node(wv);
       const Shape& ws = w.type.shape;
-      const int64_t C = ws[0].value();
+      const int64_t M = ws[0].value(), Cg = ws[1].value();
       int64_t taps = 1;
       for (size_t i = 2; i < ws.size(); ++i) taps *= ws[i].value();
-      NDArray p(DType::f32, {taps, C});
+      NDArray p(DType::f32, Cg == 1 ? std::vector<int64_t>{taps, M} : std::vector<int64_t>{taps, Cg, M});
       const float* src = static_cast<const float*>(w.const_data()->raw());
       float* dst = p.data<float>();
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t t = 0; t < taps; ++t) dst[t * C + c] = src[c * taps + t];
-      const ValueId c = out.add_const({DType::f32, {Dim(taps), Dim(C)}}, ConstValues::adopt(std::move(p)));
-      view = out.add(Op::reshape, {out.add(Op::permute, {c}, {{"perm", std::vector<int64_t>{1, 0}}})}, {{"shape", ws}});
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < Cg; ++j)
+          for (int64_t t = 0; t < taps; ++t) dst[(t * Cg + j) * M + m] = src[(m * Cg + j) * taps + t];
+      Shape ps{Dim(taps), Dim(M)};
+      std::vector<int64_t> perm{1, 0};
+      if (Cg > 1) ps = {Dim(taps), Dim(Cg), Dim(M)}, perm = {2, 1, 0};
+      const ValueId c = out.add_const({DType::f32, ps}, ConstValues::adopt(std::move(p)));
+      view = out.add(Op::reshape, {out.add(Op::permute, {c}, {{"perm", perm}})}, {{"shape", ws}});
     }
     if (view < 0 && how == Packing::quads) view = pack_lanes(out, g.node(wv), kQuad, quads_order(g.node(wv).type.rank()));
     if (view < 0) view = pack_lanes(out, g.node(wv), kBlock, blocks_order(g.node(wv).type.rank()));

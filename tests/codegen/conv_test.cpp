@@ -89,12 +89,25 @@ const std::vector<Case>& cases() {
       {"winograd: odd sizes, 40 channels", {1, 16, 13, 15}, {40, 16, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, false, "residual"},
       {"winograd: no pads, two images, sums too", {2, 16, 16, 18}, {104, 16, 3, 3}, {1, 1}, {}, {}, {}, 1, true, "relu and sums"},
       {"winograd: asymmetric pads, 128 channels", {1, 48, 12, 14}, {128, 48, 3, 3}, {1, 1}, {}, {0, 1}, {2, 0}, 1, true, "scale"},
+      // Groups of as many outputs as inputs, 2, 4 or 8 (regnet's 8,
+      // resnext's 4 and 8): channels last, a shuffle per input of a group;
+      // 104 channels: a scalar tail.
+      {"groups of 4", {1, 32, 9, 10}, {32, 4, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 8, true, "relu"},
+      {"groups of 8, stride 2, 104 channels", {1, 104, 11, 12}, {104, 8, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 13, false, "residual"},
+      {"groups of 2, two images, sums too", {2, 48, 7, 8}, {48, 2, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 24, true, "relu and sums"},
       // Few channels times taps, rows of at least a vector: vectors over positions.
       {"row form: stem, stride 2, a tail tile", {1, 3, 40, 70}, {20, 3, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, true, "scale"},
       {"row form: dilated, two channel parts", {1, 2, 5, 101}, {40, 2, 3, 5}, {1, 1}, {1, 2}, {1, 2}, {1, 2}, 1, false, "residual"},
       {"row form: 1d", {2, 4, 64}, {12, 4, 3}, {1}, {}, {1}, {1}, 1, true, "relu"},
   };
   return c;
+}
+
+// Groups the channels-last grouped kernel computes (grouped_channels_last).
+bool grouped(const Case& c) {
+  Shape w;
+  for (int64_t d : c.w) w.push_back(Dim(d));
+  return grouped_channels_last(w, c.groups);
 }
 
 // With last, channels last: x [N, d.., C], the output and the epilogue's
@@ -157,7 +170,7 @@ double compiled_against_interpreter(const Case& c, DType dt, std::string* source
   // On the CPU each convolution is one kernel with its epilogue: nothing of
   // the window form is left.
   const bool cpu = exe.device() == "cpu";
-  const bool cl_kernel = c.x.size() <= 4 && dt == DType::f32 && (c.groups == 1 || (c.w[0] == c.groups && c.w[1] == 1));
+  const bool cl_kernel = c.x.size() <= 4 && dt == DType::f32 && (c.groups == 1 || (c.w[0] == c.groups && c.w[1] == 1) || grouped(c));
   if (cpu && (!last || cl_kernel)) {
     EXPECT_EQ(exe.stats().kernels, 1u);
   }
@@ -194,6 +207,7 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
     const bool direct = c.x.size() <= 4 && c.groups == 1, depthwise = c.x.size() <= 4 && c.w[0] == c.groups && c.w[1] == 1;
     EXPECT_EQ(src.find("tj_conv_tile_cl<") != std::string::npos, direct);
     EXPECT_EQ(src.find("tj_dw_cl<") != std::string::npos, depthwise);
+    EXPECT_EQ(src.find("tj_gc_cl<") != std::string::npos, c.x.size() <= 4 && grouped(c));
     EXPECT_EQ(src.find("tj_wino_in(xpad") != std::string::npos, c.name.rfind("winograd", 0) == 0);
   }
 }

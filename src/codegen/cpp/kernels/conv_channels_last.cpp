@@ -108,6 +108,32 @@ std::string Emitter::channels_last_conv_helpers() {
          "    float acc = 0;\n"
          "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw) acc += x[kh*xr + kw*xk + c] * w[(kh*KW + kw)*C + c];\n"
          "    y[c] = acc;\n  }\n}\n"
+         // Channels last, grouped, CG inputs and CG outputs per group (2, 4
+         // or 8: grouped_channels_last), otherwise as tj_dw_cl: w is
+         // [KH*KW, CG, M]; a vector of 16 output channels (16/CG groups)
+         // sums, per tap and input j of its groups, the input vector with
+         // each lane given its group's j-th channel (a shuffle) times the
+         // weights' vector.
+         "template <int KH, int KW, int CG, bool FULL>\n"
+         "static inline void tj_gc_cl(const float* x, int64_t xr, int64_t xk, const float* w, int64_t M, float* y, int kh0, int kh1, int kw0, int kw1) {\n"
+         "  if constexpr (FULL) kh0 = 0, kh1 = KH, kw0 = 0, kw1 = KW;\n"
+         "  int64_t m = 0;\n"
+         "  for (; m + 16 <= M; m += 16) {\n"
+         "    tj_vf16 acc = {};\n"
+         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw) {\n"
+         "        const tj_vf16 xv = *(const tj_vf16u*)(x + kh*xr + kw*xk + m);  // the groups' inputs: the same channels\n"
+         "        const float* wp = w + (kh*KW + kw)*CG*M + m;\n"
+         "#pragma GCC unroll 8\n"
+         "        for (int j = 0; j < CG; ++j) {\n"
+         "          tj_vi16 at;\n"
+         "          for (int l = 0; l < 16; ++l) at[l] = l / CG * CG + j;\n"
+         "          acc += __builtin_shuffle(xv, at) * *(const tj_vf16u*)(wp + j*M);\n        }\n      }\n"
+         "    *(tj_vf16u*)(y + m) = acc;\n  }\n"
+         "  for (; m < M; ++m) {\n"
+         "    float acc = 0;\n"
+         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw)\n"
+         "        for (int j = 0; j < CG; ++j) acc += x[kh*xr + kw*xk + m / CG * CG + j] * w[((kh*KW + kw)*CG + j)*M + m];\n"
+         "    y[m] = acc;\n  }\n}\n"
          // The same for NP positions of a row, xs floats apart in x and M in
          // y, every tap inside the image: each weight vector serves NP positions.
          "template <int KH, int KW, int NP>\n"
@@ -351,7 +377,10 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "    " + close_parallel() + "  }\n";
     return code;
   }
-  // Depthwise: parts of whole output rows, about kDepthwiseOutputs outputs each.
+  // Depthwise, or grouped (Cg inputs and outputs per group: tj_gc_cl, the
+  // same loops): parts of whole output rows, about kDepthwiseOutputs outputs each.
+  const int64_t Cg = sw[1].value();
+  const std::string one = Cg == 1 ? "tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " : "tj_gc_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(Cg) + ", ";
   const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, kDepthwiseOutputs / std::max<int64_t>(1, OW * C_))), RBs = (pl.OH + RB - 1) / RB;
   code += "    " + open_parallel(S(RBs));
   code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
@@ -364,7 +393,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const int64_t lo = (pl.PW + pl.SW - 1) / pl.SW, hi = std::max(lo, std::min(OW, (pl.W - 1 + pl.PW - (pl.KW - 1) * pl.DW) / pl.SW + 1));
   code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + tap_range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh", "        ");
   code += "      for (int64_t ow = 0; ow < " + S(OW) + "; ) {\n";
-  if (hi - lo >= kDwRun) {
+  if (hi - lo >= kDwRun && Cg == 1) {
     code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && ow >= " + S(lo) + " && ow + " + S(kDwRun) + " <= " + S(hi) + ") {\n";
     code += "          tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(kDwRun) + ">(xpad + ((oh*" + S(pl.SH) + " - " + S(pl.PH) + ")*" + S(pl.W) + " + ow*" +
             S(pl.SW) + " - " + S(pl.PW) + ")*" + S(C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + Y + " + ((b*" +
@@ -372,9 +401,8 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "          ow += " + S(kDwRun) + ";\n          continue;\n        }\n";
   }
   code += tap_range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw", "        ");
-  code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && kw0 == 0 && kw1 == " + S(pl.KW) + ") tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", true>(" + at +
-          ", 0, 0, 0, 0);\n";
-  code += "        else tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", false>(" + at + ", kh0, kh1, kw0, kw1);\n        ++ow;\n      }\n      }\n";
+  code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && kw0 == 0 && kw1 == " + S(pl.KW) + ") " + one + "true>(" + at + ", 0, 0, 0, 0);\n";
+  code += "        else " + one + "false>(" + at + ", kh0, kh1, kw0, kw1);\n        ++ow;\n      }\n      }\n";
   if (epilogue) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
   code += "    " + close_parallel() + "  }\n";
   return code;
