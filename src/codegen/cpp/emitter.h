@@ -65,6 +65,7 @@ class Emitter : public codegen::ValueReader {
   // ---- stores.cpp: concat, kv_write, scatter_add
   std::string store(ValueId v);
   std::string scatter_add(ValueId v);
+  std::string concat_last(ValueId v);
 
   // ---- emit.cpp: the program, elementwise ops, loops, the pool, temporaries, kernels, outputs
   std::string pointers();
