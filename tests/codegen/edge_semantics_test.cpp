@@ -144,6 +144,34 @@ TEST_F(EdgeSemantics, CastsAgreeForEveryDtypePair) {
   }
 }
 
+// relu, max, min and clip by constants over every edge value, bit for bit:
+// the signs of zeros and NaN. Generated code takes two or three selects
+// where a bound is a constant other than NaN and the zero a tie must not
+// give (tj_max, tj_clip), the full form otherwise (-0 below, +0 above, NaN).
+TEST_F(EdgeSemantics, ClampsByConstantsKeepZeroSignsAndNaN) {
+  for (DType t : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    NDArray e = edges(t);
+    Graph g("clamps");
+    ValueId x = g.add_input("e", {t, {e.shape()[0]}});
+    auto c = [&](double v) { return g.add_const({t, {}}, std::vector<double>{v}); };
+    std::vector<ValueId> outs = {g.add(Op::relu, {x}),
+                                 g.add(Op::max, {x, c(0.0)}),
+                                 g.add(Op::max, {x, c(-0.0)}),
+                                 g.add(Op::min, {x, c(0.0)}),
+                                 g.add(Op::min, {x, c(-0.0)}),
+                                 g.add(Op::max, {x, c(NAN)}),
+                                 g.add(Op::clip, {x, c(0.0), c(6.0)}),
+                                 g.add(Op::clip, {x, c(-1.5), c(1.5)}),
+                                 g.add(Op::clip, {x, c(-0.0), c(2.5)}),
+                                 g.add(Op::clip, {x, c(-2.5), c(0.0)}),
+                                 g.add(Op::clip, {x, c(2.5), c(-2.5)}),
+                                 g.add(Op::clip, {x, c(-INFINITY), c(NAN)})};
+    g.set_outputs(outs);
+    agree(g, {{"e", e}});
+  }
+}
+
 // add sub mul div max min neg abs over every pair of edge values, and a sum
 // that wraps: two's complement in the result's width.
 TEST_F(EdgeSemantics, IntegerArithmeticWraps) {

@@ -404,7 +404,7 @@ std::vector<OpDef> elementwise() {
        .fuse = Fuse::pointwise, .flops = 2,
        .scalar = both<3>([](auto x, auto lo, auto hi) { return ieee_min(ieee_max(x, lo), hi); },
                          [](I x, I lo, I hi) { return std::min(std::max(x, lo), hi); }),
-       .c_expr = C_INT_OR("std::min<$T>(std::max<$T>($0, $1), $2)", "tj_min<$T>(tj_max<$T>($0, $1), $2)"),
+       .c_expr = C_INT_OR("std::min<$T>(std::max<$T>($0, $1), $2)", "tj_clip<$T>($0, $1, $2)"),
        .gpu_expr = C_INT_OR("tj_smin_$T(tj_smax_$T($0, $1), $2)", "tj_min_$T(tj_max_$T($0, $1), $2)"), .grad = d_clip},
   };
 }
