@@ -82,6 +82,13 @@ const std::vector<Case>& cases() {
       {"depthwise, the sums an output too", {1, 20, 9, 10}, {20, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 20, true, "relu and sums"},
       {"depthwise, 84 channels", {1, 84, 9, 10}, {84, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 84, true, "relu"},
       {"depthwise 5x5 stride 2, 36 channels", {2, 36, 11, 12}, {36, 1, 5, 5}, {2, 2}, {}, {2, 2}, {2, 2}, 36, false, "residual"},
+      // Depthwise runs (tj_dw_cl_run): taps two columns apart; rows too
+      // narrow for a run (every window crosses a border); sums of a run past
+      // the stack tile's 64 KB (8 positions by 3000 channels), the epilogue
+      // then from y.
+      {"depthwise 3x3 dilated, 24 channels", {1, 24, 12, 17}, {24, 1, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, 24, true, "relu"},
+      {"depthwise, rows of 2", {1, 32, 5, 2}, {32, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 32, true, "relu"},
+      {"depthwise, 3000 channels", {1, 3000, 4, 18}, {3000, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 3000, true, "scale"},
       // Channels last, 3x3, stride 1, input channels a multiple of 16, at
       // least 144 output positions: Winograd F(2x2, 3x3) (odd sizes: tiles
       // past the output's edge; 40 and 104 channels: a partial block).

@@ -134,29 +134,44 @@ std::string Emitter::channels_last_conv_helpers() {
          "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw)\n"
          "        for (int j = 0; j < CG; ++j) acc += x[kh*xr + kw*xk + m / CG * CG + j] * w[((kh*KW + kw)*CG + j)*M + m];\n"
          "    y[m] = acc;\n  }\n}\n"
-         // The same for NP positions of a row, xs floats apart in x and M in
-         // y, every tap inside the image: each weight vector serves NP positions.
-         "template <int KH, int KW, int NP>\n"
-         "static inline void tj_dw_cl_run(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M) {\n"
-         "  int64_t c = 0;\n"
-         "  for (; c + 64 <= C; c += 64) {\n"
-         "    tj_vf16 acc[NP][4] = {};\n"
-         "    for (int kh = 0; kh < KH; ++kh)\n#pragma GCC unroll 8\n      for (int kw = 0; kw < KW; ++kw) {\n"
-         "        const float* wp = w + (kh*KW + kw)*C + c;\n        const float* xp = x + kh*xr + kw*xk + c;\n"
-         "        tj_vf16 wv[4];\n        for (int v = 0; v < 4; ++v) wv[v] = *(const tj_vf16u*)(wp + 16*v);\n"
-         "        for (int p = 0; p < NP; ++p)\n          for (int v = 0; v < 4; ++v) acc[p][v] += *(const tj_vf16u*)(xp + p*xs + 16*v) * wv[v];\n      }\n"
-         "    for (int p = 0; p < NP; ++p)\n      for (int v = 0; v < 4; ++v) *(tj_vf16u*)(y + p*M + c + 16*v) = acc[p][v];\n  }\n"
-         "  for (; c + 16 <= C; c += 16) {\n"
+         // The same for NP positions of a row (SW columns apart, taps DW
+         // columns apart; columns xk floats apart in x, positions M in y),
+         // the window rows [0, nkh) from x and w (the caller starts both at
+         // the first row inside the image), every column inside it. Per
+         // vector of 16 channels, each input vector of a row that the run's
+         // windows read is loaded once and serves every position whose
+         // window holds it (3x3, stride 1, 8 positions: 10 loads for 24
+         // multiply-adds, where each position reading its own taps took 24),
+         // the row's KW weight vectors held. Each position sums its taps in
+         // tj_dw_cl's order (rows, then columns). C < 16 channels go one at
+         // a time; a last part vector is moved back to end at C (it
+         // recomputes a few channels, alike).
+         "template <int KH, int KW, int SW, int DW, int NP>\n"
+         "static inline void tj_dw_cl_run(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M, int nkh) {\n"
+         "  constexpr int J = (NP - 1)*SW + (KW - 1)*DW + 1;\n"
+         "  for (int64_t c0 = 0; c0 < C && C >= 16; c0 += 16) {\n"
+         "    const int64_t c = c0 + 16 <= C ? c0 : C - 16;\n"
          "    tj_vf16 acc[NP] = {};\n"
-         "    for (int kh = 0; kh < KH; ++kh)\n      for (int kw = 0; kw < KW; ++kw) {\n"
-         "        const tj_vf16 wv = *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
-         "        for (int p = 0; p < NP; ++p) acc[p] += *(const tj_vf16u*)(x + p*xs + kh*xr + kw*xk + c) * wv;\n      }\n"
+         "    for (int kh = 0; kh < nkh; ++kh) {\n"
+         "      tj_vf16 wv[KW];\n"
+         "#pragma GCC unroll 16\n"
+         "      for (int kw = 0; kw < KW; ++kw) wv[kw] = *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
+         "      const float* xp = x + kh*xr + c;\n"
+         "#pragma GCC unroll 64\n"
+         "      for (int j = 0; j < J; ++j) {\n"
+         "        const tj_vf16 xv = *(const tj_vf16u*)(xp + j*xk);\n"
+         "#pragma GCC unroll 16\n"
+         "        for (int p = 0; p < NP; ++p) {\n"
+         "          const int t = j - SW*p;\n"
+         "          if (t >= 0 && t % DW == 0 && t / DW < KW) acc[p] += xv * wv[t / DW];\n"
+         "        }\n      }\n    }\n"
          "    for (int p = 0; p < NP; ++p) *(tj_vf16u*)(y + p*M + c) = acc[p];\n  }\n"
+         "  if (C >= 16) return;\n"
          "  for (int p = 0; p < NP; ++p)\n"
-         "    for (int64_t cc = c; cc < C; ++cc) {\n"
+         "    for (int64_t c = 0; c < C; ++c) {\n"
          "      float acc = 0;\n"
-         "      for (int kh = 0; kh < KH; ++kh)\n        for (int kw = 0; kw < KW; ++kw) acc += x[p*xs + kh*xr + kw*xk + cc] * w[(kh*KW + kw)*C + cc];\n"
-         "      y[p*M + cc] = acc;\n    }\n}\n\n";
+         "      for (int kh = 0; kh < nkh; ++kh)\n        for (int kw = 0; kw < KW; ++kw) acc += x[kh*xr + (p*SW + kw*DW)*xk + c] * w[(kh*KW + kw)*C + c];\n"
+         "      y[p*M + c] = acc;\n    }\n}\n\n";
 }
 
 // Channels last (x [N, d.., C], y [N, o.., M]), f32, at most 2 spatial
@@ -198,8 +213,10 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // and read them back: 500 -> 447 us). The epilogue covers each tile's new
   // positions only, once each, so tiles may overlap.
   // The epilogue over channels [m0, m1) at output positions [q0, q1) of
-  // image b; with `t0`, the sums from tj_tile, whose first position is t0.
-  auto epilogue_over = [&](const std::string& m0, const std::string& m1, const std::string& q0, const std::string& q1, const std::string& t0 = "") {
+  // image b; with `t0`, the sums from tj_tile, whose first position is t0
+  // and whose positions are `ts` floats apart.
+  auto epilogue_over = [&](const std::string& m0, const std::string& m1, const std::string& q0, const std::string& q1, const std::string& t0 = "",
+                           int64_t ts = 64) {
     if (!epilogue) return std::string();
     Idx iv{"b"};
     std::string open = "      for (int64_t q = " + q0 + "; q < " + q1 + "; ++q) {\n";
@@ -210,7 +227,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     local_.clear();
     std::string body;
     const std::string at = "((b*" + S(P) + " + q)*" + S(M) + " + mc)";
-    const std::string sums = t0.empty() ? Y + "[" + at + "]" : "tj_tile[(q - " + t0 + ")*64 + (mc - " + m0 + ")]";
+    const std::string sums = t0.empty() ? Y + "[" + at + "]" : "tj_tile[(q - " + t0 + ")*" + S(ts) + " + (mc - " + m0 + ")]";
     if (!B.empty() || !t0.empty()) {
       body += "          const float v" + S(cv) + " = " + sums + (B.empty() ? "" : " + " + B + "[mc]") + ";\n";
       if (std::find(K.outputs.begin(), K.outputs.end(), cv) != K.outputs.end()) body += "          " + Y + "[" + at + "] = v" + S(cv) + ";\n";
@@ -384,26 +401,55 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, kDepthwiseOutputs / std::max<int64_t>(1, OW * C_))), RBs = (pl.OH + RB - 1) / RB;
   code += "    " + open_parallel(S(RBs));
   code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
+  // The output columns whose windows are inside the image, [lo, hi):
+  // depthwise, in runs of up to kDwRun (tj_dw_cl_run, equal runs, the last
+  // one moved back to end at hi); the columns outside them one at a time.
+  const int64_t lo = std::min(OW, (pl.PW + pl.SW - 1) / pl.SW), hi = std::max(lo, std::min(OW, (pl.W - 1 + pl.PW - (pl.KW - 1) * pl.DW) / pl.SW + 1));
+  const bool runs = Cg == 1 && hi > lo;
+  const RowTiles rt = row_tiles(std::max<int64_t>(1, hi - lo), kDwRun);
+  // With an epilogue, each group of columns (the left border, a run, the
+  // right border) stores its sums into tj_tile, on the part's stack, and the
+  // epilogue runs over them right after, from L1: the sums never reach y
+  // unless the conv's value is itself a kernel output (efficientnet's and
+  // mobilenet's depthwise convs with bias and clip wrote 1.8 MB of sums at
+  // 56x56x144 and read them back a row later).
+  const int64_t TN = runs ? std::max({lo, OW - hi, rt.np}) : OW;
+  const bool tiled = epilogue && TN * M * 4 <= kDepthwiseTileBytes;
+  if (tiled) code += "      alignas(64) float tj_tile[" + S(TN * M) + "];\n";
   // Per output position the window's first tap (khi, kwi), which may lie in
-  // the padding; the taps inside the image are [kh0, kh1) x [kw0, kw1).
-  const std::string at = "xpad + (khi*" + S(pl.W) + " + kwi)*" + S(C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + Y + " + ((b*" +
-                         S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M);
-  // The output columns whose windows are inside the image, [lo, hi): in a
-  // row whose taps are all inside too, they go kDwRun at a time.
-  const int64_t lo = (pl.PW + pl.SW - 1) / pl.SW, hi = std::max(lo, std::min(OW, (pl.W - 1 + pl.PW - (pl.KW - 1) * pl.DW) / pl.SW + 1));
+  // the padding; the taps inside the image are [kh0, kh1) x [kw0, kw1). Its
+  // sums go to `to`.
+  auto yat = [&](const std::string& ow, const std::string& g0) {
+    return tiled ? "tj_tile + (" + ow + " - " + g0 + ")*" + S(M) : Y + " + ((b*" + S(pl.OH) + " + oh)*" + S(OW) + " + " + ow + ")*" + S(M);
+  };
+  // The epilogue over columns [c0, c1) of the row, from the tile.
+  auto epilogue_cols = [&](const std::string& c0, const std::string& c1) {
+    if (!tiled) return std::string();
+    return "      {\n        const int64_t tj_t0 = oh*" + S(OW) + " + " + c0 + ";\n" +
+           epilogue_over("0", S(M), "oh*" + S(OW) + " + " + c0, "oh*" + S(OW) + " + " + c1, "tj_t0", M) + "      }\n";
+  };
+  auto one_at_a_time = [&](int64_t from, int64_t to) {
+    if (from >= to) return std::string();
+    const std::string at = "xpad + (khi*" + S(pl.W) + " + kwi)*" + S(C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + yat("ow", S(from));
+    return "      for (int64_t ow = " + S(from) + "; ow < " + S(to) + "; ++ow) {\n" + tap_range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw", "        ") +
+           "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && kw0 == 0 && kw1 == " + S(pl.KW) + ") " + one + "true>(" + at + ", 0, 0, 0, 0);\n" +
+           "        else " + one + "false>(" + at + ", kh0, kh1, kw0, kw1);\n      }\n" + epilogue_cols(S(from), S(to));
+  };
   code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + tap_range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh", "        ");
-  code += "      for (int64_t ow = 0; ow < " + S(OW) + "; ) {\n";
-  if (hi - lo >= kDwRun && Cg == 1) {
-    code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && ow >= " + S(lo) + " && ow + " + S(kDwRun) + " <= " + S(hi) + ") {\n";
-    code += "          tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(kDwRun) + ">(xpad + ((oh*" + S(pl.SH) + " - " + S(pl.PH) + ")*" + S(pl.W) + " + ow*" +
-            S(pl.SW) + " - " + S(pl.PW) + ")*" + S(C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + Y + " + ((b*" +
-            S(pl.OH) + " + oh)*" + S(OW) + " + ow)*" + S(M) + ", " + S(M) + ");\n";
-    code += "          ow += " + S(kDwRun) + ";\n          continue;\n        }\n";
+  if (runs) {
+    code += one_at_a_time(0, lo);
+    code += "      for (int64_t i = 0; i < " + S(rt.count) + "; ++i) {\n        const int64_t ow = " + S(lo) + " + std::min<int64_t>(i*" + S(rt.np) + ", " +
+            S(hi - lo - rt.np) + ");\n";
+    code += "        tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DW) + ", " + S(rt.np) + ">(xpad + ((khi + kh0*" + S(pl.DH) + ")*" +
+            S(pl.W) + " + ow*" + S(pl.SW) + " - " + S(pl.PW) + ")*" + S(C_) + ", " + xr + ", " + S(C_) + ", " + Wp_ + " + kh0*" + S(pl.KW * C_) + ", " + S(C_) +
+            ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0);\n";
+    code += epilogue_cols("ow", "ow + " + S(rt.np)) + "      }\n";
+    code += one_at_a_time(hi, OW);
+  } else {
+    code += one_at_a_time(0, OW);
   }
-  code += tap_range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw", "        ");
-  code += "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && kw0 == 0 && kw1 == " + S(pl.KW) + ") " + one + "true>(" + at + ", 0, 0, 0, 0);\n";
-  code += "        else " + one + "false>(" + at + ", kh0, kh1, kw0, kw1);\n        ++ow;\n      }\n      }\n";
-  if (epilogue) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
+  code += "      }\n";
+  if (epilogue && !tiled) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
   code += "    " + close_parallel() + "  }\n";
   return code;
 }
