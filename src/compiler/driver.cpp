@@ -197,7 +197,8 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
       if (n.op == Op::max_pool) return n.type.dtype != DType::f32 || n.type.rank() != 4 || !n.attr_bool("channels_last");
       if (!n.attr_bool("channels_last")) return false;
       const ValueId w = n.inputs[1];
-      const bool packed = n.attr_int("groups") == 1 ? packed_conv_quads(c.graph, w) >= 0 : packed_conv_taps(c.graph, w) >= 0;
+      const int64_t lanes = conv_quad_lanes(c.graph.type(w).shape, n.attr_int("groups"));
+      const bool packed = lanes > 0 ? packed_conv_quads(c.graph, w, lanes) >= 0 : packed_conv_taps(c.graph, w) >= 0;
       return n.type.dtype != DType::f32 || n.type.rank() > 4 || !packed;
     };
     if (lower_convs_where(c.graph, lowered)) {

@@ -53,8 +53,15 @@ ValueId packed_conv_blocks(const Graph& g, ValueId w) {
   return packed_view(g, w, 16, [](int64_t r) { return packed_view_perm(blocks_order(r - 1)); });
 }
 
-ValueId packed_conv_quads(const Graph& g, ValueId w) {
-  return packed_view(g, w, 64, [](int64_t r) { return packed_view_perm(quads_order(r - 1)); });
+ValueId packed_conv_quads(const Graph& g, ValueId w, int64_t lanes) {
+  return packed_view(g, w, lanes, [](int64_t r) { return packed_view_perm(quads_order(r - 1)); });
+}
+
+int64_t conv_quad_lanes(const Shape& w, int64_t groups) {
+  if (groups == 1) return 64;
+  if (groups < 1 || w.size() < 3 || !w[0].is_const() || w[0].value() % groups != 0) return 0;
+  const int64_t mg = w[0].value() / groups, lanes = std::min<int64_t>(mg, 64);
+  return mg % 16 == 0 && mg % lanes == 0 ? lanes : 0;
 }
 
 bool grouped_channels_last(const Shape& w, int64_t groups) {

@@ -27,8 +27,9 @@ inline std::vector<int64_t> channels_last_perm(int64_t r) {
 }
 
 // The constant behind pack_conv_weights' views of conv weights w, or -1:
-// Wp [ceil(M/16), C, k.., 16] (one group), Wq [ceil(M/64), k.., C, 64] (one
-// group, channels last), or Wt [taps, C] (channels-last depthwise) or
+// Wp [ceil(M/16), C, k.., 16] (one group), Wq [ceil(M/lanes), k.., C, lanes]
+// (channels last, one group or groups of 16 outputs and more:
+// conv_quad_lanes), or Wt [taps, C] (channels-last depthwise) or
 // [taps, C/groups, M] (channels-last grouped, groups of as many outputs as
 // inputs: grouped_channels_last). A param
 // the program cache made of the constant counts too. The C++ conv kernels
@@ -42,12 +43,19 @@ ValueId packed_conv_blocks(const Graph& g, ValueId w);
 std::vector<int64_t> blocks_order(int64_t r);
 std::vector<int64_t> quads_order(int64_t r);
 std::vector<int64_t> packed_view_perm(const std::vector<int64_t>& order);
-ValueId packed_conv_quads(const Graph& g, ValueId w);
+ValueId packed_conv_quads(const Graph& g, ValueId w, int64_t lanes = 64);
 ValueId packed_conv_taps(const Graph& g, ValueId w);
 // Whether a conv of these weights [M, C/groups, k..] in `groups` groups is
 // one the channels-last grouped kernel computes: as many outputs per group
 // as inputs, 2, 4 or 8 of them (one is depthwise; from 16 on, the window
 // form's GEMM per group was faster: resnext50's 14x14 and 7x7 stages).
 bool grouped_channels_last(const Shape& w, int64_t groups);
+// The output channels per block of Wq for a conv of these weights in
+// `groups` groups that the channels-last direct form computes, or 0: 64 for
+// one group; for groups whose outputs are a multiple of 16 (resnext's 16
+// and 32 inputs and outputs per group), min(outputs per group, 64) when that
+// divides them, so that no block spans two groups (Wq [M/lanes, k.., C/groups,
+// lanes]: each block's tiles read their group's input channels only).
+int64_t conv_quad_lanes(const Shape& w, int64_t groups);
 
 }  // namespace tj

@@ -17,6 +17,9 @@
 // and a channels-last grouped one's [M, Cg, k..] (grouped_channels_last)
 // taps first, then each output's Cg inputs, Wt [taps, Cg, M]:
 //   w = reshape(permute(Wt, [2, 1, 0]), [M, Cg, k..])
+// A channels-last grouped conv with 16 or more outputs per group
+// (conv_quad_lanes) takes Wq too, in blocks of min(outputs per group, 64):
+// [M/lanes, k.., C/groups, lanes], each block inside one group.
 // Runs after freezing, on constants only; a weight already packed is left
 // alone.
 #include "ir/layout.h"
@@ -27,7 +30,7 @@ namespace tj {
 
 namespace {
 
-constexpr int64_t kBlock = 16, kQuad = 64;
+constexpr int64_t kBlock = 16;
 
 enum class Packing { none, blocks, quads, taps_first };
 
@@ -36,6 +39,7 @@ Packing packable(const Graph& g, const Node& n) {
   const Node& w = g.node(n.inputs[1]);
   if (w.op != Op::constant || w.const_data()->size() <= 1 || w.type.rank() < 3 || w.type.rank() > 4) return Packing::none;
   if (n.attr_int("groups") == 1) return n.attr_bool("channels_last") ? Packing::quads : Packing::blocks;
+  if (n.attr_bool("channels_last") && conv_quad_lanes(w.type.shape, n.attr_int("groups")) > 0) return Packing::quads;
   const bool depthwise = w.type.shape[1] == Dim(1) && w.type.shape[0] == Dim(n.attr_int("groups"));
   return (depthwise || grouped_channels_last(w.type.shape, n.attr_int("groups"))) && n.attr_bool("channels_last") ? Packing::taps_first : Packing::none;
 }
@@ -114,7 +118,8 @@ bool pack_conv_weights(Graph& g, const PassOptions&) {
       const ValueId c = out.add_const({DType::f32, ps}, ConstValues::adopt(std::move(p)));
       view = out.add(Op::reshape, {out.add(Op::permute, {c}, {{"perm", perm}})}, {{"shape", ws}});
     }
-    if (view < 0 && how == Packing::quads) view = pack_lanes(out, g.node(wv), kQuad, quads_order(g.node(wv).type.rank()));
+    if (view < 0 && how == Packing::quads)
+      view = pack_lanes(out, g.node(wv), conv_quad_lanes(g.node(wv).type.shape, n.attr_int("groups")), quads_order(g.node(wv).type.rank()));
     if (view < 0) view = pack_lanes(out, g.node(wv), kBlock, blocks_order(g.node(wv).type.rank()));
     std::vector<ValueId> ins = rw.map_all(n.inputs);
     ins[1] = view;

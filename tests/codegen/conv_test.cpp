@@ -102,6 +102,14 @@ const std::vector<Case>& cases() {
       {"groups of 4", {1, 32, 9, 10}, {32, 4, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 8, true, "relu"},
       {"groups of 8, stride 2, 104 channels", {1, 104, 11, 12}, {104, 8, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 13, false, "residual"},
       {"groups of 2, two images, sums too", {2, 48, 7, 8}, {48, 2, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 24, true, "relu and sums"},
+      // Groups of 16 outputs and more: the direct form's tiles per block of
+      // min(outputs per group, 64), each reading its group's inputs
+      // (resnext's 16 and 32; 128 outputs per group: two blocks a group;
+      // 16 outputs of 8 inputs).
+      {"groups of 16, stride 2", {1, 64, 13, 14}, {64, 16, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 4, true, "relu"},
+      {"groups of 32, two images, sums too", {2, 96, 7, 9}, {96, 32, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 3, false, "relu and sums"},
+      {"groups of 128 outputs", {1, 32, 6, 7}, {256, 16, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 2, true, "residual"},
+      {"groups of 16 outputs of 8 inputs, 1x1", {1, 24, 5, 9}, {48, 8, 1, 1}, {}, {}, {}, {}, 3, true, "scale"},
       // Few channels times taps, rows of at least a vector: vectors over positions.
       {"row form: stem, stride 2, a tail tile", {1, 3, 40, 70}, {20, 3, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, true, "scale"},
       {"row form: dilated, two channel parts", {1, 2, 5, 101}, {40, 2, 3, 5}, {1, 1}, {1, 2}, {1, 2}, {1, 2}, 1, false, "residual"},
@@ -111,11 +119,12 @@ const std::vector<Case>& cases() {
 }
 
 // Groups the channels-last grouped kernel computes (grouped_channels_last).
-bool grouped(const Case& c) {
+Shape weight_shape(const Case& c) {
   Shape w;
   for (int64_t d : c.w) w.push_back(Dim(d));
-  return grouped_channels_last(w, c.groups);
+  return w;
 }
+bool grouped(const Case& c) { return grouped_channels_last(weight_shape(c), c.groups); }
 
 // With last, channels last: x [N, d.., C], the output and the epilogue's
 // operands [N, o.., M].
@@ -203,15 +212,16 @@ TEST_F(Conv, CompiledMatchesTheInterpreter) {
   }
 }
 
-// Channels last, f32: one group and depthwise (at most 2 spatial dims) take
-// their kernels on packed weights; the rest the window form, permuted.
+// Channels last, f32: one group and groups of 16 outputs and more (the
+// direct tiles), depthwise and groups of 2, 4 or 8 (at most 2 spatial dims)
+// take their kernels on packed weights; the rest the window form, permuted.
 TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
     std::string src;
     EXPECT_LE(compiled_against_interpreter(c, DType::f32, &src, true), 1e-5);
     if (src.empty()) continue;
-    const bool direct = c.x.size() <= 4 && c.groups == 1, depthwise = c.x.size() <= 4 && c.w[0] == c.groups && c.w[1] == 1;
+    const bool direct = c.x.size() <= 4 && conv_quad_lanes(weight_shape(c), c.groups) > 0, depthwise = c.x.size() <= 4 && c.w[0] == c.groups && c.w[1] == 1;
     EXPECT_EQ(src.find("tj_conv_tile_cl<") != std::string::npos, direct);
     EXPECT_EQ(src.find("tj_dw_cl<") != std::string::npos, depthwise);
     EXPECT_EQ(src.find("tj_gc_cl<") != std::string::npos, c.x.size() <= 4 && grouped(c));

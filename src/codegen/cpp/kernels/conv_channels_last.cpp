@@ -17,7 +17,7 @@ using namespace conv_kernels;
 std::string Emitter::channels_last_conv_helpers() {
   return ""
          // Channels last: NP output positions (xs floats apart in x) by NV
-         // vectors of 16 output channels, weights [KH, KW, C, 64] with the
+         // vectors of 16 output channels, weights [KH, KW, C, WS] with the
          // taps wt floats apart (pack_conv_weights' Wq: a block of input
          // channels starts inside), stored as whole vectors at y + p*ym
          // (the lanes below `valid` of the tile's channels). ACC: the sums
@@ -25,7 +25,7 @@ std::string Emitter::channels_last_conv_helpers() {
          // inlined: inlined beside an epilogue, its hoisted constants (exp's
          // coefficients) took registers the accumulators needed, and six
          // of them spilled in the inner loop (170 -> 230 us).
-         "template <int NP, int NV, int KH, int KW, bool ACC = false>\n"
+         "template <int NP, int NV, int KH, int KW, bool ACC = false, int WS = 64>\n"
          "__attribute__((noinline)) static void tj_conv_tile_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wt, int64_t C, float* y,\n"
          "                                   int64_t ym, int64_t valid) {\n"
          "  tj_vf16 acc[NP][NV];\n"
@@ -39,7 +39,7 @@ std::string Emitter::channels_last_conv_helpers() {
          "      const float* xk_ = x + kh*xr + kw*xk;\n      const float* wk = w + (kh*KW + kw)*wt;\n"
          "      for (int64_t c = 0; c < C; ++c) {\n"
          "        tj_vf16 wv[NV];\n"
-         "        for (int v = 0; v < NV; ++v) wv[v] = *(const tj_vf16u*)(wk + c*64 + v*16);\n"
+         "        for (int v = 0; v < NV; ++v) wv[v] = *(const tj_vf16u*)(wk + c*WS + v*16);\n"
          "#pragma GCC unroll 24\n"
          "        for (int p = 0; p < NP; ++p) {\n"
          "          const float xv = xk_[p*xs + c];\n"
@@ -188,8 +188,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const Node& n = g_.node(cv);
   const auto sx = shape(n.inputs[0]), sw = shape(n.inputs[1]), so = shape(cv);
   const size_t k = sw.size() - 2;
-  const int64_t G = n.attr_int("groups"), C_ = sx.back().value(), M = sw[0].value();
-  const ValueId packed = G == 1 ? packed_conv_quads(g_, n.inputs[1]) : packed_conv_taps(g_, n.inputs[1]);
+  const int64_t G = n.attr_int("groups"), C_ = sx.back().value(), M = sw[0].value(), Cg = sw[1].value();
+  // The direct form's tiles over blocks of `lanes` output channels: one
+  // group, or groups of 16 outputs and more (each block inside a group,
+  // reading the group's Cg input channels).
+  const int64_t lanes = conv_quad_lanes(sw, G);
+  const bool dense = lanes > 0;
+  const ValueId packed = dense ? packed_conv_quads(g_, n.inputs[1], lanes) : packed_conv_taps(g_, n.inputs[1]);
   if (T(cv) != "float" || k > 2 || packed < 0) throw Error("code generation: a channels-last conv of this form (the driver lowers it to windows)");
   std::vector<int64_t> in, ker, out;
   for (size_t i = 0; i < k; ++i) in.push_back(sx[i + 1].value()), ker.push_back(sw[i + 2].value()), out.push_back(so[i + 1].value());
@@ -238,10 +243,10 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     return open + body + "        }\n      }\n";
   };
   uses_direct_conv_ = true;
-  const int64_t Hp = pl.Hp, Wp = pl.Wp, row = (G == 1 ? Wp : pl.W) * C_;
+  const int64_t Hp = pl.Hp, Wp = pl.Wp, row = (dense ? Wp : pl.W) * C_;
   code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
   code += "    const float* xb = " + X + " + b*" + S(Sz * C_) + ";\n";
-  if (G == 1 && pl.padded()) {
+  if (dense && pl.padded()) {
     // The image with its zero padding: border rows zeroed, then each image
     // row with its left and right pads (separate loops: see Plane::copy).
     scratch(Dim(0));
@@ -339,19 +344,22 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "    " + close_parallel() + "  }\n";
     return code;
   }
-  if (G == 1) {
+  if (dense) {
     // Parts of whole rows, about kDirectPositions positions each, and at
-    // least kConvParts with the channel blocks where the rows allow.
-    const int64_t cb = 64, cbn = (M + cb - 1) / cb, row_parts = (kConvParts + cbn - 1) / cbn;
+    // least kConvParts with the channel blocks where the rows allow. In
+    // groups, block pr reads its group's Cg input channels, from
+    // channel pr / (Mg / lanes) * Cg of each position.
+    const int64_t cb = lanes, cbn = (M + cb - 1) / cb, row_parts = (kConvParts + cbn - 1) / cbn;
     const int64_t RB = std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, (pl.OH + row_parts - 1) / row_parts}));
     const int64_t RBs = (pl.OH + RB - 1) / RB;
-    const std::string wt = S(C_ * cb);  // the taps' distance in a block's weights
+    const std::string wt = S(Cg * cb);  // the taps' distance in a block's weights
     code += "    " + open_parallel(S(cbn * RBs));
     code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
             S(RB) + ");\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
-    code += "      const float* wp = " + Wp_ + " + pr*" + S(pl.KH * pl.KW * C_ * cb) + ";\n";
+    code += "      const float* wp = " + Wp_ + " + pr*" + S(pl.KH * pl.KW * Cg * cb) + ";\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
+    const std::string group_at = G == 1 ? "" : " + pr/" + S(M / G / cb) + "*" + S(Cg);
     // A part whose weights outgrow the cache goes over its rows once per
     // block of Cb input channels, the sums kept in y between blocks (each
     // weight read from memory once per part, not once per row), the
@@ -360,25 +368,26 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // block's sums would be added twice where they do. Without blocks, the
     // sums go to tj_tile.
     const bool exact = tiles_exactly(M, OW, {OW});
-    const int64_t Cb = exact ? conv_channel_block(C_, pl.KH * pl.KW * cb) : C_, cbs = (C_ + Cb - 1) / Cb;
+    const int64_t Cb = exact && G == 1 ? conv_channel_block(Cg, pl.KH * pl.KW * cb) : Cg, cbs = (Cg + Cb - 1) / Cb;
     const bool tiled = epilogue && cbs == 1;
     if (tiled) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
     if (cbs > 1) code += "      for (int64_t cbk = 0; cbk < " + S(cbs) + "; ++cbk) {\n";
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
-    code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + (cbs > 1 ? " + cbk*" + S(Cb) : "") + ";\n";
+    code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + group_at + (cbs > 1 ? " + cbk*" + S(Cb) : "") + ";\n";
     auto tiles = [&](int nv) {
       const RowTiles rt = row_tiles(OW, kWideTilePositions[nv]);
       const int64_t count = rt.count, np = rt.np;
       auto call = [&](bool acc, const std::string& c, const std::string& at) {
-        return at + "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + (acc ? ", true" : "") + ">(xrow + ow*" +
+        return at + "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + (acc ? ", true" : cb != 64 ? ", false" : "") +
+               (cb != 64 ? ", " + S(cb) : "") + ">(xrow + ow*" +
                S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * cb) : "") + ", " + wt +
                ", " + c + ", " + (tiled ? "tj_tile, 64" : "yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M)) + ", valid);\n";
       };
       std::string body = "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
                          ");\n";
-      if (cbs == 1) body += call(false, S(C_), "            ");
+      if (cbs == 1) body += call(false, S(Cg), "            ");
       else
-        body += "            const int64_t cn = std::min<int64_t>(" + S(Cb) + ", " + S(C_) + " - cbk*" + S(Cb) + ");\n            if (cbk == 0) " +
+        body += "            const int64_t cn = std::min<int64_t>(" + S(Cb) + ", " + S(Cg) + " - cbk*" + S(Cb) + ");\n            if (cbk == 0) " +
                 call(false, "cn", "") + "            else " + call(true, "cn", "");
       const std::string at = "oh*" + S(OW) + " + ow";
       if (cbs > 1 && epilogue)
@@ -389,14 +398,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
                               "tj_t0");
       return body + "          }\n";
     };
-    code += by_channel_quads(M, tiles, "        ") + "      }\n";
+    code += (G == 1 ? by_channel_quads(M, tiles, "        ") : tiles(static_cast<int>(cb / 16))) + "      }\n";
     if (cbs > 1) code += "      }\n";
     code += "    " + close_parallel() + "  }\n";
     return code;
   }
   // Depthwise, or grouped (Cg inputs and outputs per group: tj_gc_cl, the
   // same loops): parts of whole output rows, about kDepthwiseOutputs outputs each.
-  const int64_t Cg = sw[1].value();
   const std::string one = Cg == 1 ? "tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " : "tj_gc_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(Cg) + ", ";
   const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, kDepthwiseOutputs / std::max<int64_t>(1, OW * C_))), RBs = (pl.OH + RB - 1) / RB;
   code += "    " + open_parallel(S(RBs));
