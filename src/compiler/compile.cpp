@@ -42,6 +42,7 @@ Executable finish(Compilation& c, const Bindings& params, const CompileOptions& 
   s.compile_seconds = c.built.compile_seconds;
   s.load_seconds = c.built.load_seconds;
   s.source_path = c.built.source_path;
+  s.compiler_said = c.built.compiler_said;
   s.stage_seconds = stage_seconds(c);
   e->set_stats(s);
   if (log_enabled("compile")) {

@@ -52,6 +52,7 @@ struct CompileStats {
   size_t kernels = 0;
   int64_t arena_bytes = 0, temporary_bytes = 0, scratch_bytes = 0, constant_bytes = 0;
   std::string source_path;
+  std::string compiler_said;  // the C++ compiler's warnings when it built the kernels (a cache miss)
   // Seconds per stage of compile(), in order: compiler probe (once per
   // process), program cache lookup or hit, passes and program cache store
   // (on a miss), fusion, reorder, emit, build (compiler, or the kernel cache

@@ -416,6 +416,7 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     };
     evict_least_recent(lib.parent_path(), cache_size_limit(note), {lib, sidecar, src}, note);
     r.compile_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.compiler_said = out;
     if (log_enabled("compile")) {
       std::fprintf(stderr, "[compile] %s: %.3f s with %s\n", r.key.c_str(), r.compile_seconds, cxx.path.c_str());
       // Generated code should compile silently: a warning is worth a look.

@@ -65,6 +65,7 @@ struct BuildResult {
   double load_seconds = 0;     // hashing, checking and dlopen
   std::string key;
   std::string source_path;     // the generated source, kept beside the library
+  std::string compiler_said;   // the compiler's warnings on a miss (generated code should compile silently)
 };
 
 // -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC
