@@ -6,7 +6,10 @@
 // form.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <set>
 #include <string>
 
 #include "codegen/on_device.h"
@@ -154,6 +157,11 @@ Graph build(const Case& c, DType dt, bool last = false) {
     g.set_outputs({g.add(Op::relu, {y}), y});
     return g;
   }
+  if (c.epilogue.rfind("relu6", 0) == 0) {  // ReLU6 as ONNX writes it: a clip by constants
+    const ValueId r6 = g.add(Op::clip, {y, g.add_const({dt, {}}, std::vector<double>{0}), g.add_const({dt, {}}, std::vector<double>{6})});
+    g.set_outputs(c.epilogue == "relu6 and sums" ? std::vector<ValueId>{r6, y} : std::vector<ValueId>{r6});
+    return g;
+  }
   if (c.epilogue == "scale")
     y = g.add(Op::hardswish, {g.add(Op::add, {g.add(Op::mul, {y, g.add_param("s", {dt, per})}), g.add_param("t", {dt, per})})});
   g.set_outputs({y});
@@ -229,6 +237,56 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
     EXPECT_EQ(src.find("tj_gc_cl<") != std::string::npos, c.x.size() <= 4 && grouped(c));
     EXPECT_EQ(src.find("tj_wino_in(xpad") != std::string::npos, c.name.rfind("winograd", 0) == 0);
   }
+}
+
+// The direct tiles add the bias and apply a ReLU or a clip by constants in
+// registers (tj_conv_tile_cl's EP) where the conv's value is not an output
+// of its own; with the sums an output too, the epilogue runs from the
+// tile in L1. Both give the same bits, NaN and signed zeros included (x
+// holds NaN, +0 and -0; a zero bias keeps sums of -0 at -0 only without one).
+TEST_F(Conv, RegisterEpiloguesMatchTheTileEpilogueBitForBit) {
+  int checked = 0;
+  for (Case c : cases()) {
+    // the flat 1x1 form (overlapping tiles too), rows with 4- and 3-vector
+    // tiles, stride 2, groups of 16, blocks of 64 inside groups
+    static const std::set<std::string> some = {"1x1 over positions", "1x1, 50 positions in overlapping tiles", "64 + 40 channels: 4- and 3-vector tiles",
+                                               "stride 2, whole tiles", "groups of 16, stride 2", "groups of 128 outputs"};
+    if (!some.count(c.name)) continue;
+    for (const char* e : {"relu", "relu6"}) {
+      SCOPED_TRACE(c.name + ", " + e);
+      std::vector<NDArray> outs[2];
+      std::string src[2];
+      for (int sums = 0; sums < 2; ++sums) {
+        c.epilogue = std::string(e) + (sums ? " and sums" : "");
+        Graph g = build(c, DType::f32, true);
+        Bindings params, in = inputs_of(g, &params);
+        float* x = in.at("x").data<float>();
+        x[0] = NAN, x[1] = 0.0f, x[2] = -0.0f, x[in.at("x").numel() - 1] = NAN;
+        CompileOptions co;
+        for (const std::string& p : default_pipeline(true))
+          if (p != "assign_layouts" && p != "winograd_weights") co.passes.push_back(p);
+        Executable exe = tj::compile(g, params, co);
+        if (exe.device() != "cpu") return;
+        outs[sums] = exe.run(in);
+        src[sums] = exe.source();
+      }
+      // Registers; with the sums, the tile in L1, or (a part's weights past
+      // the cache: input channel blocks) the epilogue from y in both.
+      const bool blocks = src[1].find("for (int64_t cbk") != std::string::npos;
+      EXPECT_EQ(src[0].find("tj_tile["), std::string::npos);
+      EXPECT_TRUE(blocks || src[1].find("tj_tile[") != std::string::npos);
+      ASSERT_EQ(outs[0][0].numel(), outs[1][0].numel());
+      const float* a = outs[0][0].data<float>();
+      const float* b = outs[1][0].data<float>();
+      for (int64_t k = 0, bad = 0; k < outs[0][0].numel() && bad < 5; ++k) {
+        const bool same = (std::isnan(a[k]) && std::isnan(b[k])) || std::memcmp(&a[k], &b[k], 4) == 0;
+        bad += !same;
+        EXPECT_TRUE(same) << "element " << k << ": " << a[k] << " against " << b[k];
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 12);
 }
 
 // f64: every geometry through the window form's GEMM (CI's sanitizer job

@@ -2,6 +2,8 @@
 // form, chosen by passes/assign_layouts.cpp; KernelKind::conv), beside the
 // channels-first ones of conv.cpp.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "codegen/cpp/emitter.h"
 #include "codegen/cpp/kernels/conv_common.h"
@@ -11,6 +13,57 @@
 namespace tj::cpp {
 
 using namespace conv_kernels;
+
+namespace {
+
+// A register epilogue (tj_conv_tile_cl's EP): the conv's bias and at most
+// one activation of its value, ReLU or a clip by constants in tj_clip's
+// fast form, where the conv's value is not itself written: the tile adds
+// and clamps its sums in registers and stores them once, into `out`.
+struct RegisterEpilogue {
+  int bits = 0;  // 1 bias, 2 ReLU, 4 clip; 0: none
+  float lo = 0, hi = 0;
+  ValueId out = -1;
+};
+
+bool scalar_constant(const Graph& g, ValueId v, float* x) {
+  const Node& n = g.node(v);
+  if (n.op != Op::constant || n.const_data()->size() != 1) return false;
+  *x = static_cast<float>((*n.const_data())[0]);
+  return true;
+}
+
+RegisterEpilogue register_epilogue(const Graph& g, const Kernel& K, ValueId cv, bool bias) {
+  RegisterEpilogue r;
+  const bool sums_out = std::find(K.outputs.begin(), K.outputs.end(), cv) != K.outputs.end();
+  if (K.ops.size() == 1) {
+    if (bias) r.bits = 1, r.out = cv;
+    return r;
+  }
+  if (K.ops.size() != 2 || sums_out) return r;
+  const Node& a = g.node(K.ops[1]);
+  if (a.type.dtype != DType::f32 || a.inputs.empty() || a.inputs[0] != cv || a.type.shape != g.type(cv).shape) return r;
+  if (a.op == Op::relu) {
+    r.bits = 2;
+  } else if (a.op == Op::clip && scalar_constant(g, a.inputs[1], &r.lo) && scalar_constant(g, a.inputs[2], &r.hi)) {
+    // tj_clip's fast form: neither bound NaN, lo not -0, hi not +0
+    if (std::isnan(r.lo) || std::isnan(r.hi) || (r.lo == 0 && std::signbit(r.lo)) || (r.hi == 0 && !std::signbit(r.hi))) return r;
+    r.bits = 4;
+  } else {
+    return r;
+  }
+  r.bits |= bias ? 1 : 0;
+  r.out = K.ops[1];
+  return r;
+}
+
+std::string float_literal(float x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "(float)%a", static_cast<double>(x));
+  return buf;
+}
+
+}  // namespace
 
 // The register tiles and depthwise rows the channels-last form calls
 // (direct_conv_helpers appends them to the prelude).
@@ -25,9 +78,18 @@ std::string Emitter::channels_last_conv_helpers() {
          // inlined: inlined beside an epilogue, its hoisted constants (exp's
          // coefficients) took registers the accumulators needed, and six
          // of them spilled in the inner loop (170 -> 230 us).
-         "template <int NP, int NV, int KH, int KW, bool ACC = false, int WS = 64>\n"
+         // EP: an epilogue in registers before the store (tj_conv_act):
+         // bit 1 adds bias[channel], then bit 2 ReLU or bit 4 a clip to
+         // [lo, hi], in the fast forms of tj_max and tj_clip (constant bounds).
+         "template <int EP, class V> static inline V tj_conv_act(V x, float lo, float hi) {\n"
+         "  if constexpr ((EP & 6) == 0) return x;\n"
+         "  const V l = V{} + (EP & 2 ? 0.0f : lo);\n"
+         "  V r = x > l ? x : l;\n"
+         "  if constexpr ((EP & 4) != 0) {\n    const V h = V{} + hi;\n    r = r < h ? r : h;\n  }\n"
+         "  return x != x ? x : r;\n}\n"
+         "template <int NP, int NV, int KH, int KW, bool ACC = false, int WS = 64, int EP = 0>\n"
          "__attribute__((noinline)) static void tj_conv_tile_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wt, int64_t C, float* y,\n"
-         "                                   int64_t ym, int64_t valid) {\n"
+         "                                   int64_t ym, int64_t valid, const float* bias = nullptr, float lo = 0, float hi = 0) {\n"
          "  tj_vf16 acc[NP][NV];\n"
          "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) {\n"
          "      acc[p][v] = tj_vf16{};\n"
@@ -47,8 +109,15 @@ std::string Emitter::channels_last_conv_helpers() {
          "        }\n      }\n    }\n"
          "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) {\n"
          "      float* yp = y + p*ym + 16*v;\n"
-         "      if (16*(v + 1) <= valid) *(tj_vf16u*)yp = acc[p][v];\n"
-         "      else for (int64_t l = 0; l < valid - 16*v; ++l) yp[l] = acc[p][v][l];\n    }\n}\n"
+         "      if (16*(v + 1) <= valid) {\n"
+         "        tj_vf16 s = acc[p][v];\n"
+         "        if constexpr ((EP & 1) != 0) s = s + *(const tj_vf16u*)(bias + 16*v);\n"
+         "        *(tj_vf16u*)yp = tj_conv_act<EP>(s, lo, hi);\n"
+         "      } else {\n"
+         "        for (int64_t l = 0; l < valid - 16*v; ++l) {\n"
+         "          float s = acc[p][v][l];\n"
+         "          if constexpr ((EP & 1) != 0) s = s + bias[16*v + l];\n"
+         "          yp[l] = tj_conv_act<EP>(s, lo, hi);\n        }\n      }\n    }\n}\n"
          // Winograd F(2x2, 3x3), channels last: the 4x4 input patch at d
          // (rows dr floats apart, positions dc) as B^T d B, 16 channels at a
          // time (C a multiple of 16), point xi = 4a + b of it to V[xi*vs].
@@ -210,6 +279,10 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const std::string X = dense_operand(n.inputs[0], &code), B = n.inputs.size() > 2 ? dense_operand(n.inputs[2], &code) : "";
   const std::string Nn = C(so[0]), Y = ptr(cv), Wp_ = ptr(packed);
   const bool epilogue = !B.empty() || K.ops.size() > 1;
+  const RegisterEpilogue rep = epilogue ? register_epilogue(g_, K, cv, !B.empty()) : RegisterEpilogue{};
+  // The tile's trailing arguments and output for a register epilogue.
+  const std::string rep_args = rep.bits ? ", " + (B.empty() ? std::string("nullptr") : B + " + m0") + ", " + float_literal(rep.lo) + ", " + float_literal(rep.hi) : "";
+  const std::string rep_out = rep.bits ? ptr(rep.out) : "";
   // With an epilogue, a one-group tile stores its sums into tj_tile, a
   // buffer of kTileFloats in L1 (64 floats a position), and the epilogue
   // reads them there, storing them to y only where the conv's value is one
@@ -325,15 +398,16 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
     code += "      const float* wp = " + Wp_ + " + pr*" + S(C_ * cb) + ";\n";
-    code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
-    if (epilogue) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
+    code += "      float* yb = " + (rep.bits ? rep_out : Y) + " + b*" + S(P * M) + " + m0;\n";
+    const bool tiled = epilogue && !rep.bits;
+    if (tiled) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
     auto tiles = [&](int nv) {
       const int64_t np = row_tiles(P / blocks, kWideTilePositions[nv]).np;
-      const std::string y = epilogue ? "tj_tile, 64" : "yb + at*" + S(M) + ", " + S(M);
+      const std::string y = tiled ? "tj_tile, 64" : "yb + at*" + S(M) + ", " + S(M);
       return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
-             ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1>(xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, 0, " +
-             S(C_) + ", " + y + ", valid);\n" +
-             (epilogue ? "          const int64_t tj_n0 = q, tj_n1 = std::min<int64_t>(q + " + S(np) + ", q1);\n" +  // the tile's new positions
+             ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1" + (rep.bits ? ", false, 64, " + S(rep.bits) : "") + ">(xpad + at*" +
+             S(C_) + ", " + S(C_) + ", 0, 0, wp, 0, " + S(C_) + ", " + y + ", valid" + rep_args + ");\n" +
+             (tiled ? "          const int64_t tj_n0 = q, tj_n1 = std::min<int64_t>(q + " + S(np) + ", q1);\n" +  // the tile's new positions
                             epilogue_over("m0", whole_end(M, nv), "tj_n0", "tj_n1", "at")
                       : "") +
              "        }\n";
@@ -358,7 +432,6 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
             S(RB) + ");\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
     code += "      const float* wp = " + Wp_ + " + pr*" + S(pl.KH * pl.KW * Cg * cb) + ";\n";
-    code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
     const std::string group_at = G == 1 ? "" : " + pr/" + S(M / G / cb) + "*" + S(Cg);
     // A part whose weights outgrow the cache goes over its rows once per
     // block of Cb input channels, the sums kept in y between blocks (each
@@ -369,7 +442,10 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // sums go to tj_tile.
     const bool exact = tiles_exactly(M, OW, {OW});
     const int64_t Cb = exact && G == 1 ? conv_channel_block(Cg, pl.KH * pl.KW * cb) : Cg, cbs = (Cg + Cb - 1) / Cb;
-    const bool tiled = epilogue && cbs == 1;
+    // Without blocks, a register epilogue (rep) stores the tiles' results
+    // straight into its output; otherwise the sums go to tj_tile.
+    const bool regt = rep.bits && cbs == 1, tiled = epilogue && cbs == 1 && !regt;
+    code += "      float* yb = " + (regt ? rep_out : Y) + " + b*" + S(P * M) + " + m0;\n";
     if (tiled) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
     if (cbs > 1) code += "      for (int64_t cbk = 0; cbk < " + S(cbs) + "; ++cbk) {\n";
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
@@ -378,10 +454,11 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       const RowTiles rt = row_tiles(OW, kWideTilePositions[nv]);
       const int64_t count = rt.count, np = rt.np;
       auto call = [&](bool acc, const std::string& c, const std::string& at) {
-        return at + "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) + (acc ? ", true" : cb != 64 ? ", false" : "") +
-               (cb != 64 ? ", " + S(cb) : "") + ">(xrow + ow*" +
-               S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * cb) : "") + ", " + wt +
-               ", " + c + ", " + (tiled ? "tj_tile, 64" : "yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M)) + ", valid);\n";
+        const bool more = acc || cb != 64 || regt;  // template arguments past KW
+        return at + "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) +
+               (more ? std::string(acc ? ", true" : ", false") + ", " + S(cb) + (regt ? ", " + S(rep.bits) : "") : "") + ">(xrow + ow*" + S(pl.SW * C_) + ", " +
+               S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * cb) : "") + ", " + wt + ", " + c + ", " +
+               (tiled ? "tj_tile, 64" : "yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M)) + ", valid" + (regt ? rep_args : "") + ");\n";
       };
       std::string body = "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
                          ");\n";
