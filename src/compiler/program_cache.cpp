@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <system_error>
 #include <sstream>
 #include <thread>
 #include <xxhash.h>
@@ -56,7 +57,10 @@ PendingStores& pending_stores();
 
 class PendingStores {
  public:
-  PendingStores() { pthread_atfork(nullptr, nullptr, [] { pending_stores().forget_in_child(); }); }
+  PendingStores() {
+    log_enabled("compile");  // the log's statics first: destroyed after this one, which a store at exit still logs through
+    pthread_atfork(nullptr, nullptr, [] { pending_stores().forget_in_child(); });
+  }
   ~PendingStores() { wait_all(); }
   // A forked child has none of these threads: joining one there would be
   // undefined, and its destructor would end the child. The child lets them
@@ -67,11 +71,19 @@ class PendingStores {
     new std::map<std::string, std::thread>(std::move(threads_));
     threads_.clear();
   }
-  void start(const std::string& key, std::function<void()> write) {
-    std::lock_guard<std::mutex> lock(mu_);
+  // A thread that cannot be started (std::system_error) leaves the store
+  // to the caller's thread.
+  void start(const std::string& key, const std::function<void()>& write) {
+    std::unique_lock<std::mutex> lock(mu_);
     auto it = threads_.find(key);
     if (it != threads_.end()) it->second.join();  // an earlier store of the same entry (a rare recompile)
-    threads_[key] = std::thread(std::move(write));
+    try {
+      threads_[key] = std::thread(write);
+    } catch (const std::system_error&) {
+      threads_.erase(key);
+      lock.unlock();
+      write();
+    }
   }
   void wait(const std::string& key) {
     std::thread t;

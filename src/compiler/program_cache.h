@@ -53,6 +53,7 @@ void wait_for_program_stores();
 // Runs `write` on a thread of its own as the background store of `key`
 // (store_program's large entries; a test's stand-in): load_program(key),
 // wait_for_program_stores and the exit wait for it; a forked child does not.
+// Where no thread can be started, `write` runs before this returns.
 void start_background_store(const std::string& key, std::function<void()> write);
 
 }  // namespace tj

@@ -92,6 +92,9 @@ const std::vector<Case>& cases() {
       {"depthwise 3x3 dilated, 24 channels", {1, 24, 12, 17}, {24, 1, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, 24, true, "relu"},
       {"depthwise, rows of 2", {1, 32, 5, 2}, {32, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 32, true, "relu"},
       {"depthwise, 3000 channels", {1, 3000, 4, 18}, {3000, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 3000, true, "scale"},
+      // No left pad, stride 2, a column whose window ends in the right pad
+      // (TensorFlow's SAME): no run; every tap past the image skipped.
+      {"depthwise stride 2, pads at the end only", {1, 16, 2, 2}, {16, 1, 3, 3}, {2, 2}, {}, {0, 0}, {1, 1}, 16, true, "relu"},
       // Channels last, 3x3, stride 1, input channels a multiple of 16, at
       // least 144 output positions: Winograd F(2x2, 3x3) (odd sizes: tiles
       // past the output's edge; 40 and 104 channels: a partial block).
@@ -157,9 +160,12 @@ Graph build(const Case& c, DType dt, bool last = false) {
     g.set_outputs({g.add(Op::relu, {y}), y});
     return g;
   }
-  if (c.epilogue.rfind("relu6", 0) == 0) {  // ReLU6 as ONNX writes it: a clip by constants
-    const ValueId r6 = g.add(Op::clip, {y, g.add_const({dt, {}}, std::vector<double>{0}), g.add_const({dt, {}}, std::vector<double>{6})});
-    g.set_outputs(c.epilogue == "relu6 and sums" ? std::vector<ValueId>{r6, y} : std::vector<ValueId>{r6});
+  if (c.epilogue.rfind("relu6", 0) == 0 || c.epilogue.rfind("clamp", 0) == 0) {
+    // ReLU6 as ONNX writes it, a clip by constants; torch.clamp(min=0): to +inf
+    const double hi = c.epilogue.rfind("relu6", 0) == 0 ? 6.0 : INFINITY;
+    const ValueId r6 = g.add(Op::clip, {y, g.add_const({dt, {}}, std::vector<double>{0}), g.add_const({dt, {}}, std::vector<double>{hi})});
+    const bool sums = c.epilogue.find(" and sums") != std::string::npos;
+    g.set_outputs(sums ? std::vector<ValueId>{r6, y} : std::vector<ValueId>{r6});
     return g;
   }
   if (c.epilogue == "scale")
@@ -252,7 +258,7 @@ TEST_F(Conv, RegisterEpiloguesMatchTheTileEpilogueBitForBit) {
     static const std::set<std::string> some = {"1x1 over positions", "1x1, 50 positions in overlapping tiles", "64 + 40 channels: 4- and 3-vector tiles",
                                                "stride 2, whole tiles", "groups of 16, stride 2", "groups of 128 outputs"};
     if (!some.count(c.name)) continue;
-    for (const char* e : {"relu", "relu6"}) {
+    for (const char* e : {"relu", "relu6", "clamp"}) {
       SCOPED_TRACE(c.name + ", " + e);
       std::vector<NDArray> outs[2];
       std::string src[2];
@@ -286,7 +292,7 @@ TEST_F(Conv, RegisterEpiloguesMatchTheTileEpilogueBitForBit) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 12);
+  EXPECT_EQ(checked, 18);
 }
 
 // f64: every geometry through the window form's GEMM (CI's sanitizer job

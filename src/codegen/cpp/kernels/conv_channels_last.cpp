@@ -3,8 +3,8 @@
 // channels-first ones of conv.cpp.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
+#include "codegen/c_text.h"
 #include "codegen/cpp/emitter.h"
 #include "codegen/cpp/kernels/conv_common.h"
 #include "ir/layout.h"
@@ -46,8 +46,9 @@ RegisterEpilogue register_epilogue(const Graph& g, const Kernel& K, ValueId cv, 
   if (a.op == Op::relu) {
     r.bits = 2;
   } else if (a.op == Op::clip && scalar_constant(g, a.inputs[1], &r.lo) && scalar_constant(g, a.inputs[2], &r.hi)) {
-    // tj_clip's fast form: neither bound NaN, lo not -0, hi not +0
-    if (std::isnan(r.lo) || std::isnan(r.hi) || (r.lo == 0 && std::signbit(r.lo)) || (r.hi == 0 && !std::signbit(r.hi))) return r;
+    // tj_clip's fast form: neither bound NaN, lo not -0, hi not +0; nor
+    // hi -0 (tj_conv_act broadcasts a bound by adding it to +0)
+    if (std::isnan(r.lo) || std::isnan(r.hi) || (r.lo == 0 && std::signbit(r.lo)) || r.hi == 0) return r;
     r.bits = 4;
   } else {
     return r;
@@ -57,11 +58,7 @@ RegisterEpilogue register_epilogue(const Graph& g, const Kernel& K, ValueId cv, 
   return r;
 }
 
-std::string float_literal(float x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "(float)%a", static_cast<double>(x));
-  return buf;
-}
+std::string float_literal(float x) { return codegen::literal(x, DType::f32); }  // INFINITY spelled out
 
 }  // namespace
 
@@ -489,7 +486,10 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // The output columns whose windows are inside the image, [lo, hi):
   // depthwise, in runs of up to kDwRun (tj_dw_cl_run, equal runs, the last
   // one moved back to end at hi); the columns outside them one at a time.
-  const int64_t lo = std::min(OW, (pl.PW + pl.SW - 1) / pl.SW), hi = std::max(lo, std::min(OW, (pl.W - 1 + pl.PW - (pl.KW - 1) * pl.DW) / pl.SW + 1));
+  // (hi: the last column whose window ends inside, plus one; none when
+  // even column 0's window ends past the image: C++ division truncates)
+  const int64_t last_in = pl.W - 1 + pl.PW - (pl.KW - 1) * pl.DW;
+  const int64_t lo = std::min(OW, (pl.PW + pl.SW - 1) / pl.SW), hi = std::max(lo, last_in < 0 ? int64_t(0) : std::min(OW, last_in / pl.SW + 1));
   const bool runs = Cg == 1 && hi > lo;
   const RowTiles rt = row_tiles(std::max<int64_t>(1, hi - lo), kDwRun);
   // With an epilogue, each group of columns (the left border, a run, the
@@ -507,10 +507,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   auto yat = [&](const std::string& ow, const std::string& g0) {
     return tiled ? "tj_tile + (" + ow + " - " + g0 + ")*" + S(M) : Y + " + ((b*" + S(pl.OH) + " + oh)*" + S(OW) + " + " + ow + ")*" + S(M);
   };
-  // The epilogue over columns [c0, c1) of the row, from the tile.
-  auto epilogue_cols = [&](const std::string& c0, const std::string& c1) {
+  // The epilogue over columns [c0, c1) of the row, from the tile, whose
+  // first column is t0. A run moved back over columns done already covers
+  // only its new ones: an epilogue that read its own output (a donated
+  // residual) must run once per position.
+  auto epilogue_cols = [&](const std::string& t0, const std::string& c0, const std::string& c1) {
     if (!tiled) return std::string();
-    return "      {\n        const int64_t tj_t0 = oh*" + S(OW) + " + " + c0 + ";\n" +
+    return "      {\n        const int64_t tj_t0 = oh*" + S(OW) + " + " + t0 + ";\n" +
            epilogue_over("0", S(M), "oh*" + S(OW) + " + " + c0, "oh*" + S(OW) + " + " + c1, "tj_t0", M) + "      }\n";
   };
   auto one_at_a_time = [&](int64_t from, int64_t to) {
@@ -518,7 +521,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     const std::string at = "xpad + (khi*" + S(pl.W) + " + kwi)*" + S(C_) + ", " + xr + ", " + xk + ", " + Wp_ + ", " + S(C_) + ", " + yat("ow", S(from));
     return "      for (int64_t ow = " + S(from) + "; ow < " + S(to) + "; ++ow) {\n" + tap_range("ow", pl.SW, pl.PW, pl.DW, pl.KW, pl.W, "kw", "        ") +
            "        if (kh0 == 0 && kh1 == " + S(pl.KH) + " && kw0 == 0 && kw1 == " + S(pl.KW) + ") " + one + "true>(" + at + ", 0, 0, 0, 0);\n" +
-           "        else " + one + "false>(" + at + ", kh0, kh1, kw0, kw1);\n      }\n" + epilogue_cols(S(from), S(to));
+           "        else " + one + "false>(" + at + ", kh0, kh1, kw0, kw1);\n      }\n" + epilogue_cols(S(from), S(from), S(to));
   };
   code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + tap_range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh", "        ");
   if (runs) {
@@ -528,7 +531,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "        tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DW) + ", " + S(rt.np) + ">(xpad + ((khi + kh0*" + S(pl.DH) + ")*" +
             S(pl.W) + " + ow*" + S(pl.SW) + " - " + S(pl.PW) + ")*" + S(C_) + ", " + xr + ", " + S(C_) + ", " + Wp_ + " + kh0*" + S(pl.KW * C_) + ", " + S(C_) +
             ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0);\n";
-    code += epilogue_cols("ow", "ow + " + S(rt.np)) + "      }\n";
+    code += epilogue_cols("ow", S(lo) + " + i*" + S(rt.np), "ow + " + S(rt.np)) + "      }\n";
     code += one_at_a_time(hi, OW);
   } else {
     code += one_at_a_time(0, OW);
