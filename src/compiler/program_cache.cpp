@@ -1,7 +1,6 @@
 #include "compiler/program_cache.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,13 +10,7 @@
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
-#include <functional>
-#include <map>
-#include <mutex>
-#include <new>
-#include <system_error>
 #include <sstream>
-#include <thread>
 #include <xxhash.h>
 
 #include "ir/extract.h"
@@ -44,77 +37,6 @@ constexpr const char* kPrefix = "tj.const.";
 int64_t align64(int64_t n) { return (n + 63) / 64 * 64; }
 
 fs::path entry_dir() { return fs::path(cache_dir()) / "programs"; }
-
-// Entries of at least kBackgroundStoreBytes of constants are written by a
-// thread of their own while the program runs: vgg11's 597 MB took 3.4 s to
-// write where the disk's writeback throttled it (its first call 6.7 s). A
-// lookup of the same key, wait_for_program_stores and the process's exit
-// (this object's destructor) wait for them.
-constexpr int64_t kBackgroundStoreBytes = int64_t{64} << 20;
-
-class PendingStores;
-PendingStores& pending_stores();
-
-class PendingStores {
- public:
-  PendingStores() {
-    log_enabled("compile");  // the log's statics first: destroyed after this one, which a store at exit still logs through
-    pthread_atfork(nullptr, nullptr, [] { pending_stores().forget_in_child(); });
-  }
-  ~PendingStores() { wait_all(); }
-  // A forked child has none of these threads: joining one there would be
-  // undefined, and its destructor would end the child. The child lets them
-  // go (leaked, never joined) with a fresh mutex (another thread may have
-  // held this one at the fork); the parent's threads finish the files.
-  void forget_in_child() {
-    new (&mu_) std::mutex();
-    new std::map<std::string, std::thread>(std::move(threads_));
-    threads_.clear();
-  }
-  // A thread that cannot be started (std::system_error) leaves the store
-  // to the caller's thread.
-  void start(const std::string& key, const std::function<void()>& write) {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto it = threads_.find(key);
-    if (it != threads_.end()) it->second.join();  // an earlier store of the same entry (a rare recompile)
-    try {
-      threads_[key] = std::thread(write);
-    } catch (const std::system_error&) {
-      threads_.erase(key);
-      lock.unlock();
-      write();
-    }
-  }
-  void wait(const std::string& key) {
-    std::thread t;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = threads_.find(key);
-      if (it == threads_.end()) return;
-      t = std::move(it->second);
-      threads_.erase(it);
-    }
-    t.join();
-  }
-  void wait_all() {
-    std::map<std::string, std::thread> all;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      all.swap(threads_);
-    }
-    for (auto& [key, t] : all) t.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::string, std::thread> threads_;
-};
-
-PendingStores& pending_stores() {
-  static PendingStores p;
-  return p;
-}
-
 
 
 void note(const std::string& what) {
@@ -220,12 +142,7 @@ std::string program_key(const Graph& traced, const Bindings& params, const Compi
   return key;
 }
 
-void wait_for_program_stores() { pending_stores().wait_all(); }
-
-void start_background_store(const std::string& key, std::function<void()> write) { pending_stores().start(key, std::move(write)); }
-
 std::optional<PreparedProgram> load_program(const std::string& key) {
-  pending_stores().wait(key);
   fs::path dir = entry_dir();
   bool ok_text, ok_side;
   std::string side = read_file(dir / (key + ".ok"), &ok_side);
@@ -313,39 +230,27 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
     std::memcpy(slot, d.raw(), d.nbytes());
     std::memset(slot + d.nbytes(), 0, static_cast<size_t>(align64(static_cast<int64_t>(d.nbytes()))) - d.nbytes());  // padding
   }
-  // The files: the text, the data file (named by its hash, unless one of
-  // that size is there: another program's same constants), then the sidecar.
-  auto write = [key, text, storage, bytes = l.bytes, count = l.offsets.size()] {
-    try {
-      fs::path dir = entry_dir();
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      std::string h = data_hash(storage.get(), bytes);
-      write_atomic(dir / (key + ".tj"), text);
-      fs::path bin = dir / (h + ".bin");
-      bool wrote = fs::file_size(bin, ec) != static_cast<uintmax_t>(bytes);
-      if (wrote) write_atomic(bin, storage.get(), static_cast<size_t>(bytes));
-      write_atomic(dir / (key + ".ok"), sidecar_text(text, h, bytes));
-      note("stored " + key + " (" + std::to_string(count) + " constants, " + std::to_string(bytes) + " bytes)");
-      touch_files({bin});  // shared with an earlier program: used now
-      if (int fd = wrote ? ::open(bin.c_str(), O_RDONLY | O_CLOEXEC) : -1; fd >= 0) {  // its bytes are the ones just hashed
-        record_seen(dir, h, fd);
-        ::close(fd);
-      }
-      // The folder's least recently used files go first (an entry that loses
-      // one is a miss, rebuilt like a corrupt one), never this entry's.
-      evict_least_recent(dir, cache_size_limit(note), {dir / (key + ".tj"), bin, dir / (key + ".ok"), seen_path(dir, h)}, note);
-    } catch (const Error& e) {
-      note(std::string("not stored: ") + e.what());
-    } catch (const std::exception& e) {  // filesystem errors in a background store must not end the process
-      note(std::string("not stored: ") + e.what());
+  try {
+    fs::path dir = entry_dir();
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::string h = data_hash(block, l.bytes);
+    write_atomic(dir / (key + ".tj"), text);
+    fs::path bin = dir / (h + ".bin");
+    bool wrote = fs::file_size(bin, ec) != static_cast<uintmax_t>(l.bytes);
+    if (wrote) write_atomic(bin, block, static_cast<size_t>(l.bytes));
+    write_atomic(dir / (key + ".ok"), sidecar_text(text, h, l.bytes));
+    note("stored " + key + " (" + std::to_string(l.offsets.size()) + " constants, " + std::to_string(l.bytes) + " bytes)");
+    touch_files({bin});  // shared with an earlier program: used now
+    if (int fd = wrote ? ::open(bin.c_str(), O_RDONLY | O_CLOEXEC) : -1; fd >= 0) {  // its bytes are the ones just hashed
+      record_seen(dir, h, fd);
+      ::close(fd);
     }
-  };
-  if (l.bytes >= kBackgroundStoreBytes) {
-    note("storing " + key + " (" + std::to_string(l.bytes) + " bytes of constants) in the background");
-    start_background_store(key, std::move(write));
-  } else {
-    write();
+    // The folder's least recently used files go first (an entry that loses
+    // one is a miss, rebuilt like a corrupt one), never this entry's.
+    evict_least_recent(dir, cache_size_limit(note), {dir / (key + ".tj"), bin, dir / (key + ".ok"), seen_path(dir, h)}, note);
+  } catch (const Error& e) {
+    note(std::string("not stored: ") + e.what());
   }
   return with_storage(std::move(g), std::move(storage));
 }

@@ -22,7 +22,6 @@
 // kernel cache) is the same.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,16 +43,6 @@ std::optional<PreparedProgram> load_program(const std::string& key);
 // Turns the optimized graph's large constants into tj.const.N params and
 // writes the entry (if the cache folder cannot be written: one log line
 // under TJ_LOG=compile, and the program is used from memory).
-// An entry of 64 MB of constants or more is written by a background
-// thread while the program runs (a lookup of its key waits for it).
 PreparedProgram store_program(const std::string& key, const Graph& optimized);
-// Waits until every background store of this process has finished (its
-// files written, or its failure logged). The process's exit waits too.
-void wait_for_program_stores();
-// Runs `write` on a thread of its own as the background store of `key`
-// (store_program's large entries; a test's stand-in): load_program(key),
-// wait_for_program_stores and the exit wait for it; a forked child does not.
-// Where no thread can be started, `write` runs before this returns.
-void start_background_store(const std::string& key, std::function<void()> write);
 
 }  // namespace tj

@@ -5,13 +5,8 @@
 #include "compiler/program_cache.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdlib>
-#include <thread>
 #include <filesystem>
 #include <fstream>
 
@@ -79,60 +74,6 @@ TEST_F(ProgramCache, UnchangedHitsWithoutPasses) {
   expect_right(a, params_);
   expect_right(b, params_);
   EXPECT_EQ(entries(".bin").size(), 1u);
-}
-
-// An entry of 64 MB of constants or more is written in the background: the
-// program runs from memory meanwhile, a lookup of the same key in this
-// process waits for the files (a hit, never a half-written miss), and
-// wait_for_program_stores leaves them complete on disk.
-TEST_F(ProgramCache, LargeEntriesAreStoredInTheBackground) {
-  Graph g("wide");
-  const int64_t n = 4096;  // a 4096 x 4096 f32 weight: 64 MB
-  ValueId x = g.add_input("x", {DType::f32, {Dim(2), Dim(n)}});
-  ValueId w = g.add_param("w", {DType::f32, {Dim(n), Dim(n)}});
-  g.set_outputs({g.add(Op::relu, {g.add(Op::matmul, {x, w})})});
-  RandomInputOptions ro;
-  ro.seed = 9;
-  Bindings all = random_inputs(g, ro), params{{"w", all.at("w")}}, in{{"x", all.at("x")}};
-  Executable a = tj::compile(g, params);
-  EXPECT_FALSE(a.stats().program_cache_hit);
-  Executable b = tj::compile(g, params);  // waits for a's store
-  EXPECT_TRUE(b.stats().program_cache_hit);
-  const auto want = interpret(g, all, {DType::f32});
-  Bindings ia = in, ib = in;
-  EXPECT_LE(compare_outputs(a.run(ia), want).max_rel, 1e-5);
-  EXPECT_LE(compare_outputs(b.run(ib), want).max_rel, 1e-5);
-  wait_for_program_stores();
-  ASSERT_EQ(entries(".bin").size(), 1u);
-  EXPECT_GE(fs::file_size(entries(".bin")[0]), static_cast<uintmax_t>(n * n * 4));
-  EXPECT_EQ(entries(".ok").size(), 1u);
-  for (const auto& f : fs::directory_iterator(dir_ / "programs")) EXPECT_EQ(f.path().string().find(".tmp."), std::string::npos) << f.path();
-}
-
-// A child forked while a background store runs exits normally, even when
-// another thread held the stores' lock at the fork (here: a second store of
-// the same key, waiting for the first): the child has none of the parent's
-// store threads to wait for and takes a fresh lock. A child that waited
-// would hang; the alarm ends it with SIGALRM.
-TEST_F(ProgramCache, ForkedChildrenDoNotWaitForTheParentsStores) {
-  std::atomic<bool> release{false};
-  start_background_store("held", [&] {
-    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  });
-  std::thread second([] { start_background_store("held", [] {}); });  // joins the first, holding the lock
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::alarm(5);
-    wait_for_program_stores();
-    std::exit(0);
-  }
-  int status = -1;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  release = true;
-  second.join();
-  wait_for_program_stores();
 }
 
 TEST_F(ProgramCache, ChangedWeightOptionOrGraphMisses) {
