@@ -64,6 +64,11 @@ int64_t conv_quad_lanes(const Shape& w, int64_t groups) {
   return mg % 16 == 0 && mg % lanes == 0 ? lanes : 0;
 }
 
+bool taps_first_conv(const Shape& w, int64_t groups) {
+  const bool depthwise = w.size() >= 3 && w[0] == Dim(groups) && w[1] == Dim(1);
+  return depthwise || grouped_channels_last(w, groups);
+}
+
 bool grouped_channels_last(const Shape& w, int64_t groups) {
   if (groups <= 1 || w.size() < 3 || !w[0].is_const() || !w[1].is_const()) return false;
   const int64_t cg = w[1].value();

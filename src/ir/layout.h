@@ -57,5 +57,9 @@ bool grouped_channels_last(const Shape& w, int64_t groups);
 // divides them, so that no block spans two groups (Wq [M/lanes, k.., C/groups,
 // lanes]: each block's tiles read their group's input channels only).
 int64_t conv_quad_lanes(const Shape& w, int64_t groups);
+// Whether a channels-last conv of these weights takes its weights taps
+// first (Wt) and the depthwise or grouped kernel: one input channel per
+// group and as many groups as outputs, or grouped_channels_last.
+bool taps_first_conv(const Shape& w, int64_t groups);
 
 }  // namespace tj

@@ -49,6 +49,12 @@ bool is_weight_matrix(const Graph& g, ValueId v) {
          n.const_data()->size() > 1;  // a splat stays a splat
 }
 
+std::optional<double> splat_value(const Graph& g, ValueId v) {
+  const Node& n = g.node(v);
+  if (n.op != Op::constant || n.const_data()->size() != 1) return std::nullopt;
+  return (*n.const_data())[0];
+}
+
 bool is_splat(const Graph& g, ValueId v, double x) {
   const Node& n = g.node(v);
   if (n.op != Op::constant) return false;

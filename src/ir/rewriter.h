@@ -5,6 +5,8 @@
 // graph's interface never changes.
 #pragma once
 
+#include <optional>
+
 #include <functional>
 #include <vector>
 
@@ -45,6 +47,9 @@ std::vector<std::vector<ValueId>> users_of(const Graph& g);
 // True if `v` is a constant whose every element equals `x` (bitwise for
 // zeros, so -0.0 and +0.0 differ).
 bool is_splat(const Graph& g, ValueId v, double x);
+// The one value of a constant stored as a single element (a splat of any
+// shape), if `v` is one.
+std::optional<double> splat_value(const Graph& g, ValueId v);
 bool is_constant(const Graph& g, ValueId v);
 // A frozen weight matrix: a constant of rank 2 with concrete dims that is
 // not a splat (merge_matmuls, quantize_weights).

@@ -48,8 +48,7 @@ bool eligible(const Graph& g, const Node& n) {
   const Node& w = g.node(n.inputs[1]);
   if (w.op != Op::constant || w.const_data()->size() <= 1) return false;
   const int64_t groups = n.attr_int("groups");
-  return conv_quad_lanes(w.type.shape, groups) > 0 || (w.type.shape[0] == Dim(groups) && w.type.shape[1] == Dim(1)) ||
-         grouped_channels_last(w.type.shape, groups);
+  return conv_quad_lanes(w.type.shape, groups) > 0 || taps_first_conv(w.type.shape, groups);
 }
 
 bool is_reduction(Op op) { return op == Op::sum || op == Op::mean || op == Op::amax; }

@@ -52,11 +52,9 @@ struct Attention {
 
 // The scalar value of a splat constant with all dims 1, if `v` is one.
 std::optional<double> scalar_const(const Graph& g, ValueId v) {
-  const Node& n = g.node(v);
-  if (n.op != Op::constant || n.const_data()->size() != 1) return std::nullopt;
-  for (const Dim& d : n.type.shape)
+  for (const Dim& d : g.type(v).shape)
     if (d != Dim(1)) return std::nullopt;
-  return (*n.const_data())[0];
+  return splat_value(g, v);
 }
 
 // The shape without its unit dims.

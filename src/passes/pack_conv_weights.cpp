@@ -40,8 +40,7 @@ Packing packable(const Graph& g, const Node& n) {
   if (w.op != Op::constant || w.const_data()->size() <= 1 || w.type.rank() < 3 || w.type.rank() > 4) return Packing::none;
   if (n.attr_int("groups") == 1) return n.attr_bool("channels_last") ? Packing::quads : Packing::blocks;
   if (n.attr_bool("channels_last") && conv_quad_lanes(w.type.shape, n.attr_int("groups")) > 0) return Packing::quads;
-  const bool depthwise = w.type.shape[1] == Dim(1) && w.type.shape[0] == Dim(n.attr_int("groups"));
-  return (depthwise || grouped_channels_last(w.type.shape, n.attr_int("groups"))) && n.attr_bool("channels_last") ? Packing::taps_first : Packing::none;
+  return n.attr_bool("channels_last") && taps_first_conv(w.type.shape, n.attr_int("groups")) ? Packing::taps_first : Packing::none;
 }
 
 // w [M, C, k..] stored with its output channels in blocks of `lanes` side

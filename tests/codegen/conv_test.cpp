@@ -201,7 +201,7 @@ double compiled_against_interpreter(const Case& c, DType dt, std::string* source
   // the window form is left.
   const bool cpu = exe.device() == "cpu";
   const bool cl_kernel =
-      c.x.size() <= 4 && dt == DType::f32 && (conv_quad_lanes(weight_shape(c), c.groups) > 0 || (c.w[0] == c.groups && c.w[1] == 1) || grouped(c));
+      c.x.size() <= 4 && dt == DType::f32 && (conv_quad_lanes(weight_shape(c), c.groups) > 0 || taps_first_conv(weight_shape(c), c.groups));
   if (cpu && (!last || cl_kernel)) {
     EXPECT_EQ(exe.stats().kernels, 1u);
   }

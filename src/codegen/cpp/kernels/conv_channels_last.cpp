@@ -8,6 +8,7 @@
 #include "codegen/cpp/emitter.h"
 #include "codegen/cpp/kernels/conv_common.h"
 #include "ir/layout.h"
+#include "ir/rewriter.h"
 #include "tensorjit/error.h"
 
 namespace tj::cpp {
@@ -22,16 +23,9 @@ namespace {
 // and clamps its sums in registers and stores them once, into `out`.
 struct RegisterEpilogue {
   int bits = 0;  // 1 bias, 2 ReLU, 4 clip; 0: none
-  float lo = 0, hi = 0;
+  float lo = 0, hi = 0;  // the clip's bounds; lo +0 for ReLU
   ValueId out = -1;
 };
-
-bool scalar_constant(const Graph& g, ValueId v, float* x) {
-  const Node& n = g.node(v);
-  if (n.op != Op::constant || n.const_data()->size() != 1) return false;
-  *x = static_cast<float>((*n.const_data())[0]);
-  return true;
-}
 
 RegisterEpilogue register_epilogue(const Graph& g, const Kernel& K, ValueId cv, bool bias) {
   RegisterEpilogue r;
@@ -45,7 +39,10 @@ RegisterEpilogue register_epilogue(const Graph& g, const Kernel& K, ValueId cv, 
   if (a.type.dtype != DType::f32 || a.inputs.empty() || a.inputs[0] != cv || a.type.shape != g.type(cv).shape) return r;
   if (a.op == Op::relu) {
     r.bits = 2;
-  } else if (a.op == Op::clip && scalar_constant(g, a.inputs[1], &r.lo) && scalar_constant(g, a.inputs[2], &r.hi)) {
+  } else if (a.op == Op::clip) {
+    const auto lo = splat_value(g, a.inputs[1]), hi = splat_value(g, a.inputs[2]);
+    if (!lo || !hi) return r;
+    r.lo = static_cast<float>(*lo), r.hi = static_cast<float>(*hi);
     // tj_clip's fast form: neither bound NaN, lo not -0, hi not +0; nor
     // hi -0 (tj_conv_act broadcasts a bound by adding it to +0)
     if (std::isnan(r.lo) || std::isnan(r.hi) || (r.lo == 0 && std::signbit(r.lo)) || r.hi == 0) return r;
@@ -57,8 +54,6 @@ RegisterEpilogue register_epilogue(const Graph& g, const Kernel& K, ValueId cv, 
   r.out = K.ops[1];
   return r;
 }
-
-std::string float_literal(float x) { return codegen::literal(x, DType::f32); }  // INFINITY spelled out
 
 }  // namespace
 
@@ -76,11 +71,11 @@ std::string Emitter::channels_last_conv_helpers() {
          // coefficients) took registers the accumulators needed, and six
          // of them spilled in the inner loop (170 -> 230 us).
          // EP: an epilogue in registers before the store (tj_conv_act):
-         // bit 1 adds bias[channel], then bit 2 ReLU or bit 4 a clip to
-         // [lo, hi], in the fast forms of tj_max and tj_clip (constant bounds).
+         // bit 1 adds bias[channel], then bit 2 ReLU (lo +0) or bit 4 a clip
+         // to [lo, hi], in the fast forms of tj_max and tj_clip (constant bounds).
          "template <int EP, class V> static inline V tj_conv_act(V x, float lo, float hi) {\n"
          "  if constexpr ((EP & 6) == 0) return x;\n"
-         "  const V l = V{} + (EP & 2 ? 0.0f : lo);\n"
+         "  const V l = V{} + lo;  // ReLU: lo is +0\n"
          "  V r = x > l ? x : l;\n"
          "  if constexpr ((EP & 4) != 0) {\n    const V h = V{} + hi;\n    r = r < h ? r : h;\n  }\n"
          "  return x != x ? x : r;\n}\n"
@@ -278,8 +273,16 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const bool epilogue = !B.empty() || K.ops.size() > 1;
   const RegisterEpilogue rep = epilogue ? register_epilogue(g_, K, cv, !B.empty()) : RegisterEpilogue{};
   // The tile's trailing arguments and output for a register epilogue.
-  const std::string rep_args = rep.bits ? ", " + (B.empty() ? std::string("nullptr") : B + " + m0") + ", " + float_literal(rep.lo) + ", " + float_literal(rep.hi) : "";
+  const std::string rep_args = rep.bits ? ", " + (B.empty() ? std::string("nullptr") : B + " + m0") + ", " + codegen::literal(rep.lo, DType::f32) + ", " +
+                                                    codegen::literal(rep.hi, DType::f32) : "";
   const std::string rep_out = rep.bits ? ptr(rep.out) : "";
+  // A direct tile's call up to its "(": tj_conv_tile_cl<NP, NV, KH, KW>,
+  // with ACC, WS and EP where any differs from the defaults.
+  auto tile_head = [](int64_t np, int nv, int64_t kh, int64_t kw, bool acc, int64_t ws, int ep) {
+    std::string h = "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(kh) + ", " + S(kw);
+    if (acc || ws != 64 || ep) h += std::string(acc ? ", true" : ", false") + ", " + S(ws) + (ep ? ", " + std::to_string(ep) : "");
+    return h + ">(";
+  };
   // With an epilogue, a one-group tile stores its sums into tj_tile, a
   // buffer of kTileFloats in L1 (64 floats a position), and the epilogue
   // reads them there, storing them to y only where the conv's value is one
@@ -364,8 +367,8 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     auto tiles = [&](int nv) {
       // Every part holds at least Tmin >= np tiles: one moved back to end at T stays inside.
       const int64_t np = row_tiles(Tmin, kWideTilePositions[nv]).np;
-      return "        for (int64_t q = 0; q < T; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, T - " + S(np) + ");\n          tj_conv_tile_cl<" +
-             S(np) + ", " + std::to_string(nv) + ", 1, 1>(vx + at*" + S(C_) + ", " + S(C_) + ", 0, 0, u + xi*" + S(C_ * cb) + ", 0, " + S(C_) + ", mx + at*" +
+      return "        for (int64_t q = 0; q < T; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, T - " + S(np) + ");\n          " +
+             tile_head(np, nv, 1, 1, false, 64, 0) + "vx + at*" + S(C_) + ", " + S(C_) + ", 0, 0, u + xi*" + S(C_ * cb) + ", 0, " + S(C_) + ", mx + at*" +
              S(cb) + ", " + S(cb) + ", valid);\n        }\n";
     };
     code += by_channel_quads(M, tiles, "        ") + "      }\n";
@@ -402,8 +405,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       const int64_t np = row_tiles(P / blocks, kWideTilePositions[nv]).np;
       const std::string y = tiled ? "tj_tile, 64" : "yb + at*" + S(M) + ", " + S(M);
       return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
-             ");\n          tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", 1, 1" + (rep.bits ? ", false, 64, " + S(rep.bits) : "") + ">(xpad + at*" +
-             S(C_) + ", " + S(C_) + ", 0, 0, wp, 0, " + S(C_) + ", " + y + ", valid" + rep_args + ");\n" +
+             ");\n          " + tile_head(np, nv, 1, 1, false, 64, rep.bits) + "xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, 0, " + S(C_) + ", " + y + ", valid" + rep_args + ");\n" +
              (tiled ? "          const int64_t tj_n0 = q, tj_n1 = std::min<int64_t>(q + " + S(np) + ", q1);\n" +  // the tile's new positions
                             epilogue_over("m0", whole_end(M, nv), "tj_n0", "tj_n1", "at")
                       : "") +
@@ -451,9 +453,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       const RowTiles rt = row_tiles(OW, kWideTilePositions[nv]);
       const int64_t count = rt.count, np = rt.np;
       auto call = [&](bool acc, const std::string& c, const std::string& at) {
-        const bool more = acc || cb != 64 || regt;  // template arguments past KW
-        return at + "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(pl.KH) + ", " + S(pl.KW) +
-               (more ? std::string(acc ? ", true" : ", false") + ", " + S(cb) + (regt ? ", " + S(rep.bits) : "") : "") + ">(xrow + ow*" + S(pl.SW * C_) + ", " +
+        return at + tile_head(np, nv, pl.KH, pl.KW, acc, cb, regt ? rep.bits : 0) + "xrow + ow*" + S(pl.SW * C_) + ", " +
                S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * cb) : "") + ", " + wt + ", " + c + ", " +
                (tiled ? "tj_tile, 64" : "yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M)) + ", valid" + (regt ? rep_args : "") + ");\n";
       };
