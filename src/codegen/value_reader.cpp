@@ -90,23 +90,64 @@ void ValueReader::plan_temporaries(const Kernel& K, int k) {
       if (via_view || store_data) make_temp(b);
     }
   }
-  // Ops are emitted in segments: a store ends the loop nest before it.
-  // A value used in a later segment than its own must be in memory.
+  // Ops are emitted in segments: a store ends the loop nest before it (a
+  // concat as rows starts one, with the ops it streams to). A value used in
+  // a later segment than its own must be in memory.
+  std::set<size_t> streamed;  // concats as rows
+  for (size_t i = 0; i < K.ops.size(); ++i)
+    if (concat_rows_streamed() && concat_rows(K, i)) streamed.insert(i);
   if (K.kind != KernelKind::rowwise && K.kind != KernelKind::reduction) {
     std::map<ValueId, int> segment;
     int seg = 0;
-    for (ValueId v : K.ops) {
+    for (size_t i = 0; i < K.ops.size(); ++i) {
+      const ValueId v = K.ops[i];
       const Node& n = g_.node(v);
+      if (streamed.count(i)) ++seg;
       for (ValueId o : n.inputs)
         if (auto it = segment.find(o); it != segment.end() && it->second != seg) make_temp(o);
       segment[v] = seg;
-      if (n.def().fuse == Fuse::store) ++seg;
+      if (n.def().fuse == Fuse::store && !streamed.count(i)) ++seg;
     }
   }
   // Results written by a library call or a store loop live in memory.
   if (K.kind == KernelKind::matmul || K.kind == KernelKind::attention || K.kind == KernelKind::conv || K.kind == KernelKind::pool) make_temp(K.ops[0]);
-  for (ValueId v : K.ops)
-    if (g_.node(v).def().fuse == Fuse::store) make_temp(v);
+  for (size_t i = 0; i < K.ops.size(); ++i)
+    if (g_.node(K.ops[i]).def().fuse == Fuse::store && !streamed.count(i)) make_temp(K.ops[i]);
+}
+
+std::optional<ValueReader::ConcatRows> ValueReader::concat_rows(const Kernel& K, size_t i) const {
+  const ValueId v = K.ops[i];
+  const Node& n = g_.node(v);
+  const auto so = shape(v);
+  const DType t = n.type.dtype;
+  if (K.kind != KernelKind::pointwise || n.op != Op::concat || so.size() < 2 || static_cast<size_t>(n.attr_int("axis")) + 1 != so.size()) return std::nullopt;
+  if (t != DType::f32 && t != DType::f64 && t != DType::i32 && t != DType::i64) return std::nullopt;  // read as stored
+  for (ValueId in : n.inputs) {
+    const auto st = strided(in);
+    if (!st) return std::nullopt;
+    const auto si = shape(in), cs = contiguous_strides(si);
+    for (size_t d = 0; d < si.size(); ++d)
+      if (si[d] != Dim(1) && st->strides[d] != cs[d]) return std::nullopt;
+  }
+  // The ops it streams to: over its space, up to the next store, none
+  // reading the concat or another of them through a view (at another
+  // index than the one being computed).
+  ConcatRows r{i + 1};
+  if (so != K.space) return r;
+  size_t end = i + 1;
+  while (end < K.ops.size() && g_.node(K.ops[end]).def().fuse != Fuse::store) ++end;
+  const std::set<ValueId> run(K.ops.begin() + static_cast<std::ptrdiff_t>(i), K.ops.begin() + static_cast<std::ptrdiff_t>(end));
+  for (size_t j = i + 1; j < end; ++j) {
+    const Node& m = g_.node(K.ops[j]);
+    if (m.type.shape != so || m.def().fuse == Fuse::gather) return r;
+    for (ValueId o : m.inputs) {
+      ValueId b = o;
+      while (g_.node(b).def().category == OpCategory::view) b = g_.node(b).inputs[0];
+      if (b != o && run.count(b)) return r;
+    }
+  }
+  r.end = end;
+  return r;
 }
 
 std::vector<ValueReader::ConcatPart> ValueReader::concat_parts(ValueId v) const {

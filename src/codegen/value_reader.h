@@ -71,6 +71,21 @@ class ValueReader {
   };
   std::vector<ConcatPart> concat_parts(ValueId v) const;
 
+  // Concat K.ops[i] as a pass over rows (a target that says so in
+  // concat_rows_streamed): along the last axis of a pointwise kernel, every
+  // input a contiguous buffer (or a view that reads as one) of a type read
+  // as it is stored, so that a table of their runs drives one loop. The
+  // kernel's elementwise ops after it, up to the next store, run in that
+  // pass over the concat's elements as they are read, where they are over
+  // its space and read it at their own index: `end` is one past them. The
+  // concat is then in memory only where something else needs it (densenet's
+  // concats fed only their batch norm, written and read back per layer).
+  struct ConcatRows {
+    size_t end = 0;
+  };
+  std::optional<ConcatRows> concat_rows(const Kernel& K, size_t i) const;
+  virtual bool concat_rows_streamed() const { return false; }
+
   // An operand read as rows of a contiguous last dim: its base pointer and
   // strides per dim (the attention kernels' operands).
   struct Rows {

@@ -66,6 +66,10 @@ class Emitter : public codegen::ValueReader {
   std::string store(ValueId v);
   std::string scatter_add(ValueId v);
   std::string concat_last(ValueId v);
+  // Concat K.ops[i] as rows (ValueReader::concat_rows), with the ops
+  // [i + 1, end) computed in the same pass.
+  std::string concat_pass(const Kernel& K, size_t i, size_t end);
+  bool concat_rows_streamed() const override { return true; }
 
   // ---- emit.cpp: the program, elementwise ops, loops, the pool, temporaries, kernels, outputs
   std::string pointers();

@@ -15,7 +15,7 @@ namespace tj::cpp {
 
 // Elementwise ops from `first` on, in loop nests over the kernel's space,
 // every op in registers; a store (concat, kv_write) ends a nest and runs as
-// a copy loop, in program order. Each iteration stores its results after
+// a copy loop, in program order (a concat as rows with the ops after it). Each iteration stores its results after
 // it has computed them all: a result planned in place of an input (memory/
 // lifetimes.cpp) must not overwrite the element before every op has read it.
 std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns) {
@@ -34,6 +34,11 @@ std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns)
     const Node& n = g_.node(v);
     if (n.def().fuse == Fuse::store) {
       flush();
+      if (const auto rows = columns ? std::nullopt : concat_rows(K, i)) {
+        code += concat_pass(K, i, rows->end);
+        i = rows->end - 1;
+        continue;
+      }
       code += store(v);
       continue;
     }
