@@ -3,6 +3,7 @@
 // function over broadcast operands, strided copies.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -134,6 +135,29 @@ Array<E> copy_strided(const Array<E>& src, int64_t offset, const Idx& strides, c
   const E* p = src.ptr() + offset;
   size_t last = out.empty() ? 0 : out.size() - 1;
   int64_t s = out.empty() ? 0 : strides[last];
+  if (out.size() >= 2 && s != 1 && s != 0 && strides[last - 1] == 1 && out[last - 1] > 1) {
+    // A transpose of the last two dims (a weight folded into its GEMV's
+    // layout: 4096x4096 in vgg11): in tiles of kTile x kTile, read down the
+    // source's contiguous rows, written across the result's, each line
+    // used whole while it is in the cache (row by row, every read of a
+    // 16 KB stride missed).
+    constexpr int64_t kTile = 32;
+    const int64_t R = out[last - 1], Cn = out[last];
+    const Idx batch(out.begin(), out.end() - 2);
+    int64_t at = 0;
+    for_each_row<1>(batch.empty() ? Idx{1} : batch, {batch.empty() ? Idx{0} : Idx(strides.begin(), strides.end() - 2)},
+                    [&](int64_t, const std::array<int64_t, 1>& off, int64_t inner) {
+                      for (int64_t k = 0; k < inner; ++k, at += R * Cn) {
+                        const E* from = p + off[0] + (batch.empty() ? 0 : k * strides[last - 2]);
+                        E* to = r.data() + at;
+                        for (int64_t i0 = 0; i0 < R; i0 += kTile)
+                          for (int64_t j0 = 0; j0 < Cn; j0 += kTile)
+                            for (int64_t j = j0; j < std::min(j0 + kTile, Cn); ++j)
+                              for (int64_t i = i0; i < std::min(i0 + kTile, R); ++i) to[i * Cn + j] = from[i + j * s];
+                      }
+                    });
+    return make(out, std::move(r));
+  }
   for_each_row<1>(out, {strides}, [&](int64_t o, const std::array<int64_t, 1>& off, int64_t inner) {
     for (int64_t j = 0; j < inner; ++j) r[static_cast<size_t>(o + j)] = p[off[0] + j * s];
   });

@@ -608,6 +608,37 @@ TEST_P(InterpOps, Permute) {
   expect_float(out[3], {3, 2, 4}, {0, 1, 2, 3, 12, 13, 14, 15, 4, 5, 6, 7, 16, 17, 18, 19, 8, 9, 10, 11, 20, 21, 22, 23});
 }
 
+// Transposes of the last two dims go in tiles: sizes that are not a
+// multiple of the tile, batch dims in order and permuted.
+TEST_P(InterpOps, TransposesInTiles) {
+  struct Case {
+    std::vector<int64_t> shape, perm;
+  };
+  for (const Case& c : {Case{{37, 70}, {1, 0}}, Case{{3, 37, 70}, {0, 2, 1}}, Case{{2, 3, 33, 40}, {0, 1, 3, 2}}, Case{{33, 2, 40}, {1, 2, 0}}}) {
+    int64_t n = 1;
+    for (int64_t d : c.shape) n *= d;
+    Vals data(static_cast<size_t>(n));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<double>(i);
+    tj::Tracer t;
+    Tensor x = t.input("x", dt(), std::vector<Dim>(c.shape.begin(), c.shape.end()));
+    auto out = run(t.finish({tj::permute(x, c.perm)}), {{"x", arr(c.shape, data)}});
+    std::vector<int64_t> os, in_st(c.shape.size(), 1);
+    for (size_t d = c.shape.size() - 1; d-- > 0;) in_st[d] = in_st[d + 1] * c.shape[d + 1];
+    for (int64_t p : c.perm) os.push_back(c.shape[static_cast<size_t>(p)]);
+    Vals want;
+    std::vector<int64_t> idx(os.size(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t at = 0;
+      for (size_t d = 0; d < os.size(); ++d) at += idx[d] * in_st[static_cast<size_t>(c.perm[d])];
+      want.push_back(static_cast<double>(at));
+      for (size_t d = os.size(); d-- > 0;)
+        if (++idx[d] < os[d]) break;
+        else idx[d] = 0;
+    }
+    expect_float(out[0], os, want);
+  }
+}
+
 TEST_P(InterpOps, Expand) {
   tj::Tracer t;
   Tensor c = t.input("c", dt(), {3, 1});
