@@ -295,6 +295,26 @@ TEST_F(Conv, RegisterEpiloguesMatchTheTileEpilogueBitForBit) {
   EXPECT_EQ(checked, 18);
 }
 
+// 1x1 convs that differ only in their input channels (densenet's, one more
+// layer's features each) share one function: the channel count is read at
+// run time (tj_k), and each gives the interpreter's results.
+TEST_F(Conv, OneByOneConvsAlikeButForTheirInputsShareTheirCode) {
+  Graph g = parse_graph(
+      "graph g\ninput %a : f32[1,7,8,24]\ninput %b : f32[1,7,8,40]\nparam %w : f32[16,24,1,1]\nparam %v : f32[16,40,1,1]\n"
+      "%0 = conv(%a, %w) {channels_last=true} : f32[1,7,8,16]\n%1 = relu(%0) : f32[1,7,8,16]\n"
+      "%2 = conv(%b, %v) {channels_last=true} : f32[1,7,8,16]\n%3 = relu(%2) : f32[1,7,8,16]\nreturn %1, %3\n");
+  Bindings params, in = inputs_of(g, &params);
+  Bindings all = in;
+  for (const auto& [k, v] : params) all[k] = v;
+  Executable exe = tj::compile(g, params);
+  EXPECT_LE(compare_outputs(exe.run(in), interpret(g, all, {DType::f64})).max_rel, 1e-5);
+  if (exe.device() != "cpu") return;
+  const std::string src = exe.source();
+  EXPECT_NE(src.find("static const int64_t tj_k[] = {24};"), std::string::npos);
+  EXPECT_NE(src.find("static const int64_t tj_k[] = {40};"), std::string::npos);
+  EXPECT_NE(src.find("the code of a kernel alike"), std::string::npos);
+}
+
 // f64: every geometry through the window form's GEMM (CI's sanitizer job
 // leaves this one out: the f32 test covers the same kernel code).
 TEST_F(Conv, WindowFormInF64) {

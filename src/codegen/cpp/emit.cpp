@@ -200,6 +200,7 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
   std::string body;
   team_work_ = 0;
   used_.clear();
+  lifted_.clear();
   switch (K.kind) {
     case KernelKind::pointwise: body = pointwise_body(K, 0); break;
     case KernelKind::matmul: body = matmul_body(K); break;
@@ -229,18 +230,28 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
   }
   const std::string fn = name + "_code";
   auto [it, fresh] = bodies_.try_emplace(positional_names(code), fn);
+  const std::string params = "(void** t, const int64_t* tj_buf, const int64_t* tj_k)";
   if (fresh) {
-    out_.source += "__attribute__((noinline)) void " + fn + "(void** t, const int64_t* tj_buf) {\n  (void)tj_buf;\n" + code + "}\n";
+    out_.source += "__attribute__((noinline)) void " + fn + params + " {\n  (void)tj_buf; (void)tj_k;\n" + code + "}\n";
   } else {
-    out_.source += "void " + it->second + "(void** t, const int64_t* tj_buf);  // the code of a kernel alike\n";
+    out_.source += "void " + it->second + params + ";  // the code of a kernel alike\n";
   }
-  std::string list;
-  for (ValueId v : slots) list += (list.empty() ? "" : ", ") + std::to_string(v);
-  out_.source += "void " + name + "(void** t) {\n" + (slots.empty() ? "  " + it->second + "(t, nullptr);\n"
-                                                                     : "  static const int64_t tj_buf[] = {" + list + "};\n  " + it->second + "(t, tj_buf);\n") +
-                 "}\n\n";
+  auto list = [](const auto& xs) {
+    std::string l;
+    for (auto x : xs) l += (l.empty() ? "" : ", ") + std::to_string(x);
+    return l;
+  };
+  out_.source += "void " + name + "(void** t) {\n";
+  if (!slots.empty()) out_.source += "  static const int64_t tj_buf[] = {" + list(slots) + "};\n";
+  if (!lifted_.empty()) out_.source += "  static const int64_t tj_k[] = {" + list(lifted_) + "};\n";
+  out_.source += "  " + it->second + "(t, " + (slots.empty() ? "nullptr" : "tj_buf") + ", " + (lifted_.empty() ? "nullptr" : "tj_k") + ");\n}\n\n";
   temp_.clear();  // temporaries are only visible to their kernel
   return team_work_;
+}
+
+std::string Emitter::lift(int64_t value) {
+  lifted_.push_back(value);
+  return "tj_k[" + std::to_string(lifted_.size() - 1) + "]";
 }
 
 // Per-thread scratch of `bytes` for the current kernel: its stride in

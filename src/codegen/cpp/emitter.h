@@ -89,6 +89,12 @@ class Emitter : public codegen::ValueReader {
   // team work (units it splits over the team, 0: none).
   int64_t emit_function(int k, const std::string& name);
   std::string scratch(const Dim& bytes);
+  // `value` read at run time from the kernel's list of its own (tj_k), not
+  // written into its code: kernels that differ only in such values (the
+  // input channels of densenet's 1x1 convs, one more layer's features each)
+  // are alike and share one function, compiled once. For sizes where a
+  // constant buys nothing (a stride or a count passed on to a helper).
+  std::string lift(int64_t value);
   void make_temp_copy(ValueId x, std::string* code);
   void emit_output(size_t i);
   void emit_index_checks();
@@ -201,6 +207,7 @@ class Emitter : public codegen::ValueReader {
   // positional: the function that holds it. Kernels alike (resnet's repeated
   // blocks, a transformer's layers) are one function, compiled once.
   std::map<std::string, std::string> bodies_;
+  std::vector<int64_t> lifted_;  // the current kernel's tj_k
 };
 
 }  // namespace tj::cpp

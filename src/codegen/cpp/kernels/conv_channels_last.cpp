@@ -317,8 +317,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   };
   uses_direct_conv_ = true;
   const int64_t Hp = pl.Hp, Wp = pl.Wp, row = (dense ? Wp : pl.W) * C_;
+  // The 1x1 form (stride 1, no padding): its positions are one run. Its
+  // input channels are a value read at run time (lift): 1x1 convs that
+  // differ only in them (densenet's, after each concat) share one function.
+  const bool flat = !wino && G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded() && P >= 2 * kTilePositions;
+  const std::string Cx = flat ? lift(C_) : S(C_);
   code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
-  code += "    const float* xb = " + X + " + b*" + S(Sz * C_) + ";\n";
+  code += "    const float* xb = " + X + " + b*" + (flat ? S(Sz) + "*" + Cx : S(Sz * C_)) + ";\n";
   if (dense && pl.padded()) {
     // The image with its zero padding: border rows zeroed, then each image
     // row with its left and right pads (separate loops: see Plane::copy).
@@ -381,7 +386,6 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     return code;
   }
   const std::string xr = S(pl.DH * row), xk = S(pl.DW * C_);
-  const bool flat = G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded() && P >= 2 * kTilePositions;
   if (flat) {
     // 1x1, stride 1, no padding: the positions are one run, x's C apart and
     // y's M: parts of at least kDirectPositions of them (or all) by 64
@@ -397,7 +401,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      const int64_t pr = tj_part / " + S(blocks) + ", blk = tj_part % " + S(blocks) + ";\n";
     code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
-    code += "      const float* wp = " + Wp_ + " + pr*" + S(C_ * cb) + ";\n";
+    code += "      const float* wp = " + Wp_ + " + pr*" + S(cb) + "*" + Cx + ";\n";
     code += "      float* yb = " + (rep.bits ? rep_out : Y) + " + b*" + S(P * M) + " + m0;\n";
     const bool tiled = epilogue && !rep.bits;
     if (tiled) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
@@ -405,7 +409,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       const int64_t np = row_tiles(P / blocks, kWideTilePositions[nv]).np;
       const std::string y = tiled ? "tj_tile, 64" : "yb + at*" + S(M) + ", " + S(M);
       return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
-             ");\n          " + tile_head(np, nv, 1, 1, false, 64, rep.bits) + "xpad + at*" + S(C_) + ", " + S(C_) + ", 0, 0, wp, 0, " + S(C_) + ", " + y + ", valid" + rep_args + ");\n" +
+             ");\n          " + tile_head(np, nv, 1, 1, false, 64, rep.bits) + "xpad + at*" + Cx + ", " + Cx + ", 0, 0, wp, 0, " + Cx + ", " + y + ", valid" + rep_args + ");\n" +
              (tiled ? "          const int64_t tj_n0 = q, tj_n1 = std::min<int64_t>(q + " + S(np) + ", q1);\n" +  // the tile's new positions
                             epilogue_over("m0", whole_end(M, nv), "tj_n0", "tj_n1", "at")
                       : "") +
