@@ -94,8 +94,17 @@ void ValueReader::plan_temporaries(const Kernel& K, int k) {
   // concat as rows starts one, with the ops it streams to). A value used in
   // a later segment than its own must be in memory.
   std::set<size_t> streamed;  // concats as rows
-  for (size_t i = 0; i < K.ops.size(); ++i)
-    if (concat_rows_streamed() && concat_rows(K, i)) streamed.insert(i);
+  for (size_t i = 0; i < K.ops.size(); ++i) {
+    const auto rows = concat_rows_streamed() ? concat_rows(K, i) : std::nullopt;
+    if (!rows) continue;
+    streamed.insert(i);
+    // Read after the pass (by the store that ends it, or an op past that,
+    // which may recompute an op of the pass from it): in memory.
+    const std::set<ValueId> run(K.ops.begin() + static_cast<std::ptrdiff_t>(i), K.ops.begin() + static_cast<std::ptrdiff_t>(rows->end));
+    for (size_t j = rows->end; j < K.ops.size(); ++j)
+      for (ValueId o : g_.node(K.ops[j]).inputs)
+        if (run.count(o)) make_temp(K.ops[i]);
+  }
   if (K.kind != KernelKind::rowwise && K.kind != KernelKind::reduction) {
     std::map<ValueId, int> segment;
     int seg = 0;
@@ -129,25 +138,24 @@ std::optional<ValueReader::ConcatRows> ValueReader::concat_rows(const Kernel& K,
     for (size_t d = 0; d < si.size(); ++d)
       if (si[d] != Dim(1) && st->strides[d] != cs[d]) return std::nullopt;
   }
-  // The ops it streams to: over its space, up to the next store, none
-  // reading the concat or another of them through a view (at another
-  // index than the one being computed).
-  ConcatRows r{i + 1};
-  if (so != K.space) return r;
+  // The ops it streams to: every op up to the next store, each over its
+  // space, none a gather nor reading the concat or another of them through
+  // a view (at another index than the one being computed). Where they are
+  // not all such, the concat is not streamed.
   size_t end = i + 1;
   while (end < K.ops.size() && g_.node(K.ops[end]).def().fuse != Fuse::store) ++end;
+  if (end > i + 1 && so != K.space) return std::nullopt;
   const std::set<ValueId> run(K.ops.begin() + static_cast<std::ptrdiff_t>(i), K.ops.begin() + static_cast<std::ptrdiff_t>(end));
   for (size_t j = i + 1; j < end; ++j) {
     const Node& m = g_.node(K.ops[j]);
-    if (m.type.shape != so || m.def().fuse == Fuse::gather) return r;
+    if (m.type.shape != so || m.def().fuse == Fuse::gather) return std::nullopt;
     for (ValueId o : m.inputs) {
       ValueId b = o;
       while (g_.node(b).def().category == OpCategory::view) b = g_.node(b).inputs[0];
-      if (b != o && run.count(b)) return r;
+      if (b != o && run.count(b)) return std::nullopt;
     }
   }
-  r.end = end;
-  return r;
+  return ConcatRows{end};
 }
 
 std::vector<ValueReader::ConcatPart> ValueReader::concat_parts(ValueId v) const {

@@ -76,10 +76,11 @@ class ValueReader {
   // input a contiguous buffer (or a view that reads as one) of a type read
   // as it is stored, so that a table of their runs drives one loop. The
   // kernel's elementwise ops after it, up to the next store, run in that
-  // pass over the concat's elements as they are read, where they are over
-  // its space and read it at their own index: `end` is one past them. The
-  // concat is then in memory only where something else needs it (densenet's
-  // concats fed only their batch norm, written and read back per layer).
+  // pass over the concat's elements as they are read: all of them, each
+  // over its space and reading it at its own index (else the concat is not
+  // streamed); `end` is one past them. The concat is then in memory only
+  // where something else needs it (densenet's concats fed only their batch
+  // norm, written and read back per layer).
   struct ConcatRows {
     size_t end = 0;
   };
