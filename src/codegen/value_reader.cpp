@@ -74,7 +74,7 @@ void ValueReader::make_temp(ValueId v) {
 }
 
 // Values of kernel k that others in it read from memory: through a view,
-// or as a store's data.
+// or as a store's operand.
 void ValueReader::plan_temporaries(const Kernel& K, int k) {
   current_kernel_ = k;
   for (ValueId v : K.ops) {
@@ -86,7 +86,11 @@ void ValueReader::plan_temporaries(const Kernel& K, int k) {
       while (g_.node(b).def().category == OpCategory::view) b = g_.node(b).inputs[0];
       if (s_.kernel_of[static_cast<size_t>(b)] != k) continue;
       bool via_view = b != o;
-      bool store_data = n.op == Op::concat || (n.op == Op::kv_write && i == 1);
+      // A store reads its operands from memory: computed again there, one
+      // could read an input that an output of its segment has overwritten
+      // in place (a scatter_add's base computed from a buffer the segment
+      // writes: overwrites_safely sees only direct reads).
+      bool store_data = n.def().fuse == Fuse::store;
       if (via_view || store_data) make_temp(b);
     }
   }

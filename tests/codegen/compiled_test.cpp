@@ -605,6 +605,16 @@ TEST_F(Compiled, ConcatsStreamTheirRowsIntoTheOpsAfter) {
       {"graph g\ninput %a : f32[2,3]\ninput %b : f32[2,2]\ninput %i : i64[3]\ninput %u : f32[3,5]\n%0 = concat(%a, %b) {axis=1} : f32[2,5]\n"
        "%1 = neg(%0) : f32[2,5]\n%2 = scatter_add(%1, %i, %u) : f32[2,5]\nreturn %2\n",
        -1},
+      // An output written in place of an input that a store's operand
+      // (not in memory) was computed from: the store must not recompute it.
+      {"graph g\ninput %y : f32[3,2,5]\ninput %a : f32[2,3]\ninput %b : f32[2,2]\ninput %i : i64[3]\ninput %u : f32[3,5]\n"
+       "%0 = sum(%y) {axes=[0]} : f32[2,5]\n%1 = concat(%a, %b) {axis=1} : f32[2,5]\n%2 = add(%1, %0) : f32[2,5]\n"
+       "%3 = sub(%0, %1) : f32[2,5]\n%4 = scatter_add(%2, %i, %u) : f32[2,5]\nreturn %4, %3\n",
+       -1},
+      {"graph g\ninput %y : f32[3,2,5]\ninput %a : f32[2,5]\ninput %i : i64[3]\ninput %u : f32[3,5]\n"
+       "%0 = sum(%y) {axes=[0]} : f32[2,5]\n%1 = neg(%a) : f32[2,5]\n%2 = add(%1, %0) : f32[2,5]\n"
+       "%3 = sub(%0, %1) : f32[2,5]\n%4 = scatter_add(%2, %i, %u) : f32[2,5]\nreturn %4, %3\n",
+       -1},
       {"graph g\ninput %a : i64[2,3,2]\ninput %b : i64[2,3,3]\n%0 = concat(%a, %b) {axis=2} : i64[2,3,5]\n"
        "%1 = add(%0, %0) : i64[2,3,5]\nreturn %1\n",
        1},
