@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ir/graph.h"
@@ -41,6 +42,16 @@ std::string C(const Dim& d);
 Idx unflat(const std::string& f, const Sizes& shape);
 std::string flat(const Idx& idx, const Sizes& shape);
 Idx loop_vars(size_t rank, const std::string& prefix = "i");
+// "a, b, c": strings as they are, numbers in decimal (an initializer list).
+template <class T>
+std::string comma_list(const std::vector<T>& xs) {
+  std::string r;
+  for (const T& x : xs) {
+    if constexpr (std::is_arithmetic_v<T>) r += (r.empty() ? "" : ", ") + std::to_string(x);
+    else r += (r.empty() ? "" : ", ") + std::string(x);
+  }
+  return r;
+}
 
 // A strided view of a base buffer: element (i0..) at offset + sum(i_d * stride_d).
 struct Strided {

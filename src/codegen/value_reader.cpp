@@ -97,11 +97,11 @@ void ValueReader::plan_temporaries(const Kernel& K, int k) {
   // Ops are emitted in segments: a store ends the loop nest before it (a
   // concat as rows starts one, with the ops it streams to). A value used in
   // a later segment than its own must be in memory.
-  std::set<size_t> streamed;  // concats as rows
+  streamed_.clear();
   for (size_t i = 0; i < K.ops.size(); ++i) {
     const auto rows = concat_rows_streamed() ? concat_rows(K, i) : std::nullopt;
     if (!rows) continue;
-    streamed.insert(i);
+    streamed_[i] = rows->end;
     // Read after the pass (by the store that ends it, or an op past that,
     // which may recompute an op of the pass from it): in memory.
     const std::set<ValueId> run(K.ops.begin() + static_cast<std::ptrdiff_t>(i), K.ops.begin() + static_cast<std::ptrdiff_t>(rows->end));
@@ -115,17 +115,17 @@ void ValueReader::plan_temporaries(const Kernel& K, int k) {
     for (size_t i = 0; i < K.ops.size(); ++i) {
       const ValueId v = K.ops[i];
       const Node& n = g_.node(v);
-      if (streamed.count(i)) ++seg;
+      if (streamed_.count(i)) ++seg;
       for (ValueId o : n.inputs)
         if (auto it = segment.find(o); it != segment.end() && it->second != seg) make_temp(o);
       segment[v] = seg;
-      if (n.def().fuse == Fuse::store && !streamed.count(i)) ++seg;
+      if (n.def().fuse == Fuse::store && !streamed_.count(i)) ++seg;
     }
   }
   // Results written by a library call or a store loop live in memory.
   if (K.kind == KernelKind::matmul || K.kind == KernelKind::attention || K.kind == KernelKind::conv || K.kind == KernelKind::pool) make_temp(K.ops[0]);
   for (size_t i = 0; i < K.ops.size(); ++i)
-    if (g_.node(K.ops[i]).def().fuse == Fuse::store && !streamed.count(i)) make_temp(K.ops[i]);
+    if (g_.node(K.ops[i]).def().fuse == Fuse::store && !streamed_.count(i)) make_temp(K.ops[i]);
 }
 
 std::optional<ValueReader::ConcatRows> ValueReader::concat_rows(const Kernel& K, size_t i) const {

@@ -86,6 +86,9 @@ class ValueReader {
   };
   std::optional<ConcatRows> concat_rows(const Kernel& K, size_t i) const;
   virtual bool concat_rows_streamed() const { return false; }
+  // The current kernel's streamed concats, as plan_temporaries decided
+  // them: op index -> ConcatRows::end (what pointwise_body emits so).
+  std::map<size_t, size_t> streamed_;
 
   // An operand read as rows of a contiguous last dim: its base pointer and
   // strides per dim (the attention kernels' operands).

@@ -143,19 +143,18 @@ Array<E> copy_strided(const Array<E>& src, int64_t offset, const Idx& strides, c
     // 16 KB stride missed).
     constexpr int64_t kTile = 32;
     const int64_t R = out[last - 1], Cn = out[last];
-    const Idx batch(out.begin(), out.end() - 2);
-    int64_t at = 0;
-    for_each_row<1>(batch.empty() ? Idx{1} : batch, {batch.empty() ? Idx{0} : Idx(strides.begin(), strides.end() - 2)},
-                    [&](int64_t, const std::array<int64_t, 1>& off, int64_t inner) {
-                      for (int64_t k = 0; k < inner; ++k, at += R * Cn) {
-                        const E* from = p + off[0] + (batch.empty() ? 0 : k * strides[last - 2]);
-                        E* to = r.data() + at;
-                        for (int64_t i0 = 0; i0 < R; i0 += kTile)
-                          for (int64_t j0 = 0; j0 < Cn; j0 += kTile)
-                            for (int64_t j = j0; j < std::min(j0 + kTile, Cn); ++j)
-                              for (int64_t i = i0; i < std::min(i0 + kTile, R); ++i) to[i * Cn + j] = from[i + j * s];
-                      }
-                    });
+    // Each batch (the dims before the last two; one where there are none)
+    // as a row of one element at offset off[0].
+    Idx batch(out.begin(), out.end() - 2), bst(strides.begin(), strides.end() - 2);
+    batch.push_back(1), bst.push_back(0);
+    for_each_row<1>(batch, {bst}, [&](int64_t b, const std::array<int64_t, 1>& off, int64_t) {
+      const E* from = p + off[0];
+      E* to = r.data() + b * R * Cn;
+      for (int64_t i0 = 0; i0 < R; i0 += kTile)
+        for (int64_t j0 = 0; j0 < Cn; j0 += kTile)
+          for (int64_t j = j0; j < std::min(j0 + kTile, Cn); ++j)
+            for (int64_t i = i0; i < std::min(i0 + kTile, R); ++i) to[i * Cn + j] = from[i + j * s];
+    });
     return make(out, std::move(r));
   }
   for_each_row<1>(out, {strides}, [&](int64_t o, const std::array<int64_t, 1>& off, int64_t inner) {

@@ -236,14 +236,9 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
   } else {
     out_.source += "void " + it->second + params + ";  // the code of a kernel alike\n";
   }
-  auto list = [](const auto& xs) {
-    std::string l;
-    for (auto x : xs) l += (l.empty() ? "" : ", ") + std::to_string(x);
-    return l;
-  };
   out_.source += "void " + name + "(void** t) {\n";
-  if (!slots.empty()) out_.source += "  static const int64_t tj_buf[] = {" + list(slots) + "};\n";
-  if (!lifted_.empty()) out_.source += "  static const int64_t tj_k[] = {" + list(lifted_) + "};\n";
+  if (!slots.empty()) out_.source += "  static const int64_t tj_buf[] = {" + comma_list(slots) + "};\n";
+  if (!lifted_.empty()) out_.source += "  static const int64_t tj_k[] = {" + comma_list(lifted_) + "};\n";
   out_.source += "  " + it->second + "(t, " + (slots.empty() ? "nullptr" : "tj_buf") + ", " + (lifted_.empty() ? "nullptr" : "tj_k") + ");\n}\n\n";
   temp_.clear();  // temporaries are only visible to their kernel
   return team_work_;

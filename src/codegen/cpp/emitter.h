@@ -70,6 +70,7 @@ class Emitter : public codegen::ValueReader {
   // [i + 1, end) computed in the same pass.
   std::string concat_pass(const Kernel& K, size_t i, size_t end);
   bool concat_rows_streamed() const override { return true; }
+  std::string row_pass(const Sizes& so, const std::string& head, const std::string& body);
 
   // ---- emit.cpp: the program, elementwise ops, loops, the pool, temporaries, kernels, outputs
   std::string pointers();

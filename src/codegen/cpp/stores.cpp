@@ -42,10 +42,7 @@ std::string Emitter::store(ValueId v) {
 std::string Emitter::concat_last(ValueId v) {
   const Node& n = g_.node(v);
   const auto so = shape(v);
-  const Sizes outer(so.begin(), so.end() - 1);
-  const Dim rows = count(outer);
-  const bool par = hint(count(so)) >= kParallelElements && hint(rows) > 1;
-  const Idx at = unflat("tj_q", outer);
+  const Idx at = unflat("tj_q", Sizes(so.begin(), so.end() - 1));
   std::string body;
   Dim off = 0;
   for (ValueId in : n.inputs) {
@@ -55,7 +52,15 @@ std::string Emitter::concat_last(ValueId v) {
     body += "#pragma omp simd\n    for (int64_t tj_c = 0; tj_c < " + C(len) + "; ++tj_c) " + ptr(v) + "[" + flat(to, so) + "] = " + load(in, from) + ";\n";
     off = off + len;
   }
-  std::string code = "{\n  const int64_t tj_rows = " + C(rows) + ";\n";
+  return row_pass(so, "", body);
+}
+
+// `body` for each row tj_q of `so` (every dim but the last), the rows split
+// over the pool where there are enough elements; `head` before the split.
+std::string Emitter::row_pass(const Sizes& so, const std::string& head, const std::string& body) {
+  const Dim rows = count(Sizes(so.begin(), so.end() - 1));
+  const bool par = hint(count(so)) >= kParallelElements && hint(rows) > 1;
+  std::string code = "{\n  const int64_t tj_rows = " + C(rows) + ";\n" + head;
   code += par ? open_parallel("std::min<int64_t>(tj_rows, " + split_parts() + ")") +
                     "  const int64_t tj_q0 = tj_rows*tj_part/tj_parts, tj_q1 = tj_rows*(tj_part + 1)/tj_parts;\n"
               : std::string("  const int64_t tj_q0 = 0, tj_q1 = tj_rows;\n");
@@ -75,9 +80,6 @@ std::string Emitter::concat_pass(const Kernel& K, size_t i, size_t end) {
   const ValueId v = K.ops[i];
   const Node& n = g_.node(v);
   const auto so = shape(v);
-  const Sizes outer(so.begin(), so.end() - 1);
-  const Dim rows = count(outer);
-  const bool par = hint(count(so)) >= kParallelElements && hint(rows) > 1;
   std::vector<std::string> src, len, off;
   Dim at = 0;
   for (ValueId in : n.inputs) {
@@ -88,7 +90,7 @@ std::string Emitter::concat_pass(const Kernel& K, size_t i, size_t end) {
     at = at + shape(in).back();
   }
   // The loop over one run: tj_s its row, tj_at its offset, tj_n its length.
-  Idx iv = unflat("tj_q", outer);
+  Idx iv = unflat("tj_q", Sizes(so.begin(), so.end() - 1));
   iv.push_back("(tj_at+tj_c)");
   local_.clear();
   const std::string cv = "v" + std::to_string(v);
@@ -98,32 +100,17 @@ std::string Emitter::concat_pass(const Kernel& K, size_t i, size_t end) {
   for (size_t j = i + 1; j < end; ++j) append_statement(K.ops[j], iv, so, "        ", &inner, &stores);
   local_.clear();
   const std::string run = "#pragma omp simd\n      for (int64_t tj_c = 0; tj_c < tj_n; ++tj_c) {\n" + inner + stores + "      }\n";
-
-  auto list = [](const std::vector<std::string>& xs) {
-    std::string r;
-    for (const std::string& x : xs) r += (r.empty() ? "" : ", ") + x;
-    return r;
-  };
-  const std::string N = std::to_string(src.size());
-  std::string code = "{\n  const int64_t tj_rows = " + C(rows) + ";\n";
-  if (src.size() > kConcatRunsInline)
-    code += "  const " + T(v) + "* const tj_src[" + N + "] = {" + list(src) + "};\n  const int64_t tj_len[" + N + "] = {" + list(len) + "};\n";
-  code += par ? open_parallel("std::min<int64_t>(tj_rows, " + split_parts() + ")") +
-                    "  const int64_t tj_q0 = tj_rows*tj_part/tj_parts, tj_q1 = tj_rows*(tj_part + 1)/tj_parts;\n"
-              : std::string("  const int64_t tj_q0 = 0, tj_q1 = tj_rows;\n");
-  code += "  for (int64_t tj_q = tj_q0; tj_q < tj_q1; ++tj_q) {\n";
   if (src.size() > kConcatRunsInline) {
-    code += "    int64_t tj_at = 0;\n    for (int tj_i = 0; tj_i < " + N + "; ++tj_i) {\n";
-    code += "      const " + T(v) + "* const tj_s = tj_src[tj_i] + tj_q*tj_len[tj_i];\n      const int64_t tj_n = tj_len[tj_i];\n";
-    code += run + "      tj_at += tj_n;\n    }\n";
-  } else {
-    for (size_t k = 0; k < src.size(); ++k)
-      code += "    {\n      const " + T(v) + "* const tj_s = " + src[k] + " + tj_q*" + len[k] + ";\n      const int64_t tj_at = " + off[k] + ", tj_n = " +
-              len[k] + ";\n" + run + "    }\n";
+    const std::string N = std::to_string(src.size());
+    return row_pass(so, "  const " + T(v) + "* const tj_src[" + N + "] = {" + comma_list(src) + "};\n  const int64_t tj_len[" + N + "] = {" + comma_list(len) + "};\n",
+                    "    int64_t tj_at = 0;\n    for (int tj_i = 0; tj_i < " + N + "; ++tj_i) {\n      const " + T(v) +
+                        "* const tj_s = tj_src[tj_i] + tj_q*tj_len[tj_i];\n      const int64_t tj_n = tj_len[tj_i];\n" + run + "      tj_at += tj_n;\n    }\n");
   }
-  code += "  }\n";
-  if (par) code += close_parallel();
-  return code + "}\n";
+  std::string body;
+  for (size_t k = 0; k < src.size(); ++k)
+    body += "    {\n      const " + T(v) + "* const tj_s = " + src[k] + " + tj_q*" + len[k] + ";\n      const int64_t tj_at = " + off[k] + ", tj_n = " + len[k] +
+            ";\n" + run + "    }\n";
+  return row_pass(so, "", body);
 }
 
 // scatter_add: the base copied, then each update slice added at its index,

@@ -34,9 +34,9 @@ std::string Emitter::pointwise_body(const Kernel& K, size_t first, bool columns)
     const Node& n = g_.node(v);
     if (n.def().fuse == Fuse::store) {
       flush();
-      if (const auto rows = columns ? std::nullopt : concat_rows(K, i)) {
-        code += concat_pass(K, i, rows->end);
-        i = rows->end - 1;
+      if (const auto rows = streamed_.find(i); rows != streamed_.end()) {  // as plan_temporaries decided
+        code += concat_pass(K, i, rows->second);
+        i = rows->second - 1;
         continue;
       }
       code += store(v);
