@@ -315,6 +315,41 @@ TEST_F(Conv, OneByOneConvsAlikeButForTheirInputsShareTheirCode) {
   EXPECT_NE(src.find("the code of a kernel alike"), std::string::npos);
 }
 
+// Channel blocks that come to an odd count (192 channels: 3 of 64) take
+// one more block of positions, rows or Winograd tiles: an even count of
+// parts, which two threads share equally (9 parts kept one thread 5 to the
+// other's 4). Each form gives the interpreter's results.
+TEST_F(Conv, OddChannelBlocksSplitTheirPositionsIntoAnEvenCountOfParts) {
+  const std::string forms[] = {
+      // 1x1: 3 blocks of 64 channels by 3 of positions, now 4
+      "graph g\ninput %x : f32[1,28,28,32]\nparam %w : f32[192,32,1,1]\n%0 = conv(%x, %w) {channels_last=true} : f32[1,28,28,192]\n"
+      "%1 = relu(%0) : f32[1,28,28,192]\nreturn %1\n",
+      // 3x3 direct and Winograd: 3 blocks of channels by rows or tile rows
+      "graph g\ninput %x : f32[1,14,14,48]\nparam %w : f32[96,48,3,3]\n"
+      "%0 = conv(%x, %w) {channels_last=true, pad_begin=[1,1], pad_end=[1,1]} : f32[1,14,14,96]\nreturn %0\n",
+      "graph g\ninput %x : f32[1,14,14,64]\nparam %w : f32[192,64,3,3]\n"
+      "%0 = conv(%x, %w) {channels_last=true, pad_begin=[1,1], pad_end=[1,1]} : f32[1,14,14,192]\nreturn %0\n",
+  };
+  for (const std::string& text : forms) {
+    SCOPED_TRACE(text);
+    Graph g = parse_graph(text);
+    Bindings params, in = inputs_of(g, &params);
+    Bindings all = in;
+    for (const auto& [k, v] : params) all[k] = v;
+    Executable exe = tj::compile(g, params);
+    EXPECT_LE(compare_outputs(exe.run(in), interpret(g, all, {DType::f64})).max_rel, 1e-5);
+    if (exe.device() != "cpu") continue;
+    const std::string src = exe.source();
+    const std::string open = "tj_slot_runtime], ";
+    size_t at = src.find(open);
+    ASSERT_NE(at, std::string::npos);
+    for (; at != std::string::npos; at = src.find(open, at + 1)) {
+      const int64_t parts = std::atoll(src.c_str() + at + open.size());
+      EXPECT_TRUE(parts % 2 == 0 || parts == 1) << parts << " parts";
+    }
+  }
+}
+
 // f64: every geometry through the window form's GEMM (CI's sanitizer job
 // leaves this one out: the f32 test covers the same kernel code).
 TEST_F(Conv, WindowFormInF64) {

@@ -353,7 +353,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // transform is redone per block of 64 output channels (about 6% of the
     // GEMM's work at 64 channels, less past them).
     const int64_t cb = 64, cbn = (M + cb - 1) / cb;
-    const int64_t TB = std::min<int64_t>(TH, std::max<int64_t>((kConvParts + cbn - 1) / cbn, (TH * TW + kWinogradTiles - 1) / kWinogradTiles));
+    const int64_t TB = even_blocks(cbn, std::min<int64_t>(TH, std::max<int64_t>((kConvParts + cbn - 1) / cbn, (TH * TW + kWinogradTiles - 1) / kWinogradTiles)), TH);
     const int64_t Tmax = (TH + TB - 1) / TB * TW, Tmin = TH / TB * TW;
     const int64_t Sx = pl.padded() ? (Hp * row * 4 + 63) / 64 * 64 : 0, Sv = (16 * Tmax * C_ * 4 + 63) / 64 * 64, Sm = 16 * Tmax * cb * 4;
     if (!pl.padded()) scratch(Dim(0));
@@ -396,7 +396,8 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // where the positions allow parts of 2*kTilePositions (a 28x28 1x1 conv
     // to 24 channels was one part: one thread worked, the others waited).
     const int64_t cb = 64, cbn = (M + cb - 1) / cb;
-    const int64_t blocks = std::max<int64_t>({1, P / kDirectPositions, std::min<int64_t>((kConvParts + cbn - 1) / cbn, P / (2 * kTilePositions))});
+    const int64_t blocks = even_blocks(cbn, std::max<int64_t>({1, P / kDirectPositions, std::min<int64_t>((kConvParts + cbn - 1) / cbn, P / (2 * kTilePositions))}),
+                                       std::max<int64_t>(1, P / (2 * kTilePositions)));
     code += "    " + open_parallel(S(cbn * blocks));
     code += "      const int64_t pr = tj_part / " + S(blocks) + ", blk = tj_part % " + S(blocks) + ";\n";
     code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
@@ -427,7 +428,9 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // groups, block pr reads its group's Cg input channels, from
     // channel pr / (Mg / lanes) * Cg of each position.
     const int64_t cb = lanes, cbn = (M + cb - 1) / cb, row_parts = (kConvParts + cbn - 1) / cbn;
-    const int64_t RB = std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, (pl.OH + row_parts - 1) / row_parts}));
+    int64_t RB = std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, (pl.OH + row_parts - 1) / row_parts}));
+    const int64_t rows = even_blocks(cbn, (pl.OH + RB - 1) / RB, pl.OH);  // parts over the rows
+    RB = (pl.OH + rows - 1) / rows;
     const int64_t RBs = (pl.OH + RB - 1) / RB;
     const std::string wt = S(Cg * cb);  // the taps' distance in a block's weights
     code += "    " + open_parallel(S(cbn * RBs));
