@@ -16,6 +16,7 @@ namespace tj::cpp {
 
 EmittedProgram Emitter::run() {
   for (size_t k = 0; k < s_.kernels.size(); ++k) emit_kernel(static_cast<int>(k));
+  unlift();
   // Small GEMVs and attentions split over the pool only when the program
   // has enough of them (a decode step): one alone is not worth the wake-ups.
   out_.splits_small_kernels = team_work_total_ >= kTeamElements;
@@ -184,6 +185,9 @@ void Emitter::emit_kernel(int k) {
     out_.temporary_sizes.resize(temps + own.size());
     if (again != own) {
       out_.source.resize(at);
+      // and the function it emitted, if any: no later kernel may call it
+      while (!lifted_bodies_.empty() && lifted_bodies_.back().begin >= at) lifted_bodies_.pop_back();
+      std::erase_if(bodies_, [&](const auto& kv) { return kv.second == variant + "_code"; });
       continue;
     }
     t.labels.push_back(all[i].label);
@@ -232,8 +236,12 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
   auto [it, fresh] = bodies_.try_emplace(positional_names(code), fn);
   const std::string params = "(void** t, const int64_t* tj_buf, const int64_t* tj_k)";
   if (fresh) {
+    const size_t begin = out_.source.size();
     out_.source += "__attribute__((noinline)) void " + fn + params + " {\n  (void)tj_buf; (void)tj_k;\n" + code + "}\n";
+    if (!lifted_.empty()) lifted_bodies_.push_back({it, begin, out_.source.size(), lifted_});
   } else {
+    for (LiftedBody& b : lifted_bodies_)
+      if (b.body == it) b.same &= b.values == lifted_;
     out_.source += "void " + it->second + params + ";  // the code of a kernel alike\n";
   }
   out_.source += "void " + name + "(void** t) {\n";
@@ -242,6 +250,19 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
   out_.source += "  " + it->second + "(t, " + (slots.empty() ? "nullptr" : "tj_buf") + ", " + (lifted_.empty() ? "nullptr" : "tj_k") + ");\n}\n\n";
   temp_.clear();  // temporaries are only visible to their kernel
   return team_work_;
+}
+
+void Emitter::unlift() {
+  for (auto b = lifted_bodies_.rbegin(); b != lifted_bodies_.rend(); ++b) {  // from the back: the earlier ones' offsets hold
+    if (!b->same) continue;
+    std::string code = out_.source.substr(b->begin, b->end - b->begin);
+    for (size_t i = 0; i < b->values.size(); ++i) {
+      const std::string ref = "tj_k[" + std::to_string(i) + "]", value = std::to_string(b->values[i]) + "LL";
+      for (size_t at = code.find(ref); at != std::string::npos; at = code.find(ref, at + value.size())) code.replace(at, ref.size(), value);
+    }
+    out_.source.replace(b->begin, b->end - b->begin, code);
+  }
+  lifted_bodies_.clear();
 }
 
 std::string Emitter::lift(int64_t value) {

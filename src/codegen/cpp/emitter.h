@@ -209,6 +209,20 @@ class Emitter : public codegen::ValueReader {
   // blocks, a transformer's layers) are one function, compiled once.
   std::map<std::string, std::string> bodies_;
   std::vector<int64_t> lifted_;  // the current kernel's tj_k
+  // A function whose code reads sizes from tj_k (lift): where it lies in
+  // the source, the sizes its first kernel passed, and whether every kernel
+  // that calls it passes the same. Where they do, run() writes them into
+  // its code as constants (unlift): GCC then folds them into the addresses,
+  // where a size read at run time kept one pointer per position of a
+  // register tile and spilled them.
+  struct LiftedBody {
+    std::map<std::string, std::string>::iterator body;
+    size_t begin, end;
+    std::vector<int64_t> values;
+    bool same = true;
+  };
+  std::vector<LiftedBody> lifted_bodies_;
+  void unlift();
 };
 
 }  // namespace tj::cpp
