@@ -335,6 +335,25 @@ TEST_F(Conv, KernelsAlikeWithTheSameSizesShareCodeThatHoldsThemAsConstants) {
   EXPECT_EQ(src.find("tj_k[0]"), std::string::npos);
 }
 
+// A channels-last conv of an NCHW image (the first conv of every torchvision
+// net through ONNX) reads the image where it lies into its padded copy: no
+// transposed copy first.
+TEST_F(Conv, APaddedConvOfATransposedImageReadsItInPlace) {
+  Graph g = parse_graph(
+      "graph g\ninput %x : f32[2,3,9,10]\nparam %w : f32[32,3,3,3]\nparam %c : f32[32]\n"
+      "%0 = permute(%x) {perm=[0, 2, 3, 1]} : f32[2,9,10,3]\n"
+      "%1 = conv(%0, %w, %c) {channels_last=true, stride=[2,2], pad_begin=[1,1], pad_end=[1,1]} : f32[2,5,5,32]\n"
+      "%2 = relu(%1) : f32[2,5,5,32]\nreturn %2\n");
+  Bindings params, in = inputs_of(g, &params);
+  Bindings all = in;
+  for (const auto& [k, v] : params) all[k] = v;
+  Executable exe = tj::compile(g, params);
+  EXPECT_LE(compare_outputs(exe.run(in), interpret(g, all, {DType::f64})).max_rel, 1e-5);
+  if (exe.device() != "cpu") return;
+  const std::string src = exe.source();
+  EXPECT_NE(src.find("s[w*1LL + c*90LL]"), std::string::npos) << src;
+}
+
 // Channel blocks that come to an odd count (192 channels: 3 of 64) take
 // one more block of positions, rows or Winograd tiles: an even count of
 // parts, which two threads share equally (9 parts kept one thread 5 to the

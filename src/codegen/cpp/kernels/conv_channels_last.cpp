@@ -3,6 +3,7 @@
 // channels-first ones of conv.cpp.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "codegen/c_text.h"
 #include "codegen/cpp/emitter.h"
@@ -268,7 +269,12 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   if (wino) pl.Hp = std::max(pl.Hp, 2 * TH + 2), pl.Wp = std::max(pl.Wp, 2 * TW + 2);
   const int64_t OW = pl.OW, P = pl.OH * OW, Sz = pl.H * pl.W;
   std::string code;
-  const std::string X = dense_operand(n.inputs[0], &code), B = n.inputs.size() > 2 ? dense_operand(n.inputs[2], &code) : "";
+  // An input that is a strided view (the NCHW image a channels-last net
+  // starts from, transposed) goes into the padded copy from where it lies,
+  // rather than through a dense copy of its own first.
+  std::optional<Strided> view;
+  if (auto st = strided(n.inputs[0]); dense && pl.padded() && st && st->strides != contiguous_strides(sx)) view = st;
+  const std::string X = view ? "" : dense_operand(n.inputs[0], &code), B = n.inputs.size() > 2 ? dense_operand(n.inputs[2], &code) : "";
   const std::string Nn = C(so[0]), Y = ptr(cv), Wp_ = ptr(packed);
   const bool epilogue = !B.empty() || K.ops.size() > 1;
   const RegisterEpilogue rep = epilogue ? register_epilogue(g_, K, cv, !B.empty()) : RegisterEpilogue{};
@@ -323,7 +329,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const bool flat = !wino && G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded() && P >= 2 * kTilePositions;
   const std::string Cx = flat ? lift(C_) : S(C_);
   code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
-  code += "    const float* xb = " + X + " + b*" + (flat ? S(Sz) + "*" + Cx : S(Sz * C_)) + ";\n";
+  if (!view) code += "    const float* xb = " + X + " + b*" + (flat ? S(Sz) + "*" + Cx : S(Sz * C_)) + ";\n";
   if (dense && pl.padded()) {
     // The image with its zero padding: border rows zeroed, then each image
     // row with its left and right pads (separate loops: see Plane::copy).
@@ -333,9 +339,17 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     if (pl.PH > 0) code += "    for (int64_t i = 0; i < " + S(pl.PH * row) + "; ++i) xpad[i] = 0;\n";
     if (Hp > pl.PH + pl.H) code += "    for (int64_t i = " + S((pl.PH + pl.H) * row) + "; i < " + S(Hp * row) + "; ++i) xpad[i] = 0;\n";
     code += "    " + open_parallel(S(pl.H));
-    code += "      float* d = xpad + (tj_part + " + S(pl.PH) + ")*" + S(row) + ";\n      const float* s = xb + tj_part*" + S(pl.W * C_) + ";\n";
+    code += "      float* d = xpad + (tj_part + " + S(pl.PH) + ")*" + S(row) + ";\n";
     if (pl.PW > 0) code += "      for (int64_t i = 0; i < " + S(pl.PW * C_) + "; ++i) d[i] = 0;\n";
-    code += "      for (int64_t i = 0; i < " + S(pl.W * C_) + "; ++i) d[" + S(pl.PW * C_) + " + i] = s[i];\n";
+    if (view) {  // x [N, (H,) W, C] at its strides
+      const Sizes& st = view->strides;
+      code += "      const float* s = " + ptr(view->base) + " + " + C(view->offset) + " + b*" + C(st[0]) + (k == 2 ? " + tj_part*" + C(st[1]) : "") + ";\n";
+      code += "      for (int64_t w = 0; w < " + S(pl.W) + "; ++w)\n        for (int64_t c = 0; c < " + S(C_) + "; ++c) d[" + S(pl.PW * C_) + " + w*" + S(C_) +
+              " + c] = s[w*" + C(st[k]) + " + c*" + C(st[k + 1]) + "];\n";
+    } else {
+      code += "      const float* s = xb + tj_part*" + S(pl.W * C_) + ";\n";
+      code += "      for (int64_t i = 0; i < " + S(pl.W * C_) + "; ++i) d[" + S(pl.PW * C_) + " + i] = s[i];\n";
+    }
     if (Wp > pl.PW + pl.W) code += "      for (int64_t i = " + S((pl.PW + pl.W) * C_) + "; i < " + S(row) + "; ++i) d[i] = 0;\n";
     code += "    " + close_parallel();
   } else {
@@ -429,8 +443,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // channel pr / (Mg / lanes) * Cg of each position.
     const int64_t cb = lanes, cbn = (M + cb - 1) / cb, row_parts = (kConvParts + cbn - 1) / cbn;
     int64_t RB = std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, (pl.OH + row_parts - 1) / row_parts}));
-    const int64_t rows = even_blocks(cbn, (pl.OH + RB - 1) / RB, pl.OH);  // parts over the rows
-    RB = (pl.OH + rows - 1) / rows;
+    // An even count of parts where a few more rows' parts make one (112 rows
+    // by 5 are 23 parts; by 4, 28)
+    for (int64_t rows = (pl.OH + RB - 1) / RB; rows <= std::min<int64_t>(pl.OH, 2 * ((pl.OH + RB - 1) / RB)); ++rows)
+      if (const int64_t rb = (pl.OH + rows - 1) / rows; (cbn * ((pl.OH + rb - 1) / rb)) % 2 == 0) {
+        RB = rb;
+        break;
+      }
     const int64_t RBs = (pl.OH + RB - 1) / RB;
     const std::string wt = S(Cg * cb);  // the taps' distance in a block's weights
     code += "    " + open_parallel(S(cbn * RBs));
