@@ -295,6 +295,16 @@ TEST_F(Conv, RegisterEpiloguesMatchTheTileEpilogueBitForBit) {
   EXPECT_EQ(checked, 18);
 }
 
+// g compiled, its outputs checked against the interpreter's in f64.
+Executable compiled_against_f64(const Graph& g) {
+  Bindings params, in = inputs_of(g, &params);
+  Bindings all = in;
+  for (const auto& [k, v] : params) all[k] = v;
+  Executable exe = tj::compile(g, params);
+  EXPECT_LE(compare_outputs(exe.run(in), interpret(g, all, {DType::f64})).max_rel, 1e-5);
+  return exe;
+}
+
 // 1x1 convs that differ only in their input channels (densenet's, one more
 // layer's features each) share one function: the channel count is read at
 // run time (tj_k), and each gives the interpreter's results.
@@ -303,11 +313,7 @@ TEST_F(Conv, OneByOneConvsAlikeButForTheirInputsShareTheirCode) {
       "graph g\ninput %a : f32[1,7,8,24]\ninput %b : f32[1,7,8,40]\nparam %w : f32[16,24,1,1]\nparam %v : f32[16,40,1,1]\n"
       "%0 = conv(%a, %w) {channels_last=true} : f32[1,7,8,16]\n%1 = relu(%0) : f32[1,7,8,16]\n"
       "%2 = conv(%b, %v) {channels_last=true} : f32[1,7,8,16]\n%3 = relu(%2) : f32[1,7,8,16]\nreturn %1, %3\n");
-  Bindings params, in = inputs_of(g, &params);
-  Bindings all = in;
-  for (const auto& [k, v] : params) all[k] = v;
-  Executable exe = tj::compile(g, params);
-  EXPECT_LE(compare_outputs(exe.run(in), interpret(g, all, {DType::f64})).max_rel, 1e-5);
+  Executable exe = compiled_against_f64(g);
   if (exe.device() != "cpu") return;
   const std::string src = exe.source();
   EXPECT_NE(src.find("static const int64_t tj_k[] = {24};"), std::string::npos);
@@ -324,11 +330,7 @@ TEST_F(Conv, KernelsAlikeWithTheSameSizesShareCodeThatHoldsThemAsConstants) {
       "graph g\ninput %a : f32[1,14,14,32]\ninput %b : f32[1,14,14,32]\nparam %w : f32[16,32,1,1]\nparam %v : f32[16,32,1,1]\n"
       "%0 = conv(%a, %w) {channels_last=true} : f32[1,14,14,16]\n%1 = relu(%0) : f32[1,14,14,16]\n"
       "%2 = conv(%b, %v) {channels_last=true} : f32[1,14,14,16]\n%3 = relu(%2) : f32[1,14,14,16]\nreturn %1, %3\n");
-  Bindings params, in = inputs_of(g, &params);
-  Bindings all = in;
-  for (const auto& [k, v] : params) all[k] = v;
-  Executable exe = tj::compile(g, params);
-  EXPECT_LE(compare_outputs(exe.run(in), interpret(g, all, {DType::f64})).max_rel, 1e-5);
+  Executable exe = compiled_against_f64(g);
   if (exe.device() != "cpu") return;
   const std::string src = exe.source();
   EXPECT_NE(src.find("the code of a kernel alike"), std::string::npos);
@@ -344,11 +346,7 @@ TEST_F(Conv, APaddedConvOfATransposedImageReadsItInPlace) {
       "%0 = permute(%x) {perm=[0, 2, 3, 1]} : f32[2,9,10,3]\n"
       "%1 = conv(%0, %w, %c) {channels_last=true, stride=[2,2], pad_begin=[1,1], pad_end=[1,1]} : f32[2,5,5,32]\n"
       "%2 = relu(%1) : f32[2,5,5,32]\nreturn %2\n");
-  Bindings params, in = inputs_of(g, &params);
-  Bindings all = in;
-  for (const auto& [k, v] : params) all[k] = v;
-  Executable exe = tj::compile(g, params);
-  EXPECT_LE(compare_outputs(exe.run(in), interpret(g, all, {DType::f64})).max_rel, 1e-5);
+  Executable exe = compiled_against_f64(g);
   if (exe.device() != "cpu") return;
   const std::string src = exe.source();
   EXPECT_NE(src.find("s[w*1LL + c*90LL]"), std::string::npos) << src;
@@ -372,11 +370,7 @@ TEST_F(Conv, OddChannelBlocksSplitTheirPositionsIntoAnEvenCountOfParts) {
   for (const std::string& text : forms) {
     SCOPED_TRACE(text);
     Graph g = parse_graph(text);
-    Bindings params, in = inputs_of(g, &params);
-    Bindings all = in;
-    for (const auto& [k, v] : params) all[k] = v;
-    Executable exe = tj::compile(g, params);
-    EXPECT_LE(compare_outputs(exe.run(in), interpret(g, all, {DType::f64})).max_rel, 1e-5);
+    Executable exe = compiled_against_f64(g);
     if (exe.device() != "cpu") continue;
     const std::string src = exe.source();
     const std::string open = "tj_slot_runtime], ";
