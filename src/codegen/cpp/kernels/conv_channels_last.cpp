@@ -207,8 +207,12 @@ std::string Emitter::channels_last_conv_helpers() {
          // the row's KW weight vectors held. Each position sums its taps in
          // tj_dw_cl's order (rows, then columns). C < 16 channels go one at
          // a time; a last part vector is moved back to end at C (it
-         // recomputes a few channels, alike).
-         "template <int KH, int KW, int SW, int DW, int NP>\n"
+         // recomputes a few channels, alike). At the image's border, the
+         // run's first L and last R columns lie outside it (x is at its
+         // first column inside): their taps are left out, as zeros would
+         // add nothing (the border positions in runs of their own, where one
+         // at a time each read a weight vector per multiply-add).
+         "template <int KH, int KW, int SW, int DW, int NP, int L = 0, int R = 0>\n"
          "static inline void tj_dw_cl_run(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M, int nkh) {\n"
          "  constexpr int J = (NP - 1)*SW + (KW - 1)*DW + 1;\n"
          "  for (int64_t c0 = 0; c0 < C && C >= 16; c0 += 16) {\n"
@@ -220,8 +224,8 @@ std::string Emitter::channels_last_conv_helpers() {
          "      for (int kw = 0; kw < KW; ++kw) wv[kw] = *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
          "      const float* xp = x + kh*xr + c;\n"
          "#pragma GCC unroll 64\n"
-         "      for (int j = 0; j < J; ++j) {\n"
-         "        const tj_vf16 xv = *(const tj_vf16u*)(xp + j*xk);\n"
+         "      for (int j = L; j < J - R; ++j) {\n"
+         "        const tj_vf16 xv = *(const tj_vf16u*)(xp + (j - L)*xk);\n"
          "#pragma GCC unroll 16\n"
          "        for (int p = 0; p < NP; ++p) {\n"
          "          const int t = j - SW*p;\n"
@@ -232,7 +236,8 @@ std::string Emitter::channels_last_conv_helpers() {
          "  for (int p = 0; p < NP; ++p)\n"
          "    for (int64_t c = 0; c < C; ++c) {\n"
          "      float acc = 0;\n"
-         "      for (int kh = 0; kh < nkh; ++kh)\n        for (int kw = 0; kw < KW; ++kw) acc += x[kh*xr + (p*SW + kw*DW)*xk + c] * w[(kh*KW + kw)*C + c];\n"
+         "      for (int kh = 0; kh < nkh; ++kh)\n        for (int kw = 0; kw < KW; ++kw)\n"
+         "          if (const int j = p*SW + kw*DW; j >= L && j < J - R) acc += x[kh*xr + (j - L)*xk + c] * w[(kh*KW + kw)*C + c];\n"
          "      y[p*M + c] = acc;\n    }\n}\n\n";
 }
 
@@ -550,15 +555,27 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
            "        else " + one + "false>(" + at + ", kh0, kh1, kw0, kw1);\n      }\n" + epilogue_cols(S(from), S(from), S(to));
   };
   code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + tap_range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh", "        ");
+  // The border columns [from, to) as one run (at most kDwRun, the taps
+  // outside left out) where they are a run's width: its first column
+  // from*SW - PW, L of them left of the image, R right of it.
+  auto border_run = [&](int64_t from, int64_t to) {
+    if (from >= to || to - from > kDwRun) return one_at_a_time(from, to);
+    const int64_t np = to - from, first = from * pl.SW - pl.PW, J = (np - 1) * pl.SW + (pl.KW - 1) * pl.DW + 1;
+    const int64_t L = std::max<int64_t>(0, -first), R = std::max<int64_t>(0, first + J - pl.W);
+    return "      {\n        const int64_t ow = " + S(from) + ";\n        tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DW) + ", " +
+           S(np) + ", " + S(L) + ", " + S(R) + ">(xpad + ((khi + kh0*" + S(pl.DH) + ")*" + S(pl.W) + " + " + S(first + L) + ")*" + S(C_) + ", " + xr + ", " +
+           S(C_) + ", " + Wp_ + " + kh0*" + S(pl.KW * C_) + ", " + S(C_) + ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0);\n      }\n" +
+           epilogue_cols(S(from), S(from), S(to));
+  };
   if (runs) {
-    code += one_at_a_time(0, lo);
+    code += border_run(0, lo);
     code += "      for (int64_t i = 0; i < " + S(rt.count) + "; ++i) {\n        const int64_t ow = " + S(lo) + " + std::min<int64_t>(i*" + S(rt.np) + ", " +
             S(hi - lo - rt.np) + ");\n";
     code += "        tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DW) + ", " + S(rt.np) + ">(xpad + ((khi + kh0*" + S(pl.DH) + ")*" +
             S(pl.W) + " + ow*" + S(pl.SW) + " - " + S(pl.PW) + ")*" + S(C_) + ", " + xr + ", " + S(C_) + ", " + Wp_ + " + kh0*" + S(pl.KW * C_) + ", " + S(C_) +
             ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0);\n";
     code += epilogue_cols("ow", S(lo) + " + i*" + S(rt.np), "ow + " + S(rt.np)) + "      }\n";
-    code += one_at_a_time(hi, OW);
+    code += border_run(hi, OW);
   } else {
     code += one_at_a_time(0, OW);
   }
