@@ -249,9 +249,10 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
   }
 }
 
-// The direct tiles add the bias and apply a ReLU or a clip by constants in
-// registers (tj_conv_tile_cl's EP) where the conv's value is not an output
-// of its own; with the sums an output too, the epilogue runs from the
+// The direct tiles and the depthwise runs add the bias and apply a ReLU or
+// a clip by constants in registers (EP of tj_conv_tile_cl and
+// tj_dw_cl_run) where the conv's value is not an output of its own; with
+// the sums an output too, the epilogue runs from the
 // tile in L1. Both give the same bits, NaN and signed zeros included (x
 // holds NaN, +0 and -0; a zero bias keeps sums of -0 at -0 only without one).
 TEST_F(Conv, RegisterEpiloguesMatchTheTileEpilogueBitForBit) {
@@ -260,7 +261,9 @@ TEST_F(Conv, RegisterEpiloguesMatchTheTileEpilogueBitForBit) {
     // the flat 1x1 form (overlapping tiles too), rows with 4- and 3-vector
     // tiles, stride 2, groups of 16, blocks of 64 inside groups
     static const std::set<std::string> some = {"1x1 over positions", "1x1, 50 positions in overlapping tiles", "64 + 40 channels: 4- and 3-vector tiles",
-                                               "stride 2, whole tiles", "groups of 16, stride 2", "groups of 128 outputs"};
+                                               "stride 2, whole tiles", "groups of 16, stride 2", "groups of 128 outputs",
+                                               // depthwise runs, the borders' too
+                                               "depthwise, 84 channels", "depthwise 5x5 at 7x7, 40 channels"};
     if (!some.count(c.name)) continue;
     for (const char* e : {"relu", "relu6", "clamp"}) {
       SCOPED_TRACE(c.name + ", " + e);
@@ -296,7 +299,7 @@ TEST_F(Conv, RegisterEpiloguesMatchTheTileEpilogueBitForBit) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 18);
+  EXPECT_EQ(checked, 24);
 }
 
 // g compiled, its outputs checked against the interpreter's in f64.

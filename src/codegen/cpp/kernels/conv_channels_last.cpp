@@ -212,8 +212,11 @@ std::string Emitter::channels_last_conv_helpers() {
          // first column inside): their taps are left out, as zeros would
          // add nothing (the border positions in runs of their own, where one
          // at a time each read a weight vector per multiply-add).
-         "template <int KH, int KW, int SW, int DW, int NP, int L = 0, int R = 0>\n"
-         "static inline void tj_dw_cl_run(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M, int nkh) {\n"
+         // EP: the register epilogue of tj_conv_tile_cl (bias, then ReLU
+         // or a clip by constants), applied before the store.
+         "template <int KH, int KW, int SW, int DW, int NP, int L = 0, int R = 0, int EP = 0>\n"
+         "static inline void tj_dw_cl_run(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M, int nkh,\n"
+         "                                const float* bias = nullptr, float lo = 0, float hi = 0) {\n"
          "  constexpr int J = (NP - 1)*SW + (KW - 1)*DW + 1;\n"
          "  for (int64_t c0 = 0; c0 < C && C >= 16; c0 += 16) {\n"
          "    const int64_t c = c0 + 16 <= C ? c0 : C - 16;\n"
@@ -231,14 +234,18 @@ std::string Emitter::channels_last_conv_helpers() {
          "          const int t = j - SW*p;\n"
          "          if (t >= 0 && t % DW == 0 && t / DW < KW) acc[p] += xv * wv[t / DW];\n"
          "        }\n      }\n    }\n"
-         "    for (int p = 0; p < NP; ++p) *(tj_vf16u*)(y + p*M + c) = acc[p];\n  }\n"
+         "    for (int p = 0; p < NP; ++p) {\n"
+         "      tj_vf16 s = acc[p];\n"
+         "      if constexpr ((EP & 1) != 0) s = s + *(const tj_vf16u*)(bias + c);\n"
+         "      *(tj_vf16u*)(y + p*M + c) = tj_conv_act<EP>(s, lo, hi);\n    }\n  }\n"
          "  if (C >= 16) return;\n"
          "  for (int p = 0; p < NP; ++p)\n"
          "    for (int64_t c = 0; c < C; ++c) {\n"
          "      float acc = 0;\n"
          "      for (int kh = 0; kh < nkh; ++kh)\n        for (int kw = 0; kw < KW; ++kw)\n"
          "          if (const int j = p*SW + kw*DW; j >= L && j < J - R) acc += x[kh*xr + (j - L)*xk + c] * w[(kh*KW + kw)*C + c];\n"
-         "      y[p*M + c] = acc;\n    }\n}\n\n";
+         "      if constexpr ((EP & 1) != 0) acc = acc + bias[c];\n"
+         "      y[p*M + c] = tj_conv_act<EP>(acc, lo, hi);\n    }\n}\n\n";
 }
 
 // Channels last (x [N, d.., C], y [N, o.., M]), f32, at most 2 spatial
@@ -529,14 +536,20 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // unless the conv's value is itself a kernel output (efficientnet's and
   // mobilenet's depthwise convs with bias and clip wrote 1.8 MB of sums at
   // 56x56x144 and read them back a row later).
+  // Where every column goes in runs (the borders too) and the epilogue is
+  // a bias and at most a ReLU or a clip by constants, the runs apply it in
+  // registers and store to the kernel's output: no tile, no second pass.
+  const bool all_runs = runs && lo <= kDwRun && OW - hi <= kDwRun;
+  const RegisterEpilogue drep = all_runs ? rep : RegisterEpilogue{};
   const int64_t TN = runs ? std::max({lo, OW - hi, rt.np}) : OW;
-  const bool tiled = epilogue && TN * M * 4 <= kDepthwiseTileBytes;
+  const bool tiled = epilogue && !drep.bits && TN * M * 4 <= kDepthwiseTileBytes;
   if (tiled) code += "      alignas(64) float tj_tile[" + S(TN * M) + "];\n";
   // Per output position the window's first tap (khi, kwi), which may lie in
   // the padding; the taps inside the image are [kh0, kh1) x [kw0, kw1). Its
   // sums go to `to`.
   auto yat = [&](const std::string& ow, const std::string& g0) {
-    return tiled ? "tj_tile + (" + ow + " - " + g0 + ")*" + S(M) : Y + " + ((b*" + S(pl.OH) + " + oh)*" + S(OW) + " + " + ow + ")*" + S(M);
+    return tiled ? "tj_tile + (" + ow + " - " + g0 + ")*" + S(M)
+                 : (drep.bits ? ptr(drep.out) : Y) + " + ((b*" + S(pl.OH) + " + oh)*" + S(OW) + " + " + ow + ")*" + S(M);
   };
   // The epilogue over columns [c0, c1) of the row, from the tile, whose
   // first column is t0. A run moved back over columns done already covers
@@ -558,29 +571,35 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // The border columns [from, to) as one run (at most kDwRun, the taps
   // outside left out) where they are a run's width: its first column
   // from*SW - PW, L of them left of the image, R right of it.
+  // A run of np positions from column ow (its first input column `col`
+  // inside the image, L and R of its columns outside).
+  auto run_call = [&](int64_t np, int64_t L, int64_t R, const std::string& col) {
+    std::string head = "tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DW) + ", " + S(np);
+    if (L || R || drep.bits) head += ", " + S(L) + ", " + S(R) + (drep.bits ? ", " + std::to_string(drep.bits) : "");
+    const std::string ep = drep.bits ? ", " + (B.empty() ? std::string("nullptr") : B) + ", " + codegen::literal(drep.lo, DType::f32) + ", " +
+                                           codegen::literal(drep.hi, DType::f32)
+                                     : "";
+    return "        " + head + ">(xpad + ((khi + kh0*" + S(pl.DH) + ")*" + S(pl.W) + " + " + col + ")*" + S(C_) + ", " + xr + ", " + S(C_) + ", " + Wp_ +
+           " + kh0*" + S(pl.KW * C_) + ", " + S(C_) + ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0" + ep + ");\n";
+  };
   auto border_run = [&](int64_t from, int64_t to) {
     if (from >= to || to - from > kDwRun) return one_at_a_time(from, to);
     const int64_t np = to - from, first = from * pl.SW - pl.PW, J = (np - 1) * pl.SW + (pl.KW - 1) * pl.DW + 1;
     const int64_t L = std::max<int64_t>(0, -first), R = std::max<int64_t>(0, first + J - pl.W);
-    return "      {\n        const int64_t ow = " + S(from) + ";\n        tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DW) + ", " +
-           S(np) + ", " + S(L) + ", " + S(R) + ">(xpad + ((khi + kh0*" + S(pl.DH) + ")*" + S(pl.W) + " + " + S(first + L) + ")*" + S(C_) + ", " + xr + ", " +
-           S(C_) + ", " + Wp_ + " + kh0*" + S(pl.KW * C_) + ", " + S(C_) + ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0);\n      }\n" +
-           epilogue_cols(S(from), S(from), S(to));
+    return "      {\n        const int64_t ow = " + S(from) + ";\n" + run_call(np, L, R, S(first + L)) + "      }\n" + epilogue_cols(S(from), S(from), S(to));
   };
   if (runs) {
     code += border_run(0, lo);
     code += "      for (int64_t i = 0; i < " + S(rt.count) + "; ++i) {\n        const int64_t ow = " + S(lo) + " + std::min<int64_t>(i*" + S(rt.np) + ", " +
             S(hi - lo - rt.np) + ");\n";
-    code += "        tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DW) + ", " + S(rt.np) + ">(xpad + ((khi + kh0*" + S(pl.DH) + ")*" +
-            S(pl.W) + " + ow*" + S(pl.SW) + " - " + S(pl.PW) + ")*" + S(C_) + ", " + xr + ", " + S(C_) + ", " + Wp_ + " + kh0*" + S(pl.KW * C_) + ", " + S(C_) +
-            ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0);\n";
+    code += run_call(rt.np, 0, 0, "ow*" + S(pl.SW) + " - " + S(pl.PW));
     code += epilogue_cols("ow", S(lo) + " + i*" + S(rt.np), "ow + " + S(rt.np)) + "      }\n";
     code += border_run(hi, OW);
   } else {
     code += one_at_a_time(0, OW);
   }
   code += "      }\n";
-  if (epilogue && !tiled) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
+  if (epilogue && !tiled && !drep.bits) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
   code += "    " + close_parallel() + "  }\n";
   return code;
 }
