@@ -163,7 +163,7 @@ class Emitter : public codegen::ValueReader {
   std::string conv_channels_last_body(const Kernel& K);
   std::string max_pool_body(const Kernel& K);
   static std::string direct_conv_helpers();         // kernels/conv.cpp
-  static std::string channels_last_conv_helpers();  // kernels/conv_channels_last.cpp
+  static std::string channels_last_conv_helpers();  // kernels/conv_channels_last_helpers.cpp
 
   // ---- kernels/attention.cpp
   // What one flash_attn asks beyond plain attention: the element type, a

@@ -1,6 +1,7 @@
 // The C++ emitter's channels-last convolution kernels (conv's channels_last
 // form, chosen by passes/assign_layouts.cpp; KernelKind::conv), beside the
-// channels-first ones of conv.cpp.
+// channels-first ones of conv.cpp; the helpers they call are in
+// conv_channels_last_helpers.cpp.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -57,196 +58,6 @@ RegisterEpilogue register_epilogue(const Graph& g, const Kernel& K, ValueId cv, 
 }
 
 }  // namespace
-
-// The register tiles and depthwise rows the channels-last form calls
-// (direct_conv_helpers appends them to the prelude).
-std::string Emitter::channels_last_conv_helpers() {
-  return ""
-         // Channels last: NP output positions (xs floats apart in x) by NV
-         // vectors of 16 output channels, weights [KH, KW, C, WS] with the
-         // taps wt floats apart (pack_conv_weights' Wq: a block of input
-         // channels starts inside), stored as whole vectors at y + p*ym
-         // (the lanes below `valid` of the tile's channels). ACC: the sums
-         // start from y (a block of input channels after the first). Never
-         // inlined: inlined beside an epilogue, its hoisted constants (exp's
-         // coefficients) took registers the accumulators needed, and six
-         // of them spilled in the inner loop (170 -> 230 us).
-         // EP: an epilogue in registers before the store (tj_conv_act):
-         // bit 1 adds bias[channel], then bit 2 ReLU (lo +0) or bit 4 a clip
-         // to [lo, hi], in the fast forms of tj_max and tj_clip (constant bounds).
-         "template <int EP, class V> static inline V tj_conv_act(V x, float lo, float hi) {\n"
-         "  if constexpr ((EP & 6) == 0) return x;\n"
-         "  const V l = V{} + lo;  // ReLU: lo is +0\n"
-         "  V r = x > l ? x : l;\n"
-         "  if constexpr ((EP & 4) != 0) {\n    const V h = V{} + hi;\n    r = r < h ? r : h;\n  }\n"
-         "  return x != x ? x : r;\n}\n"
-         "template <int NP, int NV, int KH, int KW, bool ACC = false, int WS = 64, int EP = 0>\n"
-         "__attribute__((noinline)) static void tj_conv_tile_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wt, int64_t C, float* y,\n"
-         "                                   int64_t ym, int64_t valid, const float* bias = nullptr, float lo = 0, float hi = 0) {\n"
-         "  tj_vf16 acc[NP][NV];\n"
-         "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) {\n"
-         "      acc[p][v] = tj_vf16{};\n"
-         "      if constexpr (ACC) {\n"
-         "        const float* yp = y + p*ym + 16*v;\n"
-         "        if (16*(v + 1) <= valid) acc[p][v] = *(const tj_vf16u*)yp;\n"
-         "        else for (int64_t l = 0; l < valid - 16*v; ++l) acc[p][v][l] = yp[l];\n      }\n    }\n"
-         "  for (int kh = 0; kh < KH; ++kh)\n    for (int kw = 0; kw < KW; ++kw) {\n"
-         "      const float* xk_ = x + kh*xr + kw*xk;\n      const float* wk = w + (kh*KW + kw)*wt;\n"
-         "      for (int64_t c = 0; c < C; ++c) {\n"
-         "        tj_vf16 wv[NV];\n"
-         "        for (int v = 0; v < NV; ++v) wv[v] = *(const tj_vf16u*)(wk + c*WS + v*16);\n"
-         "#pragma GCC unroll 24\n"
-         "        for (int p = 0; p < NP; ++p) {\n"
-         "          const float xv = xk_[p*xs + c];\n"
-         "          for (int v = 0; v < NV; ++v) acc[p][v] += xv*wv[v];\n"
-         "        }\n      }\n    }\n"
-         "  for (int p = 0; p < NP; ++p)\n    for (int v = 0; v < NV; ++v) {\n"
-         "      float* yp = y + p*ym + 16*v;\n"
-         "      if (16*(v + 1) <= valid) {\n"
-         "        tj_vf16 s = acc[p][v];\n"
-         "        if constexpr ((EP & 1) != 0) s = s + *(const tj_vf16u*)(bias + 16*v);\n"
-         "        *(tj_vf16u*)yp = tj_conv_act<EP>(s, lo, hi);\n"
-         "      } else {\n"
-         "        for (int64_t l = 0; l < valid - 16*v; ++l) {\n"
-         "          float s = acc[p][v][l];\n"
-         "          if constexpr ((EP & 1) != 0) s = s + bias[16*v + l];\n"
-         "          yp[l] = tj_conv_act<EP>(s, lo, hi);\n        }\n      }\n    }\n}\n"
-         // Winograd F(2x2, 3x3), channels last: the 4x4 input patch at d
-         // (rows dr floats apart, positions dc) as B^T d B, 16 channels at a
-         // time (C a multiple of 16), point xi = 4a + b of it to V[xi*vs].
-         "static inline void tj_wino_in(const float* d, int64_t dr, int64_t dc, int64_t C, float* V, int64_t vs) {\n"
-         "  for (int64_t c = 0; c < C; c += 16) {\n"
-         "    tj_vf16 t[4][4];\n"
-         "    for (int i = 0; i < 4; ++i) {\n"
-         "      const float* r = d + i*dr + c;\n"
-         "      const tj_vf16 a = *(const tj_vf16u*)r, b = *(const tj_vf16u*)(r + dc), e = *(const tj_vf16u*)(r + 2*dc), f = *(const tj_vf16u*)(r + 3*dc);\n"
-         "      t[i][0] = a - e, t[i][1] = b + e, t[i][2] = e - b, t[i][3] = b - f;\n    }\n"
-         "    for (int j = 0; j < 4; ++j) {\n"
-         "      *(tj_vf16u*)(V + j*vs + c) = t[0][j] - t[2][j];\n"
-         "      *(tj_vf16u*)(V + (4 + j)*vs + c) = t[1][j] + t[2][j];\n"
-         "      *(tj_vf16u*)(V + (8 + j)*vs + c) = t[2][j] - t[1][j];\n"
-         "      *(tj_vf16u*)(V + (12 + j)*vs + c) = t[1][j] - t[3][j];\n    }\n  }\n}\n"
-         // A tile's 2x2 outputs A^T m A from its products m[xi*ms] (the
-         // channels below valid), stored at y (rows yr floats apart,
-         // positions yc); the second row and column only where they are in
-         // the output (down, right).
-         "static inline void tj_wino_out(const float* m, int64_t ms, int64_t valid, float* y, int64_t yr, int64_t yc, bool down, bool right) {\n"
-         "  const int64_t v16 = valid & ~int64_t{15};\n"
-         "  for (int64_t c = 0; c < v16; c += 16) {\n"
-         "    tj_vf16 s[2][4];\n"
-         "    for (int b = 0; b < 4; ++b) {\n"
-         "      const tj_vf16 m0 = *(const tj_vf16u*)(m + b*ms + c), m1 = *(const tj_vf16u*)(m + (4 + b)*ms + c), m2 = *(const tj_vf16u*)(m + (8 + b)*ms + c),\n"
-         "                    m3 = *(const tj_vf16u*)(m + (12 + b)*ms + c);\n"
-         "      s[0][b] = m0 + m1 + m2, s[1][b] = m1 - m2 - m3;\n    }\n"
-         "    for (int i = 0; i < (down ? 2 : 1); ++i) {\n"
-         "      *(tj_vf16u*)(y + i*yr + c) = s[i][0] + s[i][1] + s[i][2];\n"
-         "      if (right) *(tj_vf16u*)(y + i*yr + yc + c) = s[i][1] - s[i][2] - s[i][3];\n    }\n  }\n"
-         "  for (int64_t c = v16; c < valid; ++c) {\n"
-         "    float s[2][4];\n"
-         "    for (int b = 0; b < 4; ++b) s[0][b] = m[b*ms + c] + m[(4 + b)*ms + c] + m[(8 + b)*ms + c], s[1][b] = m[(4 + b)*ms + c] - m[(8 + b)*ms + c] - m[(12 + b)*ms + c];\n"
-         "    for (int i = 0; i < (down ? 2 : 1); ++i) {\n"
-         "      y[i*yr + c] = s[i][0] + s[i][1] + s[i][2];\n"
-         "      if (right) y[i*yr + yc + c] = s[i][1] - s[i][2] - s[i][3];\n    }\n  }\n}\n"
-         // Channels last, depthwise: one output position, every channel,
-         // vectors of channels; w is taps first [KH*KW, C]; x at the window's
-         // first tap. The taps [kh0, kh1) x [kw0, kw1) are inside the image
-         // (all of them but at its border: FULL).
-         "template <int KH, int KW, bool FULL>\n"
-         "static inline void tj_dw_cl(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int kh0, int kh1, int kw0, int kw1) {\n"
-         "  if constexpr (FULL) kh0 = 0, kh1 = KH, kw0 = 0, kw1 = KW;\n"
-         "  const int64_t C64 = C & ~int64_t{63}, C16 = C & ~int64_t{15};  // constants where C is: dead tails fold away\n"
-         "  for (int64_t c = 0; c < C64; c += 64) {\n"
-         "    tj_vf16 acc[4] = {};\n"
-         "    for (int kh = kh0; kh < kh1; ++kh)\n#pragma GCC unroll 8\n      for (int kw = kw0; kw < kw1; ++kw) {\n"
-         "        const float* xp = x + kh*xr + kw*xk + c;\n        const float* wp = w + (kh*KW + kw)*C + c;\n"
-         "        for (int v = 0; v < 4; ++v) acc[v] += *(const tj_vf16u*)(xp + 16*v) * *(const tj_vf16u*)(wp + 16*v);\n      }\n"
-         "    for (int v = 0; v < 4; ++v) *(tj_vf16u*)(y + c + 16*v) = acc[v];\n  }\n"
-         "  for (int64_t c = C64; c < C16; c += 16) {\n"
-         "    tj_vf16 acc = {};\n"
-         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw)\n"
-         "        acc += *(const tj_vf16u*)(x + kh*xr + kw*xk + c) * *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
-         "    *(tj_vf16u*)(y + c) = acc;\n  }\n"
-         "  for (int64_t c = C16; c < C; ++c) {\n"
-         "    float acc = 0;\n"
-         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw) acc += x[kh*xr + kw*xk + c] * w[(kh*KW + kw)*C + c];\n"
-         "    y[c] = acc;\n  }\n}\n"
-         // Channels last, grouped, CG inputs and CG outputs per group (2, 4
-         // or 8: grouped_channels_last), otherwise as tj_dw_cl: w is
-         // [KH*KW, CG, M]; a vector of 16 output channels (16/CG groups)
-         // sums, per tap and input j of its groups, the input vector with
-         // each lane given its group's j-th channel (a shuffle) times the
-         // weights' vector.
-         "template <int KH, int KW, int CG, bool FULL>\n"
-         "static inline void tj_gc_cl(const float* x, int64_t xr, int64_t xk, const float* w, int64_t M, float* y, int kh0, int kh1, int kw0, int kw1) {\n"
-         "  if constexpr (FULL) kh0 = 0, kh1 = KH, kw0 = 0, kw1 = KW;\n"
-         "  const int64_t M16 = M & ~int64_t{15};\n"
-         "  for (int64_t m = 0; m < M16; m += 16) {\n"
-         "    tj_vf16 acc = {};\n"
-         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw) {\n"
-         "        const tj_vf16 xv = *(const tj_vf16u*)(x + kh*xr + kw*xk + m);  // the groups' inputs: the same channels\n"
-         "        const float* wp = w + (kh*KW + kw)*CG*M + m;\n"
-         "#pragma GCC unroll 8\n"
-         "        for (int j = 0; j < CG; ++j) {\n"
-         "          tj_vi16 at;\n"
-         "          for (int l = 0; l < 16; ++l) at[l] = l / CG * CG + j;\n"
-         "          acc += __builtin_shuffle(xv, at) * *(const tj_vf16u*)(wp + j*M);\n        }\n      }\n"
-         "    *(tj_vf16u*)(y + m) = acc;\n  }\n"
-         "  for (int64_t m = M16; m < M; ++m) {\n"
-         "    float acc = 0;\n"
-         "    for (int kh = kh0; kh < kh1; ++kh)\n      for (int kw = kw0; kw < kw1; ++kw)\n"
-         "        for (int j = 0; j < CG; ++j) acc += x[kh*xr + kw*xk + m / CG * CG + j] * w[((kh*KW + kw)*CG + j)*M + m];\n"
-         "    y[m] = acc;\n  }\n}\n"
-         // The same for NP positions of a row (SW columns apart, taps DW
-         // columns apart; columns xk floats apart in x, positions M in y),
-         // the window rows [0, nkh) from x and w (the caller starts both at
-         // the first row inside the image), every column inside it. Per
-         // vector of 16 channels, each input vector of a row that the run's
-         // windows read is loaded once and serves every position whose
-         // window holds it (3x3, stride 1, 8 positions: 10 loads for 24
-         // multiply-adds, where each position reading its own taps took 24),
-         // the row's KW weight vectors held. Each position sums its taps in
-         // tj_dw_cl's order (rows, then columns). C < 16 channels go one at
-         // a time; a last part vector is moved back to end at C (it
-         // recomputes a few channels, alike). At the image's border, the
-         // run's first L and last R columns lie outside it (x is at its
-         // first column inside): their taps are left out, as zeros would
-         // add nothing (the border positions in runs of their own, where one
-         // at a time each read a weight vector per multiply-add).
-         // EP: the register epilogue of tj_conv_tile_cl (bias, then ReLU
-         // or a clip by constants), applied before the store.
-         "template <int KH, int KW, int SW, int DW, int NP, int L = 0, int R = 0, int EP = 0>\n"
-         "static inline void tj_dw_cl_run(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M, int nkh,\n"
-         "                                const float* bias = nullptr, float lo = 0, float hi = 0) {\n"
-         "  constexpr int J = (NP - 1)*SW + (KW - 1)*DW + 1;\n"
-         "  for (int64_t c0 = 0; c0 < C && C >= 16; c0 += 16) {\n"
-         "    const int64_t c = c0 + 16 <= C ? c0 : C - 16;\n"
-         "    tj_vf16 acc[NP] = {};\n"
-         "    for (int kh = 0; kh < nkh; ++kh) {\n"
-         "      tj_vf16 wv[KW];\n"
-         "#pragma GCC unroll 16\n"
-         "      for (int kw = 0; kw < KW; ++kw) wv[kw] = *(const tj_vf16u*)(w + (kh*KW + kw)*C + c);\n"
-         "      const float* xp = x + kh*xr + c;\n"
-         "#pragma GCC unroll 64\n"
-         "      for (int j = L; j < J - R; ++j) {\n"
-         "        const tj_vf16 xv = *(const tj_vf16u*)(xp + (j - L)*xk);\n"
-         "#pragma GCC unroll 16\n"
-         "        for (int p = 0; p < NP; ++p) {\n"
-         "          const int t = j - SW*p;\n"
-         "          if (t >= 0 && t % DW == 0 && t / DW < KW) acc[p] += xv * wv[t / DW];\n"
-         "        }\n      }\n    }\n"
-         "    for (int p = 0; p < NP; ++p) {\n"
-         "      tj_vf16 s = acc[p];\n"
-         "      if constexpr ((EP & 1) != 0) s = s + *(const tj_vf16u*)(bias + c);\n"
-         "      *(tj_vf16u*)(y + p*M + c) = tj_conv_act<EP>(s, lo, hi);\n    }\n  }\n"
-         "  if (C >= 16) return;\n"
-         "  for (int p = 0; p < NP; ++p)\n"
-         "    for (int64_t c = 0; c < C; ++c) {\n"
-         "      float acc = 0;\n"
-         "      for (int kh = 0; kh < nkh; ++kh)\n        for (int kw = 0; kw < KW; ++kw)\n"
-         "          if (const int j = p*SW + kw*DW; j >= L && j < J - R) acc += x[kh*xr + (j - L)*xk + c] * w[(kh*KW + kw)*C + c];\n"
-         "      if constexpr ((EP & 1) != 0) acc = acc + bias[c];\n"
-         "      y[p*M + c] = tj_conv_act<EP>(acc, lo, hi);\n    }\n}\n\n";
-}
 
 // Channels last (x [N, d.., C], y [N, o.., M]), f32, at most 2 spatial
 // dims, weights packed (pack_conv_weights): the input copied once with its
@@ -454,14 +265,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // groups, block pr reads its group's Cg input channels, from
     // channel pr / (Mg / lanes) * Cg of each position.
     const int64_t cb = lanes, cbn = (M + cb - 1) / cb, row_parts = (kConvParts + cbn - 1) / cbn;
-    int64_t RB = std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, (pl.OH + row_parts - 1) / row_parts}));
-    // An even count of parts where a few more rows' parts make one (112 rows
-    // by 5 are 23 parts; by 4, 28)
-    for (int64_t rows = (pl.OH + RB - 1) / RB; rows <= std::min<int64_t>(pl.OH, 2 * ((pl.OH + RB - 1) / RB)); ++rows)
-      if (const int64_t rb = (pl.OH + rows - 1) / rows; (cbn * ((pl.OH + rb - 1) / rb)) % 2 == 0) {
-        RB = rb;
-        break;
-      }
+    const int64_t RB = even_row_blocks(cbn, pl.OH, std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, (pl.OH + row_parts - 1) / row_parts})));
     const int64_t RBs = (pl.OH + RB - 1) / RB;
     const std::string wt = S(Cg * cb);  // the taps' distance in a block's weights
     code += "    " + open_parallel(S(cbn * RBs));
@@ -568,9 +372,6 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
            "        else " + one + "false>(" + at + ", kh0, kh1, kw0, kw1);\n      }\n" + epilogue_cols(S(from), S(from), S(to));
   };
   code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n" + tap_range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh", "        ");
-  // The border columns [from, to) as one run (at most kDwRun, the taps
-  // outside left out) where they are a run's width: its first column
-  // from*SW - PW, L of them left of the image, R right of it.
   // A run of np positions from column ow (its first input column `col`
   // inside the image, L and R of its columns outside).
   auto run_call = [&](int64_t np, int64_t L, int64_t R, const std::string& col) {
@@ -582,6 +383,9 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     return "        " + head + ">(xpad + ((khi + kh0*" + S(pl.DH) + ")*" + S(pl.W) + " + " + col + ")*" + S(C_) + ", " + xr + ", " + S(C_) + ", " + Wp_ +
            " + kh0*" + S(pl.KW * C_) + ", " + S(C_) + ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0" + ep + ");\n";
   };
+  // The border columns [from, to) as one run (at most kDwRun, the taps
+  // outside left out) where they are a run's width: its first column
+  // from*SW - PW, L of them left of the image, R right of it.
   auto border_run = [&](int64_t from, int64_t to) {
     if (from >= to || to - from > kDwRun) return one_at_a_time(from, to);
     const int64_t np = to - from, first = from * pl.SW - pl.PW, J = (np - 1) * pl.SW + (pl.KW - 1) * pl.DW + 1;
