@@ -68,6 +68,39 @@ TEST(GpuCode, OneFormTwoTargets) {
   EXPECT_EQ(cl.source.find("__global__"), std::string::npos);
 }
 
+// A small convnet in `dt`: a strided 3x3 conv with a bias and a ReLU, a max
+// pool, a depthwise 3x3, a 1x1 and a residual add, channels first.
+Graph small_convnet(const std::string& dt) {
+  const std::string t = dt + "[";
+  return parse_graph("graph convnet\ninput %x : " + t + "2,3,17,16]\nparam %w0 : " + t + "8,3,3,3]\nparam %b0 : " + t +
+                     "8]\nparam %w1 : " + t + "8,1,3,3]\nparam %w2 : " + t + "8,8,1,1]\n"
+                     "%0 = conv(%x, %w0, %b0) {stride=[2, 2], pad_begin=[1, 1], pad_end=[1, 1]} : " + t + "2,8,9,8]\n"
+                     "%1 = relu(%0) : " + t + "2,8,9,8]\n"
+                     "%2 = max_pool(%1) {kernel=[3, 3], stride=[2, 2], pad_begin=[1, 1], pad_end=[1, 1]} : " + t + "2,8,5,4]\n"
+                     "%3 = conv(%2, %w1) {pad_begin=[1, 1], pad_end=[1, 1], groups=8} : " + t + "2,8,5,4]\n"
+                     "%4 = conv(%3, %w2) : " + t + "2,8,5,4]\n"
+                     "%5 = add(%4, %2) : " + t + "2,8,5,4]\nreturn %5\n");
+}
+
+// Convolutions and pools are kernels of their own on GPUs, as on the CPU:
+// no window form (slices and matmuls) is left.
+TEST(GpuCode, ConvolutionsAndPoolsAreKernelsOfTheirOwn) {
+  for (const char* dt : {"f32", "bf16"}) {
+    SCOPED_TRACE(dt);
+    Graph g = small_convnet(dt);
+    gpu::Program cl = program(g, gpu::Target::opencl), cu = program(g, gpu::Target::cuda);
+    EXPECT_EQ(bodies(cl.source), bodies(cu.source));
+    size_t convs = 0, pools = 0;
+    for (const gpu::Launch& l : cl.launches) {
+      convs += l.name.ends_with("_conv");
+      pools += l.name.ends_with("_max_pool");
+      EXPECT_FALSE(l.name.ends_with("_matmul")) << l.name;
+    }
+    EXPECT_EQ(convs, 3u);
+    EXPECT_EQ(pools, 1u);
+  }
+}
+
 // A row-wise op's kernel is its row's RowForm, printed by each backend: the
 // C++ program and the GPU program carry the same statistics and stores.
 TEST(GpuCode, RowKernelsPrintTheOpsRowForm) {
@@ -115,6 +148,8 @@ TEST(GpuCode, CudaSourcesCompileWithNvcc) {
                                             "%2 = attn_dkv(%q, %k, %v, %dout, %0, %delta, %pos, %bias) {scale=0.25, causal=true, bias=true} : f32[2,2,9,24]\n"
                                             "return %0, %1, %2\n"),
                                 gpu::Target::cuda));
+  programs.emplace_back("convnet", program(small_convnet("f32"), gpu::Target::cuda));
+  programs.emplace_back("convnet bf16", program(small_convnet("bf16"), gpu::Target::cuda));
   for (uint64_t seed = 0; seed < 4; ++seed)
     programs.emplace_back("random " + std::to_string(seed), program(testing::random_graph(seed, DType::f64, 16), gpu::Target::cuda));
   const std::string dir = std::string(::testing::TempDir()) + "tj_nvcc_" + std::to_string(::getpid());

@@ -81,8 +81,8 @@ Program Emitter::run() {
       case KernelKind::reduction: reduction(K); break;
       case KernelKind::matmul: matmul(K); break;
       case KernelKind::attention: attention(K); break;
-      case KernelKind::conv: throw Error("code generation: no GPU conv kernel yet (the driver lowers convolutions to windows for GPU targets)");
-      case KernelKind::pool: throw Error("code generation: no GPU pool kernel yet (the driver lowers max pooling to windows for GPU targets)");
+      case KernelKind::conv: conv(K); break;
+      case KernelKind::pool: max_pool(K); break;
     }
     temp_.clear();
   }

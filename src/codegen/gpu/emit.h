@@ -13,6 +13,11 @@
 //              memory in 16-deep slices of K; the epilogue in registers
 //   attention  a work-item per (batch, head, query) row: online softmax over
 //              the keys, never materializing the scores
+//   conv       an implicit GEMM per (image, group) in 16x16 tiles of
+//              (positions, output channels), the windows made as they are
+//              staged (zeros in the padding); the bias and epilogue in
+//              registers. Either layout, any number of spatial dims
+//   pool       (max) a work-item per output element over its window's taps
 // Reads go through views, broadcasting, generators and gathers as index
 // arithmetic, as in the C++ backend: both emitters build on the shared
 // value reading (codegen/value_reader.h), this one with GPU C's spellings
