@@ -28,6 +28,9 @@
 //                      the twin [N, H*W, C]; a reshape of a value whose
 //                      spatial dims are all 1 reads the twin alike (same
 //                      order);
+//   permute            [N, H, W, C] -> [N, C, H, W] of any value u: u is
+//                      its twin (the residual adds of a net that runs its
+//                      blocks channels last, convnext's, stay so);
 //   reduction          over spatial axes only, of a value with a twin: over
 //                      the twin's axes (keepdim: a twin; all spatial axes
 //                      dropped: [N, C], the same values);
@@ -124,6 +127,10 @@ bool assign_layouts(Graph& g, const PassOptions&) {
       for (ValueId u : n.inputs) ins.push_back(last_of(u));
       return as_twin(v, out.add_raw(n.op, ins, n.with_attr("axis", a == 0 ? 0 : a == 1 ? r - 1 : a - 1)));
     }
+    // A rank-4 value permuted channels first ([N, H, W, C] -> [N, C, H, W],
+    // as convnext writes its blocks around channels-last linears): that
+    // value is its twin.
+    if (n.op == Op::permute && r == 4 && n.attr_ints("perm") == channels_first_perm(4)) return as_twin(v, rw.map(n.inputs[0]));
     if (n.op == Op::reshape && has_twin(n.inputs[0])) {
       const Shape& is = g.type(n.inputs[0]).shape;
       const Shape& os = n.type.shape;
