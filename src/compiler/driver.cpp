@@ -192,11 +192,11 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
     // GPUs have a kernel for every form (codegen/gpu/kernels/conv.cpp). On
     // the CPU: 16-bit types, and channels-last forms without their kernel
     // (f32, at most 2 spatial dims, weights packed by pack_conv_weights).
-    // Max pools keep a kernel channels last, f32, over 2 spatial dims.
+    // Max and sum pools keep a kernel channels last, f32, over 2 spatial dims.
     auto lowered = [&](const Node& n) {
       if (!cpu) return false;
       if (n.type.dtype != DType::f32 && n.type.dtype != DType::f64) return true;
-      if (n.op == Op::max_pool) return n.type.dtype != DType::f32 || n.type.rank() != 4 || !n.attr_bool("channels_last");
+      if (n.op == Op::max_pool || n.op == Op::sum_pool) return n.type.dtype != DType::f32 || n.type.rank() != 4 || !n.attr_bool("channels_last");
       if (!n.attr_bool("channels_last")) return false;
       const ValueId w = n.inputs[1];
       const int64_t lanes = conv_quad_lanes(c.graph.type(w).shape, n.attr_int("groups"));

@@ -41,7 +41,7 @@ enum class Op : uint8_t {
   // contraction
   matmul, conv,
   // windows
-  max_pool,
+  max_pool, sum_pool,
   // views
   reshape, permute, expand, slice, squeeze, unsqueeze,
   // data movement

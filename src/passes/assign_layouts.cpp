@@ -13,8 +13,8 @@
 // reads, or a copy where they need one). Rules, per node:
 //   conv, eligible     conv{channels_last} of its input's twin (the input
 //                      permuted, where it has none: a reorder);
-//   max_pool           of rank 4, f32, its input with a twin:
-//                      max_pool{channels_last} of the twin;
+//   max_pool, sum_pool of rank 4, f32, its input with a twin:
+//                      the pool{channels_last} of the twin;
 //   elementwise        (and silu, gelu) of rank 3 or 4, every operand of
 //                      at most that rank, some operand with a twin: the op
 //                      on the operands' twins (broadcast operands permuted,
@@ -101,8 +101,8 @@ bool assign_layouts(Graph& g, const PassOptions&) {
       ins[0] = last_of(n.inputs[0]);
       return as_twin(v, out.add_raw(Op::conv, ins, n.with_attr("channels_last", true)));
     }
-    if (n.op == Op::max_pool && r == 4 && n.type.dtype == DType::f32 && !n.attr_bool("channels_last") && has_twin(n.inputs[0]))
-      return as_twin(v, out.add_raw(Op::max_pool, {last_of(n.inputs[0])}, n.with_attr("channels_last", true)));
+    if ((n.op == Op::max_pool || n.op == Op::sum_pool) && r == 4 && n.type.dtype == DType::f32 && !n.attr_bool("channels_last") && has_twin(n.inputs[0]))
+      return as_twin(v, out.add_raw(n.op, {last_of(n.inputs[0])}, n.with_attr("channels_last", true)));
     if (per_element(n) && (r == 3 || r == 4) && !n.inputs.empty()) {
       bool fits = true, some = false;
       for (ValueId u : n.inputs) {

@@ -4,7 +4,8 @@
 // f64, integer and bool nodes in double), so the folded graph interpreted in
 // its own dtypes gives bit-identical results. Elementwise ops and views
 // (expand, reshape, ...) on splats fold to a splat. A fold that would grow the data (iota, causal_mask, expand,
-// outer products) is left to run time: it would only add memory traffic.
+// outer products) is left to run time: it would only add memory traffic. A small window op of constants (an
+// average pool's window counts) is folded: at run time it would be a kernel of its own every call.
 #include <cstring>
 #include <numeric>
 
@@ -16,6 +17,8 @@
 namespace tj {
 
 namespace {
+
+constexpr int64_t kWindowTableElements = int64_t{1} << 16;
 
 int64_t stored(const Node& n) { return static_cast<int64_t>(n.const_data()->size()); }
 
@@ -103,7 +106,10 @@ bool constant_fold(Graph& g, const PassOptions& o) {
       return rw.out().add_const(n.type, rw.out().node(rw.map(n.inputs[0])).const_data());
     }
     bool as_splat = all_splats && n.def().category == OpCategory::elementwise;
-    if (!as_splat && (*out_elems > std::max<int64_t>(in_elems, 1) || *out_elems > o.max_fold_elements))
+    // A window op of constants (an average pool's window counts: a sum_pool
+    // of ones) grows a little and saves a kernel a call: folded up to 64K.
+    const bool window_table = n.def().fuse == Fuse::conv && *out_elems <= kWindowTableElements;
+    if (!as_splat && ((*out_elems > std::max<int64_t>(in_elems, 1) && !window_table) || *out_elems > o.max_fold_elements))
       return Rewriter::kCopy;
     // Evaluate on the new graph's constants (operands may themselves be folded).
     Node mapped = n;

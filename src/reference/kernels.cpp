@@ -406,7 +406,8 @@ Array<E> eval_same(const Node& n, const std::vector<const Value<T>*>& in, const 
       case Op::attn_dq:
       case Op::attn_dkv: return attention_kernel(n, in);
       case Op::conv: return conv_kernel(n, in);
-      case Op::max_pool: return max_pool_kernel(n, in);
+      case Op::max_pool:
+      case Op::sum_pool: return pool_kernel(n, in);
       default: throw Error(std::string("not an executable op: ") + n.def().name);
     }
   }

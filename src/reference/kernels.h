@@ -48,9 +48,9 @@ Array<T> attention_kernel(const Node& n, const std::vector<const Value<T>*>& in)
 template <class T>
 Array<T> conv_kernel(const Node& n, const std::vector<const Value<T>*>& in);
 
-// max_pool: reference/pool.cpp.
+// max_pool and sum_pool: reference/pool.cpp.
 template <class T>
-Array<T> max_pool_kernel(const Node& n, const std::vector<const Value<T>*>& in);
+Array<T> pool_kernel(const Node& n, const std::vector<const Value<T>*>& in);
 
 // bf16/f16 and float8/float4 values are rounded to their format (float8
 // saturating unless told not to); others are left alone.

@@ -1,6 +1,7 @@
-// The interpreter's max pooling (ir/ops/pool.cpp): per output element, the
-// IEEE maximum of its window's taps in row-major order, a tap in the
-// padding -inf, as the window form folds its slices.
+// The interpreter's pools (ir/ops/pool.cpp): per output element, the IEEE
+// maximum (max_pool) or the sum (sum_pool) of its window's taps in row-major
+// order, left to right, a tap in the padding -inf (+0 for a sum), as the
+// window form folds its slices.
 #include <cmath>
 #include <limits>
 
@@ -13,7 +14,8 @@ namespace tj {
 using namespace array_ops;
 
 template <class T>
-Array<T> max_pool_kernel(const Node& n, const std::vector<const Value<T>*>& in) {
+Array<T> pool_kernel(const Node& n, const std::vector<const Value<T>*>& in) {
+  const bool sum = n.op == Op::sum_pool;
   const Array<T>& x = in[0]->template as<T>();
   const bool last = n.attr_bool("channels_last");
   const auto& kernel = n.attr_ints("kernel");
@@ -43,8 +45,8 @@ Array<T> max_pool_kernel(const Node& n, const std::vector<const Value<T>*>& in) 
         T acc = T(0);
         for (int64_t ti = 0; ti < taps; ++ti) {
           const int64_t at = src[static_cast<size_t>(ti)];
-          const T v = at < 0 ? -std::numeric_limits<T>::infinity() : x.ptr()[xi(b, c, at)];
-          acc = ti == 0 ? v : scalar::ieee_max(acc, v);
+          const T v = at >= 0 ? x.ptr()[xi(b, c, at)] : sum ? T(0) : -std::numeric_limits<T>::infinity();
+          acc = ti == 0 ? v : sum ? acc + v : scalar::ieee_max(acc, v);
         }
         y[static_cast<size_t>(yi(b, c, pi))] = acc;
       }
@@ -52,7 +54,7 @@ Array<T> max_pool_kernel(const Node& n, const std::vector<const Value<T>*>& in) 
   return make(out, std::move(y));
 }
 
-template Array<float> max_pool_kernel<float>(const Node&, const std::vector<const Value<float>*>&);
-template Array<double> max_pool_kernel<double>(const Node&, const std::vector<const Value<double>*>&);
+template Array<float> pool_kernel<float>(const Node&, const std::vector<const Value<float>*>&);
+template Array<double> pool_kernel<double>(const Node&, const std::vector<const Value<double>*>&);
 
 }  // namespace tj

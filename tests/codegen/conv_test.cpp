@@ -6,6 +6,7 @@
 // form.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -528,36 +529,78 @@ struct PoolCase {
   std::string epilogue = "";
 };
 
-TEST_F(Conv, MaxPoolChannelsLastMatchesTheInterpreter) {
+// Max and sum pools in both layouts (a sum divided by its window counts:
+// an average pool), bit for bit against the interpreter: on random inputs,
+// and on -0 everywhere, where a window with a pad sums to +0 and one
+// without to -0. Channels first, the CPU runs the window form.
+TEST_F(Conv, PoolsMatchTheInterpreterBitForBit) {
   const std::vector<PoolCase> cases = {
       {"resnet's 3x3 stride 2", {1, 12, 12, 64}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, "relu"},
       {"2x2 stride 2, 20 channels", {2, 8, 10, 20}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},
       {"3x3 stride 1 same, residual", {1, 7, 9, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, "residual"},
       {"dilated, ceil-mode end pad", {1, 11, 10, 5}, {3, 2}, {2, 3}, {2, 2}, {2, 0}, {2, 3}},
       {"windows all padding", {1, 3, 3, 4}, {2, 2}, {1, 1}, {1, 1}, {2, 2}, {0, 0}},
+      {"poolformer's 3x3 average", {1, 14, 14, 64}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, "average"},
   };
-  for (const PoolCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    Graph g(c.name);
-    Shape xs;
-    for (int64_t d : c.x) xs.push_back(Dim(d));
-    ValueId y = g.add(Op::max_pool, {g.add_input("x", {DType::f32, xs})},
-                      {{"kernel", c.kernel}, {"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pad_begin}, {"pad_end", c.pad_end},
-                       {"channels_last", true}});
-    if (c.epilogue == "relu") y = g.add(Op::relu, {y});
-    if (c.epilogue == "residual") y = g.add(Op::add, {y, g.add_input("r", g.type(y))});
+  for (const bool last : {true, false})
+  for (const Op op : {Op::max_pool, Op::sum_pool})
+    for (const PoolCase& c : cases) {
+      SCOPED_TRACE(c.name + std::string(op == Op::max_pool ? " (max" : " (sum") + (last ? ", channels last)" : ", channels first)"));
+      Graph g(c.name);
+      Shape xs;
+      for (int64_t d : c.x) xs.push_back(Dim(d));
+      if (!last) xs = {xs[0], xs[3], xs[1], xs[2]};
+      ValueId y = g.add(op, {g.add_input("x", {DType::f32, xs})},
+                        {{"kernel", c.kernel}, {"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pad_begin}, {"pad_end", c.pad_end},
+                         {"channels_last", last}});
+      if (c.epilogue == "relu") y = g.add(Op::relu, {y});
+      if (c.epilogue == "residual") y = g.add(Op::add, {y, g.add_input("r", g.type(y))});
+      if (c.epilogue == "average") {
+        Shape counts = g.type(y).shape;
+        counts[0] = counts[last ? 3 : 1] = Dim(1);
+        y = g.add(Op::div, {y, g.add_input("counts", {DType::f32, counts})});
+      }
+      g.set_outputs({y});
+      Bindings params, in = inputs_of(g, &params);
+      Executable exe = tj::compile(g, params, CompileOptions{});
+      ASSERT_TRUE(exe.stats().compiled);
+      // One kernel, but channels first on the CPU (the window form there).
+      const bool cpu = exe.device() == "cpu";
+      if (!cpu || last) {
+        EXPECT_EQ(exe.stats().kernels, 1u);
+        const char* cpu_form = op == Op::max_pool ? "tj_max(yp[c], xp[c])" : "yp[c] + xp[c]";
+        EXPECT_NE(exe.source().find(cpu ? cpu_form : op == Op::max_pool ? "// max_pool\n" : "// sum_pool\n"), std::string::npos);
+      }
+      for (bool zeros : {false, true}) {
+        if (zeros) {
+          NDArray& x = in.at("x");
+          for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = -0.0f;
+        }
+        const auto want = interpret(g, in, {DType::f32});
+        const auto got = exe.run(in);
+        ASSERT_EQ(got.size(), 1u);
+        const float* a = got[0].data<float>();
+        const float* b = want[0].data<float>();
+        for (int64_t i = 0; i < got[0].numel(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << "at " << i << (zeros ? " (-0 input)" : "") << ": " << a[i] << " vs " << b[i];
+      }
+    }
+}
+
+// The sum_pool matched from an average pool's window form (match_pools) is
+// the window form's value bit for bit in the reference kernel, f32 and f64.
+TEST(ConvOp, SumPoolIsItsWindowForm) {
+  for (const DType dt : {DType::f32, DType::f64}) {
+    Graph g("sum");
+    const ValueId y = g.add(Op::sum_pool, {g.add_input("x", {dt, {Dim(2), Dim(3), Dim(9), Dim(8)}})},
+                            {{"kernel", std::vector<int64_t>{3, 2}}, {"stride", std::vector<int64_t>{2, 1}}, {"dilation", std::vector<int64_t>{1, 2}},
+                             {"pad_begin", std::vector<int64_t>{1, 0}}, {"pad_end", std::vector<int64_t>{1, 2}}});
     g.set_outputs({y});
     Bindings params, in = inputs_of(g, &params);
-    const auto want = interpret(g, in, {DType::f32});
-    Executable exe = tj::compile(g, params, CompileOptions{});
-    ASSERT_TRUE(exe.stats().compiled);
-    EXPECT_EQ(exe.stats().kernels, 1u);
-    EXPECT_NE(exe.source().find(exe.device() == "cpu" ? "tj_max(yp[c], xp[c])" : "// max_pool\n"), std::string::npos);
-    const auto got = exe.run(in);
-    ASSERT_EQ(got.size(), 1u);
-    const float* a = got[0].data<float>();
-    const float* b = want[0].data<float>();
-    for (int64_t i = 0; i < got[0].numel(); ++i) ASSERT_EQ(a[i], b[i]) << "at " << i;
+    Graph lowered = g;
+    ASSERT_TRUE(lower_convs(lowered, {}));
+    for (const Node& n : lowered.nodes()) ASSERT_NE(n.op, Op::sum_pool);
+    EXPECT_TRUE(compare_outputs(interpret(lowered, in, {dt}), interpret(g, in, {dt})).bit_identical);
   }
 }
 

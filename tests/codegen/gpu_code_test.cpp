@@ -69,7 +69,8 @@ TEST(GpuCode, OneFormTwoTargets) {
 }
 
 // A small convnet in `dt`: a strided 3x3 conv with a bias and a ReLU, a max
-// pool, a depthwise 3x3, a 1x1 and a residual add, channels first.
+// pool, a depthwise 3x3, a 1x1 and a residual add, channels first; in f32
+// an average pool's sum after them.
 Graph small_convnet(const std::string& dt) {
   const std::string t = dt + "[";
   return parse_graph("graph convnet\ninput %x : " + t + "2,3,17,16]\nparam %w0 : " + t + "8,3,3,3]\nparam %b0 : " + t +
@@ -79,7 +80,8 @@ Graph small_convnet(const std::string& dt) {
                      "%2 = max_pool(%1) {kernel=[3, 3], stride=[2, 2], pad_begin=[1, 1], pad_end=[1, 1]} : " + t + "2,8,5,4]\n"
                      "%3 = conv(%2, %w1) {pad_begin=[1, 1], pad_end=[1, 1], groups=8} : " + t + "2,8,5,4]\n"
                      "%4 = conv(%3, %w2) : " + t + "2,8,5,4]\n"
-                     "%5 = add(%4, %2) : " + t + "2,8,5,4]\nreturn %5\n");
+                     "%5 = add(%4, %2) : " + t + "2,8,5,4]\n" +
+                     (dt == "f32" ? "%6 = sum_pool(%5) {kernel=[2, 2], stride=[2, 2], pad_end=[1, 0]} : f32[2,8,3,2]\nreturn %6\n" : "return %5\n"));
 }
 
 // Convolutions and pools are kernels of their own on GPUs, as on the CPU:
@@ -93,11 +95,11 @@ TEST(GpuCode, ConvolutionsAndPoolsAreKernelsOfTheirOwn) {
     size_t convs = 0, pools = 0;
     for (const gpu::Launch& l : cl.launches) {
       convs += l.name.ends_with("_conv");
-      pools += l.name.ends_with("_max_pool");
+      pools += l.name.ends_with("_max_pool") || l.name.ends_with("_sum_pool");
       EXPECT_FALSE(l.name.ends_with("_matmul")) << l.name;
     }
     EXPECT_EQ(convs, 3u);
-    EXPECT_EQ(pools, 1u);
+    EXPECT_EQ(pools, std::string(dt) == "f32" ? 2u : 1u);
   }
 }
 

@@ -44,6 +44,8 @@ const std::map<std::string, std::string> kInternal = {
              "which checks and normalizes its options (per-dim lists, a bias of another shape) before emitting the op"},
     {"max_pool", "made by the match_pools pass from max pooling's window form, which the layer tj::max_pool (tensorjit/nn.h; Python: "
                  "tensorjit's nn max_pool) builds, after differentiation (the row has no derivative rule)"},
+    {"sum_pool", "made by the match_pools pass from the sum in average pooling's window form, which the layer tj::avg_pool "
+                 "(tensorjit/nn.h; Python: tensorjit's nn avg_pool) builds, after differentiation (no derivative rule)"},
 };
 
 // Tracer functions not named as their op.

@@ -209,7 +209,7 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
     case KernelKind::pointwise: body = pointwise_body(K, 0); break;
     case KernelKind::matmul: body = matmul_body(K); break;
     case KernelKind::conv: body = conv_body(K); break;
-    case KernelKind::pool: body = max_pool_body(K); break;
+    case KernelKind::pool: body = pool_body(K); break;
     case KernelKind::attention: body = attention_body(K); break;
     case KernelKind::rowwise: body = rowwise_body(K); break;
     case KernelKind::reduction: body = reduction_body(K); break;

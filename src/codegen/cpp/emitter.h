@@ -161,7 +161,8 @@ class Emitter : public codegen::ValueReader {
   std::string dense_operand(ValueId x, std::string* code);
   std::string conv_body(const Kernel& K);
   std::string conv_channels_last_body(const Kernel& K);
-  std::string max_pool_body(const Kernel& K);
+  std::string pool_body(const Kernel& K);
+  std::string pool_epilogue(const Kernel& K, const std::string& var, int64_t n, const Idx& at);
   static std::string direct_conv_helpers();         // kernels/conv.cpp
   static std::string channels_last_conv_helpers();  // kernels/conv_channels_last_helpers.cpp
 

@@ -82,7 +82,7 @@ Program Emitter::run() {
       case KernelKind::matmul: matmul(K); break;
       case KernelKind::attention: attention(K); break;
       case KernelKind::conv: conv(K); break;
-      case KernelKind::pool: max_pool(K); break;
+      case KernelKind::pool: pool(K); break;
     }
     temp_.clear();
   }

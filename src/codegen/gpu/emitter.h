@@ -64,9 +64,9 @@ class Emitter final : public codegen::ValueReader {
   void gemv(const Kernel& K, const std::string& acc_t);  // one row: split over K, no barriers
   std::string element_of(ValueId x, const Sizes& batch, const Idx& bv, const Sizes& last, const Idx& at);
 
-  // kernels/conv.cpp: convolutions as implicit GEMMs in tiles; max pools a work-item per element
+  // kernels/conv.cpp: convolutions as implicit GEMMs in tiles; pools a work-item per element
   void conv(const Kernel& K);
-  void max_pool(const Kernel& K);
+  void pool(const Kernel& K);
 
   // kernels/attention.cpp: flash_attn, and its backward (attn_lse, attn_dq, attn_dkv)
   void attention(const Kernel& K);

@@ -10,9 +10,10 @@
 // work-group that stages 16-deep slices of the windows (zeros in the
 // padding, made as they are read) and of the weights through work-group
 // memory, as the matmul kernel does; then the bias and the epilogue in
-// registers. A max pool is a work-item per output element, taking the IEEE
-// maximum of the taps inside the input in row-major order (the padding's
-// -inf never wins).
+// registers. A pool is a work-item per output element over the taps inside
+// the input in row-major order: the IEEE maximum (the padding's -inf never
+// wins), or the sum from -0 with one +0 added where the window holds a pad
+// (the reference's sum, bit for bit: codegen/cpp/kernels/pool.cpp).
 #include "codegen/gpu/emitter.h"
 
 #include "tensorjit/error.h"
@@ -108,9 +109,10 @@ void Emitter::conv(const Kernel& K) {
   if (rest < K.ops.size()) pointwise(K, rest);
 }
 
-void Emitter::max_pool(const Kernel& K) {
+void Emitter::pool(const Kernel& K) {
   const ValueId pv = K.ops[0];
   const Node& n = g_.node(pv);
+  const bool sum = n.op == Op::sum_pool;
   const ValueId x = n.inputs[0];
   const bool last = n.attr_bool("channels_last");
   const auto so = shape(pv), sx = shape(x);
@@ -122,17 +124,18 @@ void Emitter::max_pool(const Kernel& K) {
   const std::string b = iv[0], c = last ? iv.back() : iv[1];
   const Idx o(iv.begin() + (last ? 1 : 2), iv.end() - (last ? 1 : 0));
   const std::string var = "v" + std::to_string(pv), ty = CT(pv);
-  code += "  " + ty + " " + var + " = -INFINITY;\n";
+  code += "  " + ty + " " + var + " = " + (sum ? "-0.0;\n  int pads = 0" : "-INFINITY") + ";\n";
   code += "  for (int64_t t = 0; t < " + C(count(ks)) + "; ++t) {\n";
   std::string inside;
   code += "    " + window_position(n, is, o, unflat("t", ks), &inside) + "\n";
-  code += "    if (" + inside + ") " + var + " = tj_max_" + ty + "(" + var + ", (" + ty + ")(" + load(x, in_layout(b, c, positions(is.size()), last)) +
-          "));\n  }\n";
+  const std::string xv = "(" + ty + ")(" + load(x, in_layout(b, c, positions(is.size()), last)) + ")";
+  code += "    if (" + inside + ") " + var + " = " + (sum ? var + " + " + xv + ";\n    else pads = 1" : "tj_max_" + ty + "(" + var + ", " + xv + ")") + ";\n  }\n";
+  if (sum) code += "  if (pads) " + var + " = " + var + " + (" + ty + ")0;\n";
   local_.clear();
   local_[pv] = var;
   if (in_mem_[static_cast<size_t>(pv)] || is_temp(pv)) code += "  " + ptr(pv) + "[" + flat(iv, so) + "] = " + stored(pv, var) + ";\n";
   const size_t rest = segment(K, 1, iv, &code);
-  launch(&prog_.launches, "max_pool", code, count(so));
+  launch(&prog_.launches, n.def().name, code, count(so));
   local_.clear();
   if (rest < K.ops.size()) pointwise(K, rest);
 }
