@@ -196,7 +196,7 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
     auto lowered = [&](const Node& n) {
       if (!cpu) return false;
       if (n.type.dtype != DType::f32 && n.type.dtype != DType::f64) return true;
-      if (n.op == Op::max_pool || n.op == Op::sum_pool) return n.type.dtype != DType::f32 || n.type.rank() != 4 || !n.attr_bool("channels_last");
+      if (is_pool(n.op)) return n.type.dtype != DType::f32 || n.type.rank() != 4 || !n.attr_bool("channels_last");
       if (!n.attr_bool("channels_last")) return false;
       const ValueId w = n.inputs[1];
       const int64_t lanes = conv_quad_lanes(c.graph.type(w).shape, n.attr_int("groups"));

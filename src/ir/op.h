@@ -223,6 +223,8 @@ struct OpDef {
 };
 
 const OpDef& op_def(Op op);
+// The pools (ir/ops/pool.cpp): kernels of KernelKind::pool.
+inline bool is_pool(Op op) { return op == Op::max_pool || op == Op::sum_pool; }
 // A node's numeric attributes as ScalarAttrs storage (see ScalarAttrs).
 std::vector<double> scalar_attrs(const OpDef& def, const std::vector<AttrValue>& attrs);
 std::optional<Op> op_by_name(std::string_view name);

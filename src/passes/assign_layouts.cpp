@@ -101,7 +101,7 @@ bool assign_layouts(Graph& g, const PassOptions&) {
       ins[0] = last_of(n.inputs[0]);
       return as_twin(v, out.add_raw(Op::conv, ins, n.with_attr("channels_last", true)));
     }
-    if ((n.op == Op::max_pool || n.op == Op::sum_pool) && r == 4 && n.type.dtype == DType::f32 && !n.attr_bool("channels_last") && has_twin(n.inputs[0]))
+    if (is_pool(n.op) && r == 4 && n.type.dtype == DType::f32 && !n.attr_bool("channels_last") && has_twin(n.inputs[0]))
       return as_twin(v, out.add_raw(n.op, {last_of(n.inputs[0])}, n.with_attr("channels_last", true)));
     if (per_element(n) && (r == 3 || r == 4) && !n.inputs.empty()) {
       bool fits = true, some = false;

@@ -57,15 +57,14 @@ class Matcher {
  public:
   explicit Matcher(const Graph& g) : g_(g), users_(users_of(g)) {}
 
-  // The max (or add) tree rooted at `root`: its leaves, left to right, and
-  // its inner nodes.
-  void tree(ValueId root, Op fold, std::vector<ValueId>* leaves, std::vector<ValueId>* inner) const {
+  // The max tree rooted at `root`: its leaves, and its inner max nodes.
+  void tree(ValueId root, std::vector<ValueId>* leaves, std::vector<ValueId>* inner) const {
     std::vector<ValueId> stack{root};
     while (!stack.empty()) {
       const ValueId u = stack.back();
       stack.pop_back();
       const Node& n = g_.node(u);
-      if (n.op == fold && (u == root || users_[static_cast<size_t>(u)].size() == 1)) {
+      if (n.op == Op::max && (u == root || users_[static_cast<size_t>(u)].size() == 1)) {
         inner->push_back(u);
         stack.push_back(n.inputs[1]), stack.push_back(n.inputs[0]);
       } else {
@@ -75,9 +74,12 @@ class Matcher {
   }
 
   // A sum added one leaf at a time from `root` down: its leaves in the
-  // order they are added, and its adds; false where it is not one chain.
+  // order they are added, and its adds; false where it is not one chain
+  // of slices (stopping at the first other leaf: a sum that is no pool
+  // costs a step or two, not a walk down a long chain of adds).
   bool chain(ValueId root, std::vector<ValueId>* leaves, std::vector<ValueId>* inner) const {
     auto is_inner = [&](ValueId w) { return g_.node(w).op == Op::add && users_[static_cast<size_t>(w)].size() == 1; };
+    auto is_slice = [&](ValueId w) { return g_.node(w).op == Op::slice; };
     std::vector<ValueId> added;  // last first
     for (ValueId u = root;;) {
       inner->push_back(u);
@@ -85,9 +87,11 @@ class Matcher {
       const bool ia = is_inner(a), ib = is_inner(b);
       if (ia && ib) return false;
       if (!ia && !ib) {
+        if (!is_slice(a) || !is_slice(b)) return false;
         added.push_back(b), added.push_back(a);
         break;
       }
+      if (!is_slice(ia ? b : a)) return false;
       added.push_back(ia ? b : a);
       u = ia ? a : b;
     }
@@ -103,7 +107,7 @@ class Matcher {
     // Sums in f32 and f64 (the window form rounds each add to a 16-bit type).
     if (fold == Op::add && r.type.dtype != DType::f32 && r.type.dtype != DType::f64) return std::nullopt;
     std::vector<ValueId> leaves, inner;
-    if (fold == Op::max) tree(root, fold, &leaves, &inner);
+    if (fold == Op::max) tree(root, &leaves, &inner);
     else if (!chain(root, &leaves, &inner)) return std::nullopt;
     if (leaves.size() < 2) return std::nullopt;
     const size_t k = static_cast<size_t>(rank - 2);

@@ -218,7 +218,7 @@ class Partitioner {
     if (fuse == Fuse::lower) throw Error(std::string("fusion: ") + n.def().name + " must be decomposed first (the driver lowers it)");
     if (fuse == Fuse::matmul) return (void)new_kernel(v, KernelKind::matmul, n.type.shape);
     if (fuse == Fuse::attention) return (void)new_kernel(v, KernelKind::attention, n.type.shape);
-    if (fuse == Fuse::conv) return (void)new_kernel(v, n.op == Op::max_pool || n.op == Op::sum_pool ? KernelKind::pool : KernelKind::conv, n.type.shape);
+    if (fuse == Fuse::conv) return (void)new_kernel(v, is_pool(n.op) ? KernelKind::pool : KernelKind::conv, n.type.shape);
     bool direct = false;
     int k = latest_dependency(v, &direct);
     Kernel* K = k >= 0 ? &s_.kernels[static_cast<size_t>(k)] : nullptr;

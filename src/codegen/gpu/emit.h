@@ -17,7 +17,7 @@
 //              (positions, output channels), the windows made as they are
 //              staged (zeros in the padding); the bias and epilogue in
 //              registers. Either layout, any number of spatial dims
-//   pool       (max) a work-item per output element over its window's taps
+//   pool       (max, sum) a work-item per output element over its window's taps
 // Reads go through views, broadcasting, generators and gathers as index
 // arithmetic, as in the C++ backend: both emitters build on the shared
 // value reading (codegen/value_reader.h), this one with GPU C's spellings

@@ -61,6 +61,10 @@ class Emitter final : public codegen::ValueReader {
 
   // kernels/matmul.cpp
   void matmul(const Kernel& K);
+  // The value of K's first op, a product's sum `acc` rounded to its type, at
+  // `idx` (stored where it lives in memory), then K's ops after it up to a
+  // store (segment); returns the index after them. Matmuls and convs.
+  size_t product_value(const Kernel& K, const std::string& acc, const Idx& idx, std::string* code);
   void gemv(const Kernel& K, const std::string& acc_t);  // one row: split over K, no barriers
   std::string element_of(ValueId x, const Sizes& batch, const Idx& bv, const Sizes& last, const Idx& at);
 

@@ -98,14 +98,15 @@ namespace rows {
 
 std::vector<OpDef> pool() {
   const std::vector<int64_t> none;
+  const std::vector<AttrSpec> attrs = {{"kernel", AK::Ints, AttrValue(none)},    {"stride", AK::Ints, AttrValue(none)},
+                                       {"dilation", AK::Ints, AttrValue(none)},  {"pad_begin", AK::Ints, AttrValue(none)},
+                                       {"pad_end", AK::Ints, AttrValue(none)},   {"channels_last", AK::Bool, AttrValue(false)}};
   return {
       {.op = Op::max_pool, .name = "max_pool", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1,
-       .attrs = {{"kernel", AK::Ints, AttrValue(none)}, {"stride", AK::Ints, AttrValue(none)}, {"dilation", AK::Ints, AttrValue(none)},
-                 {"pad_begin", AK::Ints, AttrValue(none)}, {"pad_end", AK::Ints, AttrValue(none)}, {"channels_last", AK::Bool, AttrValue(false)}},
+       .attrs = attrs,
        .infer = infer_pool, .fuse = Fuse::conv, .flops_fn = pool_flops, .decompose = pool_windows},
       {.op = Op::sum_pool, .name = "sum_pool", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1,
-       .attrs = {{"kernel", AK::Ints, AttrValue(none)}, {"stride", AK::Ints, AttrValue(none)}, {"dilation", AK::Ints, AttrValue(none)},
-                 {"pad_begin", AK::Ints, AttrValue(none)}, {"pad_end", AK::Ints, AttrValue(none)}, {"channels_last", AK::Bool, AttrValue(false)}},
+       .attrs = attrs,
        .infer = infer_pool, .fuse = Fuse::conv, .flops_fn = pool_flops, .decompose = pool_windows},
   };
 }

@@ -94,13 +94,7 @@ void Emitter::conv(const Kernel& K) {
   const std::string m = "(g*" + std::to_string(Mg) + " + j)";
   if (bias) code += "  acc += (" + acc_t + ")(" + load(n.inputs[2], {m}) + ");\n";
   // The convolution and its epilogue at its output element.
-  const Idx idx = in_layout("b", m, o, last);
-  const std::string var = "v" + std::to_string(cv);
-  code += "  const " + CT(cv) + " " + var + " = " + rounded("(" + CT(cv) + ")acc", n.type.dtype) + ";\n";
-  local_.clear();
-  local_[cv] = var;
-  if (in_mem_[static_cast<size_t>(cv)] || is_temp(cv)) code += "  " + ptr(cv) + "[" + flat(idx, so) + "] = " + stored(cv, var) + ";\n";
-  const size_t rest = segment(K, 1, idx, &code);
+  const size_t rest = product_value(K, "acc", in_layout("b", m, o, last), &code);
   // Work-groups: (images x groups) x tiles of positions x tiles of channels.
   launch(&prog_.launches, "conv", code, batch * Dim(kTile * kTile), kTile * kTile,
          {acc_t + " tj_a[" + std::to_string(kTile * kTile) + "]", acc_t + " tj_b[" + std::to_string(kTile * kTile) + "]"}, {},

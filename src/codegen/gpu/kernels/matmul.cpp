@@ -20,6 +20,16 @@ std::string Emitter::element_of(ValueId x, const Sizes& batch, const Idx& bv, co
   return load(x, broadcast(x, full, idx));
 }
 
+size_t Emitter::product_value(const Kernel& K, const std::string& acc, const Idx& idx, std::string* code) {
+  const ValueId v = K.ops[0];
+  const std::string var = "v" + std::to_string(v);
+  *code += "  const " + CT(v) + " " + var + " = " + rounded("(" + CT(v) + ")" + acc, g_.type(v).dtype) + ";\n";
+  local_.clear();
+  local_[v] = var;
+  if (in_mem_[static_cast<size_t>(v)] || is_temp(v)) *code += "  " + ptr(v) + "[" + flat(idx, shape(v)) + "] = " + stored(v, var) + ";\n";
+  return segment(K, 1, idx, code);
+}
+
 void Emitter::matmul(const Kernel& K) {
   ValueId mm = K.ops[0];
   const Node& n = g_.node(mm);
@@ -55,12 +65,7 @@ void Emitter::matmul(const Kernel& K) {
   Idx idx = bv;
   idx.push_back("m");
   idx.push_back("n");
-  const std::string var = "v" + std::to_string(mm);
-  code += "  const " + CT(mm) + " " + var + " = " + rounded("(" + CT(mm) + ")acc", n.type.dtype) + ";\n";
-  local_.clear();
-  local_[mm] = var;
-  if (in_mem_[static_cast<size_t>(mm)] || is_temp(mm)) code += "  " + ptr(mm) + "[" + flat(idx, so) + "] = " + stored(mm, var) + ";\n";
-  const size_t rest = segment(K, 1, idx, &code);
+  const size_t rest = product_value(K, "acc", idx, &code);
   // Work-groups: batch x tiles of M x tiles of N.
   launch(&prog_.launches, "matmul", code, count(batch) * Dim(kTile * kTile), kTile * kTile,
          {acc_t + " tj_a[" + std::to_string(kTile * kTile) + "]", acc_t + " tj_b[" + std::to_string(kTile * kTile) + "]"}, {},
@@ -110,11 +115,7 @@ void Emitter::gemv(const Kernel& K, const std::string& acc_t) {
   Idx idx = bv;
   idx.push_back("0");
   idx.push_back("n");
-  const std::string var = "v" + std::to_string(mm);
-  code += "  const " + CT(mm) + " " + var + " = " + rounded("(" + CT(mm) + ")acc", n.type.dtype) + ";\n";
-  local_[mm] = var;
-  if (in_mem_[static_cast<size_t>(mm)] || is_temp(mm)) code += "  " + ptr(mm) + "[" + flat(idx, so) + "] = " + stored(mm, var) + ";\n";
-  const size_t rest = segment(K, 1, idx, &code);
+  const size_t rest = product_value(K, "acc", idx, &code);
   launch(&prog_.launches, "gemv_sum", code, outs, kGroup, {}, {{scratch, "double"}});
   local_.clear();
   if (rest < K.ops.size()) pointwise(K, rest);
