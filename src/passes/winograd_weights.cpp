@@ -2,19 +2,23 @@
 // stride 1 and dilation 1, constant weights w [M, C, 3, 3] with C a
 // multiple of 16, and an output of at least kWinogradPositions positions
 // gets winograd=true and a fourth input u: its weights in the Winograd
-// F(2x2, 3x3) domain (Lavin and Gray, "Fast Algorithms for Convolutional
-// Neural Networks", 2015),
-//   U = G w G^T per (output channel, input channel),
-//   G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]],
-// stored [ceil(M/64), 16, C, 64]: per block of 64 output channels, the 16
-// points xi = 4a + b of the 4x4 domain, the input channels, then the 64
+// F(m x m, 3x3) domain (Lavin and Gray, "Fast Algorithms for Convolutional
+// Neural Networks", 2015), m = 4 where the output has at least
+// kWinograd4Positions positions and 2 below,
+//   U = G w G^T per (output channel, input channel), a = m + 2 points a side,
+//   F(2x2): G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]],
+//   F(4x4): G = [[1/4, 0, 0], [-1/6, -1/6, -1/6], [-1/6, 1/6, -1/6],
+//                [1/24, 1/12, 1/6], [1/24, -1/12, 1/6], [0, 0, 1]],
+// stored [ceil(M/64), a*a, C, 64]: per block of 64 output channels, the
+// points xi = a*i + j of the a x a domain, the input channels, then the 64
 // output channels side by side (zeros past M), the order the kernel's
-// GEMM per point reads them in. A conv without bias gets a zero one.
+// GEMM per point reads them in (the kernel reads m off u's shape). A conv
+// without bias gets a zero one.
 // The conv's value is unchanged (the reference computes it from w), so the
-// pass is exact in the IR's semantics. The CPU kernel computes it as
-// 2x2 output tiles, Y = A^T [U . (B^T d B)] A, with 16 products per
-// tile and channel pair where the direct form has 36: 2.25x fewer
-// multiply-adds, and other roundings (docs/codegen.md).
+// pass is exact in the IR's semantics. The CPU kernel computes it as m x m
+// output tiles, Y = A^T [U . (B^T d B)] A, with a*a products per tile and
+// channel pair where the direct form has 9 m*m: 2.25x (F(2x2)) or 4x
+// (F(4x4)) fewer multiply-adds, and other roundings (docs/codegen.md).
 //
 // A winograd conv already in the graph has its u derived again, or goes
 // back to the direct form where its weights are not constants: the kernel
@@ -22,6 +26,8 @@
 //
 // Runs after freezing and after every pass that changes conv weights
 // (fold_conv_affine leaves winograd convs alone), before pack_conv_weights.
+#include <map>
+
 #include "ir/rewriter.h"
 #include "passes/passes.h"
 
@@ -34,6 +40,11 @@ namespace {
 // (resnet18's 7x7 512-channel convs: 1215-1298 -> 891-952 us); below it
 // a part has too few tiles for the GEMM's register tile.
 constexpr int64_t kWinogradPositions = 49;
+// Output positions F(4x4) needs at least: its u is 4x the weights' bytes
+// (F(2x2)'s 16/9), read once per part, and a 4x4 tile past the output's
+// edge computes more positions for nothing. resnet18 with F(4x4) from
+// 14x14 on was 1.3% slower than from 28x28 on (alternating in one process).
+constexpr int64_t kWinograd4Positions = 28 * 28;
 
 bool applies(const Graph& g, const Node& n) {
   if (n.op != Op::conv || n.type.dtype != DType::f32 || n.type.rank() != 4 || !n.attr_bool("channels_last")) return false;
@@ -45,22 +56,31 @@ bool applies(const Graph& g, const Node& n) {
   return n.type.shape[1].value() * n.type.shape[2].value() >= kWinogradPositions;
 }
 
-// u of w [M, C, 3, 3], in double, rounded once.
-NDArray winograd_domain(const Node& w) {
-  static constexpr double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+// F(m x m, 3x3)'s G, m = 2 or 4: a = m + 2 rows.
+constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                              {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+
+// The output tile's side for conv n: 4 where the output is large enough.
+int64_t tile_side(const Node& n) { return n.type.shape[1].value() * n.type.shape[2].value() >= kWinograd4Positions ? 4 : 2; }
+
+// u of w [M, C, 3, 3] for F(m x m, 3x3), in double, rounded once.
+NDArray winograd_domain(const Node& w, int64_t m) {
+  const int a = static_cast<int>(m) + 2, points = a * a;
+  const double(*G)[3] = m == 4 ? kG4 : kG2;
   const int64_t M = w.type.shape[0].value(), C = w.type.shape[1].value(), blocks = (M + 63) / 64;
-  NDArray u(DType::f32, {blocks, 16, C, 64});
+  NDArray u(DType::f32, {blocks, points, C, 64});
   float* dst = u.data<float>();  // zeros past M
   const float* src = static_cast<const float*>(w.const_data()->raw());
-  for (int64_t m = 0; m < M; ++m)
+  for (int64_t o = 0; o < M; ++o)
     for (int64_t c = 0; c < C; ++c) {
-      const float* k = src + (m * C + c) * 9;
-      double gk[4][3];  // G w
-      for (int a = 0; a < 4; ++a)
-        for (int j = 0; j < 3; ++j) gk[a][j] = G[a][0] * k[j] + G[a][1] * k[3 + j] + G[a][2] * k[6 + j];
-      for (int a = 0; a < 4; ++a)
-        for (int b = 0; b < 4; ++b)
-          dst[(((m / 64) * 16 + 4 * a + b) * C + c) * 64 + m % 64] = static_cast<float>(gk[a][0] * G[b][0] + gk[a][1] * G[b][1] + gk[a][2] * G[b][2]);
+      const float* k = src + (o * C + c) * 9;
+      double gk[6][3];  // G w
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < 3; ++j) gk[i][j] = G[i][0] * k[j] + G[i][1] * k[3 + j] + G[i][2] * k[6 + j];
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < a; ++j)
+          dst[(((o / 64) * points + a * i + j) * C + c) * 64 + o % 64] = static_cast<float>(gk[i][0] * G[j][0] + gk[i][1] * G[j][1] + gk[i][2] * G[j][2]);
     }
   return u;
 }
@@ -73,7 +93,7 @@ bool winograd_weights(Graph& g, const PassOptions&) {
   if (!any) return false;
   Rewriter rw(g);
   Graph& out = rw.out();
-  std::vector<ValueId> domain(g.size(), -1);  // per weight constant, its u (one weight, several convs)
+  std::map<std::pair<ValueId, int64_t>, ValueId> domain;  // per weight constant and tile side, its u (one weight, several convs)
   g = rw.run([&](ValueId v) -> ValueId {
     const Node& n = g.node(v);
     // A winograd conv that came in (IR text) has its u derived again from
@@ -85,12 +105,14 @@ bool winograd_weights(Graph& g, const PassOptions&) {
       return out.add_raw(Op::conv, rw.map_all({n.inputs[0], n.inputs[1], n.inputs[2]}), n.with_attr("winograd", false));
     }
     const Node& w = g.node(n.inputs[1]);
-    ValueId& u = domain[static_cast<size_t>(n.inputs[1])];
-    if (u < 0) {
-      NDArray a = winograd_domain(w);
-      const Type t{DType::f32, {Dim(a.shape()[0]), Dim(16), w.type.shape[1], Dim(64)}};
-      u = out.add_const(t, ConstValues::adopt(std::move(a)));
+    const int64_t m = tile_side(n);
+    auto [at, fresh] = domain.try_emplace({n.inputs[1], m}, -1);
+    if (fresh) {
+      NDArray a = winograd_domain(w, m);
+      const Type t{DType::f32, {Dim(a.shape()[0]), Dim(a.shape()[1]), w.type.shape[1], Dim(64)}};
+      at->second = out.add_const(t, ConstValues::adopt(std::move(a)));
     }
+    const ValueId u = at->second;
     std::vector<ValueId> ins = rw.map_all(n.inputs);
     if (was) ins.pop_back();
     if (ins.size() == 2) ins.push_back(out.add_const({DType::f32, {w.type.shape[0]}}, std::vector<double>(static_cast<size_t>(w.type.shape[0].value()), 0.0)));

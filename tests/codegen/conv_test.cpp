@@ -101,12 +101,17 @@ const std::vector<Case>& cases() {
       // (TensorFlow's SAME): no run; every tap past the image skipped.
       {"depthwise stride 2, pads at the end only", {1, 16, 2, 2}, {16, 1, 3, 3}, {2, 2}, {}, {0, 0}, {1, 1}, 16, true, "relu"},
       // Channels last, 3x3, stride 1, input channels a multiple of 16, at
-      // least 144 output positions: Winograd F(2x2, 3x3) (odd sizes: tiles
+      // least 49 output positions: Winograd F(2x2, 3x3) (odd sizes: tiles
       // past the output's edge; 40 and 104 channels: a partial block).
       {"winograd: 14x14, 64 channels", {1, 32, 14, 14}, {64, 32, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "relu"},
       {"winograd: odd sizes, 40 channels", {1, 16, 13, 15}, {40, 16, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, false, "residual"},
       {"winograd: no pads, two images, sums too", {2, 16, 16, 18}, {104, 16, 3, 3}, {1, 1}, {}, {}, {}, 1, true, "relu and sums"},
       {"winograd: asymmetric pads, 128 channels", {1, 48, 12, 14}, {128, 48, 3, 3}, {1, 1}, {}, {0, 1}, {2, 0}, 1, true, "scale"},
+      // At least 28x28 output positions: F(4x4, 3x3) (29x31: tiles past
+      // the output's edge, 1 and 3 of their rows and columns inside).
+      {"winograd 4x4: 28x28, 64 channels", {1, 32, 28, 28}, {64, 32, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, "relu"},
+      {"winograd 4x4: odd sizes, 40 channels", {1, 16, 29, 31}, {40, 16, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, false, "residual"},
+      {"winograd 4x4: no pads, two images, sums too", {2, 16, 30, 32}, {104, 16, 3, 3}, {1, 1}, {}, {}, {}, 1, true, "relu and sums"},
       // Groups of as many outputs as inputs, 2, 4 or 8 (regnet's 8,
       // resnext's 4 and 8): channels last, a shuffle per input of a group;
       // 104 channels: a scalar tail.
@@ -251,7 +256,8 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
     EXPECT_EQ(src.find("tj_conv_tile_cl<") != std::string::npos, direct);
     EXPECT_EQ(src.find("tj_dw_cl<") != std::string::npos || src.find("tj_dw_cl_run<") != std::string::npos, depthwise);
     EXPECT_EQ(src.find("tj_gc_cl<") != std::string::npos, c.x.size() <= 4 && grouped(c));
-    EXPECT_EQ(src.find("tj_wino_in(xpad") != std::string::npos, c.name.rfind("winograd", 0) == 0);
+    EXPECT_EQ(src.find("tj_wino_in<") != std::string::npos, c.name.rfind("winograd", 0) == 0);
+    EXPECT_EQ(src.find("tj_wino_in<4>") != std::string::npos, c.name.rfind("winograd 4x4", 0) == 0);
   }
 }
 
@@ -508,11 +514,17 @@ TEST(ConvOp, ClearErrors) {
   EXPECT_NE(message(last + "%y = conv(%x, %w, %b, %u) {stride=[2, 2], channels_last=true, winograd=true} : f32[1,3,3,4]\nreturn %y\n")
                 .find("winograd needs a channels-last f32 3x3 conv with one group, stride 1"),
             std::string::npos);
-  EXPECT_NE(message(last + "%y = conv(%x, %w, %b) {channels_last=true, winograd=true} : f32[1,6,6,4]\nreturn %y\n").find("f32[1,16,16,64], as inputs 3 and 4"),
+  EXPECT_NE(message(last + "%y = conv(%x, %w, %b) {channels_last=true, winograd=true} : f32[1,6,6,4]\nreturn %y\n").find("f32[1,16,16,64] (F(2x2, 3x3)) or f32[1,36,16,64] (F(4x4, 3x3)), as inputs 3 and 4"),
             std::string::npos);
   EXPECT_NE(message(last + "%y = conv(%x, %w, %b, %u) {channels_last=true} : f32[1,6,6,4]\nreturn %y\n").find("a fourth input (the Winograd-domain weights) needs winograd=true"),
             std::string::npos);
   EXPECT_EQ(message(last + "%y = conv(%x, %w, %b, %u) {channels_last=true, winograd=true} : f32[1,6,6,4]\nreturn %y\n"), "no error");
+  // F(4x4, 3x3): 36 points; no other count.
+  for (const char* points : {"36", "25"}) {
+    const std::string u = "graph g\ninput %x : f32[1,8,8,16]\nparam %w : f32[4,16,3,3]\nparam %b : f32[4]\nparam %u : f32[1," + std::string(points) + ",16,64]\n";
+    const std::string m = message(u + "%y = conv(%x, %w, %b, %u) {channels_last=true, winograd=true} : f32[1,6,6,4]\nreturn %y\n");
+    EXPECT_EQ(m == "no error", std::string(points) == "36") << m;
+  }
 }
 
 }  // namespace

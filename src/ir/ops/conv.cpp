@@ -4,7 +4,8 @@
 // [N, d.., C] and the output [N, o.., M] (the same values, the channels
 // innermost: assign_layouts' choice); the weights are the same. With
 // winograd (passes/winograd_weights.cpp) a fourth input u carries the
-// weights in the Winograd F(2x2, 3x3) domain for the CPU kernel: the value
+// weights in the Winograd F(2x2, 3x3) or F(4x4, 3x3) domain (u's second
+// dim: 16 or 36 points) for the CPU kernel: the value
 // is still that of (x, w, bias), which the reference computes, and u is
 // G w G^T of these w: the pass derives it, again for a winograd conv it
 // meets (the verifier checks the form and u's shape). Its kernel is a kind of its own
@@ -85,9 +86,11 @@ Type infer_conv(InferCtx& c) {
                       std::all_of(dilation.begin(), dilation.end(), [](int64_t d) { return d == 1; });
     if (!last || k != 2 || groups != 1 || x.dtype != DType::f32 || w.shape[2] != Dim(3) || w.shape[3] != Dim(3) || !unit)
       c.fail("conv: winograd needs a channels-last f32 3x3 conv with one group, stride 1 and dilation 1, got weights " + w.str() + " and input " + given);
-    const Shape us{Dim((m + 63) / 64), Dim(16), Dim(ch), Dim(64)};
-    if (c.in.size() != 4 || c.in[3].dtype != DType::f32 || c.in[3].shape != us)
-      c.fail("conv: winograd needs its bias and the weights in the Winograd domain, " + Type{DType::f32, us}.str() + ", as inputs 3 and 4");
+    // F(2x2, 3x3): 16 points; F(4x4, 3x3): 36.
+    const Shape u2{Dim((m + 63) / 64), Dim(16), Dim(ch), Dim(64)}, u4{Dim((m + 63) / 64), Dim(36), Dim(ch), Dim(64)};
+    if (c.in.size() != 4 || c.in[3].dtype != DType::f32 || (c.in[3].shape != u2 && c.in[3].shape != u4))
+      c.fail("conv: winograd needs its bias and the weights in the Winograd domain, " + Type{DType::f32, u2}.str() + " (F(2x2, 3x3)) or " +
+             Type{DType::f32, u4}.str() + " (F(4x4, 3x3)), as inputs 3 and 4");
   }
   if (last) out = windows::permuted(out, channels_last_perm(static_cast<int64_t>(out.size())));
   return {x.dtype, out};

@@ -85,11 +85,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   for (size_t i = 0; i < k; ++i) in.push_back(sx[i + 1].value()), ker.push_back(sw[i + 2].value()), out.push_back(so[i + 1].value());
   Plane pl(in, ker, out, n.attr_ints("stride"), n.attr_ints("pad_begin"), n.attr_ints("dilation"));
   const bool wino = n.attr_bool("winograd");
-  // Winograd: 2x2 output tiles (TH x TW of them), each reading a 4x4 patch
-  // of the padded input from (2 th, 2 tw): the plane padded to 2 TH + 2 by
-  // 2 TW + 2.
-  const int64_t TH = (pl.OH + 1) / 2, TW = (pl.OW + 1) / 2;
-  if (wino) pl.Hp = std::max(pl.Hp, 2 * TH + 2), pl.Wp = std::max(pl.Wp, 2 * TW + 2);
+  // Winograd F(wm x wm, 3x3), wm = 2 or 4 (u's 16 or 36 points): wm x wm
+  // output tiles (TH x TW of them), each reading a wa x wa patch of the
+  // padded input from (wm th, wm tw): the plane padded to wm TH + 2 by
+  // wm TW + 2.
+  const int64_t wm = wino && shape(n.inputs[3])[1] == Dim(36) ? 4 : 2, wa = wm + 2, points = wa * wa;
+  const int64_t TH = (pl.OH + wm - 1) / wm, TW = (pl.OW + wm - 1) / wm;
+  if (wino) pl.Hp = std::max(pl.Hp, wm * TH + 2), pl.Wp = std::max(pl.Wp, wm * TW + 2);
   const int64_t OW = pl.OW, P = pl.OH * OW, Sz = pl.H * pl.W;
   std::string code;
   // An input that is a strided view (the NCHW image a channels-last net
@@ -179,20 +181,20 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "    const float* xpad = xb;\n";  // no padding (1x1), or depthwise: its taps skip the border
   }
   if (wino) {
-    // Winograd F(2x2, 3x3) (u: passes/winograd_weights.cpp). Parts of
-    // whole tile rows by 64 output channels, about kWinogradTiles tiles
-    // each and at least kConvParts with the channel blocks. Per part, in
-    // this thread's scratch: V [16][T][C], each tile's input patch as B^T d B
-    // (tj_wino_in); then per point xi of the domain a GEMM of V[xi] [T, C]
-    // by u's [C, 64] (the 1x1 form's tiles, tj_conv_tile_cl) into
-    // Mb [16][T][64]; then each tile's 2x2 outputs A^T m A (tj_wino_out)
-    // into y, and the epilogue over the part's output rows. The input
-    // transform is redone per block of 64 output channels (about 6% of the
-    // GEMM's work at 64 channels, less past them).
-    const int64_t cb = 64, cbn = (M + cb - 1) / cb;
-    const int64_t TB = even_blocks(cbn, std::min<int64_t>(TH, std::max<int64_t>((kConvParts + cbn - 1) / cbn, (TH * TW + kWinogradTiles - 1) / kWinogradTiles)), TH);
+    // Winograd F(wm x wm, 3x3) (u: passes/winograd_weights.cpp). Parts of
+    // whole tile rows by 64 output channels, about kWinogradTiles 2x2 tiles
+    // (kWinograd4Tiles 4x4 ones) each and at least kConvParts with the
+    // channel blocks. Per part, in this thread's scratch: V [points][T][C],
+    // each tile's input patch as B^T d B (tj_wino_in); then per point xi of
+    // the domain a GEMM of V[xi] [T, C] by u's [C, 64] (the 1x1 form's
+    // tiles, tj_conv_tile_cl) into Mb [points][T][64]; then each tile's
+    // outputs A^T m A (tj_wino_out) into y, and the epilogue over the part's
+    // output rows. The input transform is redone per block of 64 output
+    // channels (about 6% of the GEMM's work at 64 channels, less past them).
+    const int64_t cb = 64, cbn = (M + cb - 1) / cb, per_part = wm == 4 ? kWinograd4Tiles : kWinogradTiles;
+    const int64_t TB = even_blocks(cbn, std::min<int64_t>(TH, std::max<int64_t>((kConvParts + cbn - 1) / cbn, (TH * TW + per_part - 1) / per_part)), TH);
     const int64_t Tmax = (TH + TB - 1) / TB * TW, Tmin = TH / TB * TW;
-    const int64_t Sx = pl.padded() ? (Hp * row * 4 + 63) / 64 * 64 : 0, Sv = (16 * Tmax * C_ * 4 + 63) / 64 * 64, Sm = 16 * Tmax * cb * 4;
+    const int64_t Sx = pl.padded() ? (Hp * row * 4 + 63) / 64 * 64 : 0, Sv = (points * Tmax * C_ * 4 + 63) / 64 * 64, Sm = points * Tmax * cb * 4;
     if (!pl.padded()) scratch(Dim(0));
     out_.scratch_sizes.back() = Dim(Sx + Sv + Sm);  // per thread; the first one's starts with the padded input
     code += "    " + open_parallel(S(cbn * TB));
@@ -201,10 +203,10 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
     code += "      float* V = (float*)((char*)" + slot(tj_slot_scratch) + " + tj_thread*" + S(Sx + Sv + Sm) + " + " + S(Sx) + ");\n";
     code += "      float* Mb = V + " + S(Sv / 4) + ";\n";
-    code += "      for (int64_t t = 0; t < T; ++t)\n        tj_wino_in(xpad + ((r0 + t/" + S(TW) + ")*" + S(2 * row) + " + t%" + S(TW) + "*" + S(2 * C_) + "), " + S(row) +
-            ", " + S(C_) + ", " + S(C_) + ", V + t*" + S(C_) + ", " + S(Tmax * C_) + ");\n";
-    code += "      const float* u = " + ptr(n.inputs[3]) + " + pr*" + S(16 * C_ * cb) + ";\n";
-    code += "      for (int xi = 0; xi < 16; ++xi) {\n";
+    code += "      for (int64_t t = 0; t < T; ++t)\n        tj_wino_in<" + S(wm) + ">(xpad + ((r0 + t/" + S(TW) + ")*" + S(wm * row) + " + t%" + S(TW) + "*" +
+            S(wm * C_) + "), " + S(row) + ", " + S(C_) + ", " + S(C_) + ", V + t*" + S(C_) + ", " + S(Tmax * C_) + ");\n";
+    code += "      const float* u = " + ptr(n.inputs[3]) + " + pr*" + S(points * C_ * cb) + ";\n";
+    code += "      for (int xi = 0; xi < " + S(points) + "; ++xi) {\n";
     code += "        const float* vx = V + xi*" + S(Tmax * C_) + ";\n        float* mx = Mb + xi*" + S(Tmax * cb) + ";\n";
     auto tiles = [&](int nv) {
       // Every part holds at least Tmin >= np tiles: one moved back to end at T stays inside.
@@ -215,10 +217,11 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     };
     code += by_channel_quads(M, tiles, "        ") + "      }\n";
     code += "      float* yb = " + Y + " + b*" + S(P * M) + " + m0;\n";
-    code += "      for (int64_t t = 0; t < T; ++t) {\n        const int64_t oh = 2*(r0 + t/" + S(TW) + "), ow = 2*(t%" + S(TW) + ");\n";
-    code += "        tj_wino_out(Mb + t*" + S(cb) + ", " + S(Tmax * cb) + ", valid, yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(OW * M) + ", " + S(M) +
-            ", oh + 1 < " + S(pl.OH) + ", ow + 1 < " + S(OW) + ");\n      }\n";
-    if (epilogue) code += "      {\n" + epilogue_over("m0", "m0 + valid", "2*r0*" + S(OW), "std::min<int64_t>(" + S(pl.OH) + ", 2*r1)*" + S(OW)) + "      }\n";
+    code += "      for (int64_t t = 0; t < T; ++t) {\n        const int64_t oh = " + S(wm) + "*(r0 + t/" + S(TW) + "), ow = " + S(wm) + "*(t%" + S(TW) + ");\n";
+    code += "        tj_wino_out<" + S(wm) + ">(Mb + t*" + S(cb) + ", " + S(Tmax * cb) + ", valid, yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(OW * M) + ", " +
+            S(M) + ", (int)std::min<int64_t>(" + S(wm) + ", " + S(pl.OH) + " - oh), (int)std::min<int64_t>(" + S(wm) + ", " + S(OW) + " - ow));\n      }\n";
+    if (epilogue)
+      code += "      {\n" + epilogue_over("m0", "m0 + valid", S(wm) + "*r0*" + S(OW), "std::min<int64_t>(" + S(pl.OH) + ", " + S(wm) + "*r1)*" + S(OW)) + "      }\n";
     code += "    " + close_parallel() + "  }\n";
     return code;
   }

@@ -58,42 +58,61 @@ std::string Emitter::channels_last_conv_helpers() {
          "          float s = acc[p][v][l];\n"
          "          if constexpr ((EP & 1) != 0) s = s + bias[16*v + l];\n"
          "          yp[l] = tj_conv_act<EP>(s, lo, hi);\n        }\n      }\n    }\n}\n"
-         // Winograd F(2x2, 3x3), channels last: the 4x4 input patch at d
-         // (rows dr floats apart, positions dc) as B^T d B, 16 channels at a
-         // time (C a multiple of 16), point xi = 4a + b of it to V[xi*vs].
+         // Winograd F(m x m, 3x3), m = 2 or 4, a = m + 2: B^T and A^T
+         // applied to a points x[0..a) (vectors or floats alike).
+         "template <class V>\nstatic inline void tj_wino_bt(const V* x, V* r, int m) {\n"
+         "  if (m == 2) { r[0] = x[0] - x[2], r[1] = x[1] + x[2], r[2] = x[2] - x[1], r[3] = x[1] - x[3]; return; }\n"
+         "  const V p = x[4] - 4.0f*x[2], q = x[3] - 4.0f*x[1], s = x[4] - x[2], t = 2.0f*(x[3] - x[1]);\n"
+         "  r[0] = 4.0f*x[0] - 5.0f*x[2] + x[4], r[1] = p + q, r[2] = p - q, r[3] = s + t, r[4] = s - t, r[5] = 4.0f*x[1] - 5.0f*x[3] + x[5];\n}\n"
+         "template <class V>\nstatic inline void tj_wino_at(const V* v, V* o, int m) {\n"
+         "  if (m == 2) { o[0] = v[0] + v[1] + v[2], o[1] = v[1] - v[2] - v[3]; return; }\n"
+         "  const V p = v[1] + v[2], q = v[1] - v[2], s = v[3] + v[4], t = v[3] - v[4];\n"
+         "  o[0] = v[0] + p + s, o[1] = q + 2.0f*t, o[2] = p + 4.0f*s, o[3] = q + 8.0f*t + v[5];\n}\n"
+         // The a x a input patch at d (rows dr floats apart, positions dc) as
+         // B^T d B, 16 channels at a time (C a multiple of 16), point
+         // xi = a*i + j of it to V[xi*vs].
+         "template <int M>\n"
          "static inline void tj_wino_in(const float* d, int64_t dr, int64_t dc, int64_t C, float* V, int64_t vs) {\n"
+         "  constexpr int A = M + 2;\n"
          "  for (int64_t c = 0; c < C; c += 16) {\n"
-         "    tj_vf16 t[4][4];\n"
-         "    for (int i = 0; i < 4; ++i) {\n"
-         "      const float* r = d + i*dr + c;\n"
-         "      const tj_vf16 a = *(const tj_vf16u*)r, b = *(const tj_vf16u*)(r + dc), e = *(const tj_vf16u*)(r + 2*dc), f = *(const tj_vf16u*)(r + 3*dc);\n"
-         "      t[i][0] = a - e, t[i][1] = b + e, t[i][2] = e - b, t[i][3] = b - f;\n    }\n"
-         "    for (int j = 0; j < 4; ++j) {\n"
-         "      *(tj_vf16u*)(V + j*vs + c) = t[0][j] - t[2][j];\n"
-         "      *(tj_vf16u*)(V + (4 + j)*vs + c) = t[1][j] + t[2][j];\n"
-         "      *(tj_vf16u*)(V + (8 + j)*vs + c) = t[2][j] - t[1][j];\n"
-         "      *(tj_vf16u*)(V + (12 + j)*vs + c) = t[1][j] - t[3][j];\n    }\n  }\n}\n"
-         // A tile's 2x2 outputs A^T m A from its products m[xi*ms] (the
+         "    tj_vf16 t[A][A];\n"
+         "    for (int i = 0; i < A; ++i) {\n"
+         "      tj_vf16 x[A];\n"
+         "      for (int k = 0; k < A; ++k) x[k] = *(const tj_vf16u*)(d + i*dr + k*dc + c);\n"
+         "      tj_wino_bt(x, t[i], M);\n    }\n"
+         "    for (int j = 0; j < A; ++j) {\n"
+         "      tj_vf16 x[A], r[A];\n"
+         "      for (int i = 0; i < A; ++i) x[i] = t[i][j];\n"
+         "      tj_wino_bt(x, r, M);\n"
+         "      for (int i = 0; i < A; ++i) *(tj_vf16u*)(V + (A*i + j)*vs + c) = r[i];\n    }\n  }\n}\n"
+         // A tile's m x m outputs A^T m A from its products m[xi*ms] (the
          // channels below valid), stored at y (rows yr floats apart,
-         // positions yc); the second row and column only where they are in
-         // the output (down, right).
-         "static inline void tj_wino_out(const float* m, int64_t ms, int64_t valid, float* y, int64_t yr, int64_t yc, bool down, bool right) {\n"
+         // positions yc); only its first `rows` rows and `cols` columns,
+         // those inside the output. V: a vector of 16 channels or a float
+         // (tj_wino_ld and tj_wino_st read and write either at any address;
+         // a template argument would lose tj_vf16u's alignment).
+         "static inline void tj_wino_ld(tj_vf16& v, const float* p) { v = *(const tj_vf16u*)p; }\n"
+         "static inline void tj_wino_ld(float& v, const float* p) { v = *p; }\n"
+         "static inline void tj_wino_st(float* p, const tj_vf16& v) { *(tj_vf16u*)p = v; }\n"
+         "static inline void tj_wino_st(float* p, float v) { *p = v; }\n"
+         "template <int M, class V>\n"
+         "static inline void tj_wino_out_at(const float* m, int64_t ms, int64_t c, float* y, int64_t yr, int64_t yc, int rows, int cols) {\n"
+         "  constexpr int A = M + 2;\n"
+         "  V s[M][A];\n"
+         "  for (int b = 0; b < A; ++b) {\n"
+         "    V v[A], o[M];\n"
+         "    for (int a = 0; a < A; ++a) tj_wino_ld(v[a], m + (A*a + b)*ms + c);\n"
+         "    tj_wino_at(v, o, M);\n"
+         "    for (int i = 0; i < M; ++i) s[i][b] = o[i];\n  }\n"
+         "  for (int i = 0; i < rows; ++i) {\n"
+         "    V o[M];\n"
+         "    tj_wino_at(s[i], o, M);\n"
+         "    for (int j = 0; j < cols; ++j) tj_wino_st(y + i*yr + j*yc + c, o[j]);\n  }\n}\n"
+         "template <int M>\n"
+         "static inline void tj_wino_out(const float* m, int64_t ms, int64_t valid, float* y, int64_t yr, int64_t yc, int rows, int cols) {\n"
          "  const int64_t v16 = valid & ~int64_t{15};\n"
-         "  for (int64_t c = 0; c < v16; c += 16) {\n"
-         "    tj_vf16 s[2][4];\n"
-         "    for (int b = 0; b < 4; ++b) {\n"
-         "      const tj_vf16 m0 = *(const tj_vf16u*)(m + b*ms + c), m1 = *(const tj_vf16u*)(m + (4 + b)*ms + c), m2 = *(const tj_vf16u*)(m + (8 + b)*ms + c),\n"
-         "                    m3 = *(const tj_vf16u*)(m + (12 + b)*ms + c);\n"
-         "      s[0][b] = m0 + m1 + m2, s[1][b] = m1 - m2 - m3;\n    }\n"
-         "    for (int i = 0; i < (down ? 2 : 1); ++i) {\n"
-         "      *(tj_vf16u*)(y + i*yr + c) = s[i][0] + s[i][1] + s[i][2];\n"
-         "      if (right) *(tj_vf16u*)(y + i*yr + yc + c) = s[i][1] - s[i][2] - s[i][3];\n    }\n  }\n"
-         "  for (int64_t c = v16; c < valid; ++c) {\n"
-         "    float s[2][4];\n"
-         "    for (int b = 0; b < 4; ++b) s[0][b] = m[b*ms + c] + m[(4 + b)*ms + c] + m[(8 + b)*ms + c], s[1][b] = m[(4 + b)*ms + c] - m[(8 + b)*ms + c] - m[(12 + b)*ms + c];\n"
-         "    for (int i = 0; i < (down ? 2 : 1); ++i) {\n"
-         "      y[i*yr + c] = s[i][0] + s[i][1] + s[i][2];\n"
-         "      if (right) y[i*yr + yc + c] = s[i][1] - s[i][2] - s[i][3];\n    }\n  }\n}\n"
+         "  for (int64_t c = 0; c < v16; c += 16) tj_wino_out_at<M, tj_vf16>(m, ms, c, y, yr, yc, rows, cols);\n"
+         "  for (int64_t c = v16; c < valid; ++c) tj_wino_out_at<M, float>(m, ms, c, y, yr, yc, rows, cols);\n}\n"
          // Channels last, depthwise: one output position, every channel,
          // vectors of channels; w is taps first [KH*KW, C]; x at the window's
          // first tap. The taps [kh0, kh1) x [kw0, kw1) are inside the image

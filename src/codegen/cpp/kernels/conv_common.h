@@ -23,6 +23,7 @@ inline constexpr int64_t kRowFormTaps = 64;  // input channels x taps below whic
 inline constexpr int64_t kRowSlack = 128;    // floats past the padded planes the row form may read
 inline constexpr int64_t kWeightBlockBytes = 256 << 10;  // a direct conv's part reads at most this much weight per pass over its rows
 inline constexpr int64_t kWinogradTiles = 28;  // 2x2 output tiles per part of the Winograd form, about (20-28 best, 64 6% slower at 56x56)
+inline constexpr int64_t kWinograd4Tiles = 8;  // 4x4 output tiles per part of the Winograd F(4x4) form, about (resnet18: 8 2% faster than 12; 4, 6, 24 within 1.6%)
 inline constexpr int64_t kDwRun = 8;         // positions a channels-last depthwise conv computes together inside the image, at most
 inline constexpr int64_t kDepthwiseTileBytes = 64 << 10;  // a depthwise conv's sums between its taps and its epilogue, on the stack, at most
 
