@@ -458,6 +458,46 @@ TEST(OnnxImport, ClearErrors) {
   }
 }
 
+// Resize: a bilinear upsampling of [1, 1, 2, 2] by 2 (half_pixel, the
+// default) gives the reference's values; bad scales, sizes and attributes
+// are clear errors at import.
+TEST(OnnxImport, Resize) {
+  auto resize = [](std::vector<float> scales, std::vector<int64_t> sizes, std::string mode, std::string coordinates) {
+    auto m = model(19);
+    auto* g = m.mutable_graph();
+    input(g, "x", onnx::TensorProto::FLOAT, {"1", "1", "2", "2"});
+    if (!scales.empty()) floats(g->add_initializer(), "scales", {static_cast<int64_t>(scales.size())}, scales, false);
+    if (!sizes.empty()) {
+      auto* t = g->add_initializer();
+      t->set_name("sizes"), t->set_data_type(onnx::TensorProto::INT64), t->add_dims(static_cast<int64_t>(sizes.size()));
+      for (int64_t d : sizes) t->add_int64_data(d);
+    }
+    auto* n = node(g, "Resize", {"x", "", scales.empty() ? "" : "scales", sizes.empty() ? "" : "sizes"}, {"y"});
+    for (auto [k, val] : {std::pair{"mode", mode}, std::pair{"coordinate_transformation_mode", coordinates}}) {
+      auto* a = n->add_attribute();
+      a->set_name(k), a->set_type(onnx::AttributeProto::STRING), a->set_s(val);
+    }
+    output(g, "y");
+    return m;
+  };
+  OnnxModel o = import(resize({1, 1, 2, 2}, {}, "linear", "half_pixel"));
+  Bindings in = o.params;
+  in["x"] = NDArray::of<float>({1, 1, 2, 2}, std::vector<float>{1, 2, 3, 4});
+  auto out = interpret(o.graph, in);
+  ASSERT_EQ(out[0].shape(), (std::vector<int64_t>{1, 1, 4, 4}));
+  // Row 0: x_ori = -0.25, 0.25, 0.75, 1.25 along each axis, clamped at the edges.
+  const std::vector<float> want = {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(out[0].data<float>()[i], want[i]) << i;
+  EXPECT_NE(error_of(resize({1, 1, 2, 2}, {1, 1, 4, 4}, "linear", "half_pixel")).find("exactly one of scales and sizes"), std::string::npos);
+  EXPECT_NE(error_of(resize({1, 1, -2, 2}, {}, "nearest", "asymmetric")).find("scales must be positive"), std::string::npos);
+  EXPECT_NE(error_of(resize({1, 1, 1e12f, 2}, {}, "nearest", "asymmetric")).find("is out of range"), std::string::npos);
+  EXPECT_NE(error_of(resize({1, 1, 0.1f, 2}, {}, "nearest", "asymmetric")).find("leaves dim 2 empty"), std::string::npos);
+  EXPECT_NE(error_of(resize({1, 1, 2}, {}, "nearest", "asymmetric")).find("scales has 3 values for 4 axes"), std::string::npos);
+  EXPECT_NE(error_of(resize({1, 1, 2, 2}, {}, "lanczos", "asymmetric")).find("mode must be nearest, linear or cubic"), std::string::npos);
+  EXPECT_NE(error_of(resize({1, 1, 2, 2}, {}, "linear", "sideways")).find("unknown coordinate_transformation_mode 'sideways'"), std::string::npos);
+  EXPECT_NE(error_of(resize({}, {1, 1, 0, 4}, "nearest", "asymmetric")).find("sizes must be positive"), std::string::npos);
+}
+
 // A window's geometry is checked before it is lowered: a kernel of size 0
 // (found by fuzz_onnx: ConvTranspose looped forever over its offsets), one
 // with too many offsets, and strides or pads whose arithmetic would overflow.

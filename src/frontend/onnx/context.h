@@ -42,6 +42,9 @@ struct Ctx {
   Tensor in(size_t i) const { return input(i).t; }
   // Operand i's contents, which must be known at import (shapes, axes).
   const NDArray& known(size_t i, const char* what) const;
+  // The operands `operands` (those present) known at import, else one
+  // MustBeKnown naming every one that is not.
+  void require_known(const std::vector<size_t>& operands, const char* what) const;
   std::vector<int64_t> known_ints(size_t i, const char* what) const;
   // Operand i as dims: known integers, or a shape computed at import with
   // symbolic dims.
@@ -69,6 +72,7 @@ void add_math_ops(ConverterTable& t);   // ops_math.cpp: elementwise, reductions
 void add_shape_ops(ConverterTable& t);  // ops_shape.cpp: shapes, views, data movement
 void add_select_ops(ConverterTable& t);  // ops_select.cpp: Compress, Unique (sizes decided by data)
 void add_nn_ops(ConverterTable& t);     // ops_nn.cpp: contractions, normalization, conv, pooling
+void add_resize_ops(ConverterTable& t);  // ops_resize.cpp: Resize, Upsample
 void add_control_ops(ConverterTable& t);  // ops_control.cpp: If, Loop
 void add_attention_ops(ConverterTable& t);  // ops_attention.cpp: Attention
 void add_quant_ops(ConverterTable& t);      // ops_quant.cpp: (Dynamic)QuantizeLinear, DequantizeLinear

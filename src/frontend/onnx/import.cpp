@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -55,11 +56,24 @@ const NDArray& Ctx::known(size_t i, const char* what) const {
   return *v.known;
 }
 
+void Ctx::require_known(const std::vector<size_t>& operands, const char* what) const {
+  std::vector<std::string> unknown;
+  for (size_t i : operands)
+    if (has_input(i) && !input(i).known) unknown.push_back(node->input(static_cast<int>(i)));
+  if (unknown.empty()) return;
+  MustBeKnown e("onnx: " + where(node) + ": " + what + " (" + unknown.front() + (unknown.size() > 1 ? ", ..." : "") + ") must be known when the model is imported");
+  e.operand = unknown.front();
+  e.others.assign(unknown.begin() + 1, unknown.end());
+  throw e;
+}
+
 std::vector<std::string> MustBeKnown::deciding() const {
   std::vector<std::string> r;
   for (const auto& [name, type] : inputs) {
     auto n = numel_const(type.shape);
-    if (((is_int(type.dtype) || type.dtype == DType::boolean) && n && *n <= 4096) || name == operand) r.push_back(name);
+    if (((is_int(type.dtype) || type.dtype == DType::boolean) && n && *n <= 4096) || name == operand ||
+        std::find(others.begin(), others.end(), name) != others.end())
+      r.push_back(name);
   }
   return r;
 }

@@ -46,10 +46,13 @@ class MustBeKnown : public Unsupported {
  public:
   using Unsupported::Unsupported;
   std::string operand;
+  // More operands the node needs known, found together (Resize's roi and
+  // scales): one specialization covers them all.
+  std::vector<std::string> others;
   std::vector<std::pair<std::string, Type>> inputs;
   // The inputs to specialize on: the small integer and bool ones, by their
   // declared types (the model's symbolic dims: not small), and `operand`
-  // when it is an input.
+  // and `others` when they are inputs.
   std::vector<std::string> deciding() const;
   std::vector<std::string> outputs;
 };

@@ -42,6 +42,7 @@ const Converter* find_converter(const std::string& op_type) {
     add_shape_ops(t);
     add_select_ops(t);
     add_nn_ops(t);
+    add_resize_ops(t);
     add_control_ops(t);
     add_attention_ops(t);
     add_quant_ops(t);
