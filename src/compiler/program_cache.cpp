@@ -220,25 +220,65 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
   std::string text = print_graph(ext);
   Graph g = parse_graph(text);
   Layout l = layout_of(g);
-  void* block = std::aligned_alloc(64, static_cast<size_t>(std::max<int64_t>(l.bytes, 64)));
-  if (!block) throw Error("out of memory preparing " + std::to_string(l.bytes) + " bytes of constants");
-  std::shared_ptr<const void> storage(block, [](const void* p) { std::free(const_cast<void*>(p)); });
-  for (const auto& [name, off] : l.offsets) {
-    const Node& n = optimized.node(constant_of.at(name));
-    const ConstValues& d = *n.const_data();  // every value (a splat stays in the text)
-    char* slot = static_cast<char*>(block) + off;
-    std::memcpy(slot, d.raw(), d.nbytes());
-    std::memset(slot + d.nbytes(), 0, static_cast<size_t>(align64(static_cast<int64_t>(d.nbytes()))) - d.nbytes());  // padding
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(l.bytes, 64));
+  fs::path dir = entry_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  // The constants go straight from where they are into the data file (a
+  // temporary, renamed into place once hashed), and the program reads them
+  // from its pages, mapped, as a warm start does: one copy of each byte.
+  // A heap block written out after took two, and zeroed pages for the
+  // block (vgg11: 637 MB, 1.7-2.8 s for the store). Where the folder cannot
+  // take the file (no room: a write fails, never a page of a mapping), a
+  // heap block.
+  fs::path tmp = dir / (key + ".bin.tmp." + std::to_string(::getpid()));
+  void* block = nullptr;
+  std::shared_ptr<const void> storage;
+  if (int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); fd >= 0) {
+    bool ok = ::ftruncate(fd, static_cast<off_t>(l.bytes)) == 0;  // the padding: holes, read as zeros
+    for (const auto& [name, off] : l.offsets) {
+      const ConstValues& d = *optimized.node(constant_of.at(name)).const_data();  // every value (a splat stays in the text)
+      const char* src = static_cast<const char*>(d.raw());
+      for (size_t done = 0; ok && done < d.nbytes();) {
+        ssize_t w = ::pwrite(fd, src + done, d.nbytes() - done, static_cast<off_t>(off + static_cast<int64_t>(done)));
+        if (w <= 0) ok = false;
+        else done += static_cast<size_t>(w);
+      }
+    }
+    if (ok && l.bytes > 0) {
+      void* m = ::mmap(nullptr, static_cast<size_t>(l.bytes), PROT_READ, MAP_SHARED, fd, 0);
+      if (m != MAP_FAILED) {
+        block = m;
+        const size_t n = static_cast<size_t>(l.bytes);
+        storage = std::shared_ptr<const void>(m, [n](const void* q) { ::munmap(const_cast<void*>(q), n); });
+      }
+    }
+    ::close(fd);
+    if (!block) fs::remove(tmp, ec);
+  }
+  const bool mapped = block != nullptr;
+  if (!mapped) {
+    block = std::aligned_alloc(64, bytes);
+    if (!block) throw Error("out of memory preparing " + std::to_string(l.bytes) + " bytes of constants");
+    storage = std::shared_ptr<const void>(block, [](const void* q) { std::free(const_cast<void*>(q)); });
+    std::memset(block, 0, bytes);  // the padding
+    for (const auto& [name, off] : l.offsets) {
+      const ConstValues& d = *optimized.node(constant_of.at(name)).const_data();
+      std::memcpy(static_cast<char*>(block) + off, d.raw(), d.nbytes());
+    }
   }
   try {
-    fs::path dir = entry_dir();
-    std::error_code ec;
-    fs::create_directories(dir, ec);
     std::string h = data_hash(block, l.bytes);
     write_atomic(dir / (key + ".tj"), text);
     fs::path bin = dir / (h + ".bin");
     bool wrote = fs::file_size(bin, ec) != static_cast<uintmax_t>(l.bytes);
-    if (wrote) write_atomic(bin, block, static_cast<size_t>(l.bytes));
+    if (wrote && mapped) {
+      fs::rename(tmp, bin, ec);
+      if (ec) throw Error("cannot write " + bin.string() + ": " + ec.message());
+    } else if (wrote) {
+      write_atomic(bin, block, static_cast<size_t>(l.bytes));
+    }
+    if (mapped) fs::remove(tmp, ec);  // (renamed: nothing left)
     write_atomic(dir / (key + ".ok"), sidecar_text(text, h, l.bytes));
     note("stored " + key + " (" + std::to_string(l.offsets.size()) + " constants, " + std::to_string(l.bytes) + " bytes)");
     touch_files({bin});  // shared with an earlier program: used now
@@ -250,6 +290,7 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
     // one is a miss, rebuilt like a corrupt one), never this entry's.
     evict_least_recent(dir, cache_size_limit(note), {dir / (key + ".tj"), bin, dir / (key + ".ok"), seen_path(dir, h)}, note);
   } catch (const Error& e) {
+    if (mapped) fs::remove(tmp, ec);
     note(std::string("not stored: ") + e.what());
   }
   return with_storage(std::move(g), std::move(storage));
