@@ -83,6 +83,13 @@ void int_attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
   a->set_i(v);
 }
 
+// A Constant node `name` of the integers v.
+void constant_ints(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> v) {
+  auto* a = node(g, "Constant", {}, {name})->add_attribute();
+  a->set_name("value_ints"), a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
 OnnxModel import(const onnx::ModelProto& m) {
   std::string bytes = m.SerializeAsString();
   return onnx_import::import_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), "test.onnx");
@@ -498,6 +505,40 @@ TEST(OnnxImport, Resize) {
   EXPECT_NE(error_of(resize({}, {1, 1, 0, 4}, "nearest", "asymmetric")).find("sizes must be positive"), std::string::npos);
 }
 
+// Resize to sizes computed from the input's own shape, its batch symbolic
+// (an exported F.interpolate(size=...) with a dynamic batch): the batch and
+// channel sizes are the input's dims, not resized; the program runs at
+// any batch.
+TEST(OnnxImport, ResizeToSizesFromASymbolicShape) {
+  auto m = model(19);
+  auto* g = m.mutable_graph();
+  input(g, "x", onnx::TensorProto::FLOAT, {"batch", "2", "3", "3"});
+  node(g, "Shape", {"x"}, {"s"});
+  constant_ints(g, "first2", {0, 1});
+  node(g, "Gather", {"s", "first2"}, {"nc"});  // [batch, 2]
+  constant_ints(g, "hw", {6, 5});
+  int_attr(node(g, "Concat", {"nc", "hw"}, {"sizes"}), "axis", 0);  // [batch, 2, 6, 5]
+  node(g, "Resize", {"x", "", "", "sizes"}, {"y"});  // nearest, half_pixel, round_prefer_floor
+  output(g, "y");
+  OnnxModel o = import(m);
+  EXPECT_EQ(o.graph.type(o.graph.outputs()[0]).str(), "f32[batch,2,6,5]");
+  for (int64_t n : {1, 3}) {
+    Bindings in = o.params;
+    std::vector<float> xs(static_cast<size_t>(n * 18));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i);
+    in["x"] = NDArray::of<float>({n, 2, 3, 3}, xs);
+    auto out = interpret(o.graph, in);
+    ASSERT_EQ(out[0].shape(), (std::vector<int64_t>{n, 2, 6, 5}));
+    // Rows: x_ori = (i + 0.5) / 2 - 0.5 -> 0 0 1 1 2 2 (ties down); columns
+    // at scale 5/3: 0 0 1 2 2.
+    const int64_t rows[] = {0, 0, 1, 1, 2, 2}, cols[] = {0, 0, 1, 2, 2};
+    const float* y = out[0].data<float>();
+    for (int64_t b = 0; b < n * 2; ++b)
+      for (int r = 0; r < 6; ++r)
+        for (int c = 0; c < 5; ++c) EXPECT_EQ(y[(b * 6 + r) * 5 + c], xs[static_cast<size_t>((b * 3 + rows[r]) * 3 + cols[c])]) << b << " " << r << " " << c;
+  }
+}
+
 // A window's geometry is checked before it is lowered: a kernel of size 0
 // (found by fuzz_onnx: ConvTranspose looped forever over its offsets), one
 // with too many offsets, and strides or pads whose arithmetic would overflow.
@@ -733,14 +774,9 @@ TEST(OnnxImport, SymbolicShapeArithmeticKeepsSizeSymbols) {
   auto* g = m.mutable_graph();
   input(g, "x", onnx::TensorProto::FLOAT, {"batch", "seq", "4"});
   node(g, "Shape", {"x"}, {"s"});
-  auto constant_ints = [&](const std::string& name, std::vector<int64_t> v) {
-    auto* a = node(g, "Constant", {}, {name})->add_attribute();
-    a->set_name("value_ints"), a->set_type(onnx::AttributeProto::INTS);
-    for (int64_t x : v) a->add_ints(x);
-  };
-  constant_ints("first2", {0, 1});
+  constant_ints(g, "first2", {0, 1});
   node(g, "Gather", {"s", "first2"}, {"bs"});  // [batch, seq]
-  constant_ints("tail", {2, 2});
+  constant_ints(g, "tail", {2, 2});
   int_attr(node(g, "Concat", {"bs", "tail"}, {"shape"}), "axis", 0);  // [batch, seq, 2, 2]
   node(g, "Reshape", {"x", "shape"}, {"y"});
   auto* one = node(g, "Constant", {}, {"one"})->add_attribute();

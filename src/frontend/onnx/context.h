@@ -42,8 +42,9 @@ struct Ctx {
   Tensor in(size_t i) const { return input(i).t; }
   // Operand i's contents, which must be known at import (shapes, axes).
   const NDArray& known(size_t i, const char* what) const;
-  // The operands `operands` (those present) known at import, else one
-  // MustBeKnown naming every one that is not.
+  // The operands `operands` (those present) known at import (or dims
+  // computed at import, some symbolic), else one MustBeKnown naming every
+  // one that is not.
   void require_known(const std::vector<size_t>& operands, const char* what) const;
   std::vector<int64_t> known_ints(size_t i, const char* what) const;
   // Operand i as dims: known integers, or a shape computed at import with

@@ -59,7 +59,7 @@ const NDArray& Ctx::known(size_t i, const char* what) const {
 void Ctx::require_known(const std::vector<size_t>& operands, const char* what) const {
   std::vector<std::string> unknown;
   for (size_t i : operands)
-    if (has_input(i) && !input(i).known) unknown.push_back(node->input(static_cast<int>(i)));
+    if (has_input(i) && !input(i).known && !input(i).dims) unknown.push_back(node->input(static_cast<int>(i)));
   if (unknown.empty()) return;
   MustBeKnown e("onnx: " + where(node) + ": " + what + " (" + unknown.front() + (unknown.size() > 1 ? ", ..." : "") + ") must be known when the model is imported");
   e.operand = unknown.front();

@@ -192,12 +192,14 @@ Tensor resize_axis(Ctx& c, const Tensor& x, int64_t axis, const Params& p, const
 
 // Resize of x to the sizes, or by the scales, given per axis of `axes`.
 Tensor resize(Ctx& c, const Tensor& x, const Params& p, const std::vector<int64_t>& axes, const std::vector<double>& scales,
-              const std::vector<int64_t>& sizes, const std::vector<double>& roi, const std::string& keep_aspect) {
+              const std::vector<Dim>& sizes, const std::vector<double>& roi, const std::string& keep_aspect) {
   const size_t k = axes.size();
   std::vector<Axis> ax(k);
   for (size_t i = 0; i < k; ++i) {
-    const bool unit = sizes.empty() ? scales[i] == 1 : false;
-    // A dim of scale 1 (batch, channels) may be symbolic: it is not resized.
+    // A dim kept as it is (batch, channels: scale 1, or the size the input
+    // has, symbolic or not, a model's sizes computed from its own shape)
+    // may be symbolic: it is not resized.
+    const bool unit = sizes.empty() ? scales[i] == 1 : keep_aspect == "stretch" && sizes[i] == x.shape()[static_cast<size_t>(axes[i])];
     if (unit && (roi.empty() || (roi[i] == 0 && roi[k + i] == 1))) {
       ax[i].in = ax[i].out = -1;
       continue;
@@ -207,9 +209,11 @@ Tensor resize(Ctx& c, const Tensor& x, const Params& p, const std::vector<int64_
   }
   if (!sizes.empty()) {
     for (size_t i = 0; i < k; ++i) {
-      if (ax[i].in < 0) ax[i].in = static_dim(c, x, axes[i], "Resize of a symbolic dim");
-      if (sizes[i] < 1) c.fail("sizes must be positive, got " + std::to_string(sizes[i]));
-      ax[i].scale = static_cast<double>(sizes[i]) / static_cast<double>(ax[i].in), ax[i].out = sizes[i];
+      if (ax[i].in < 0) continue;
+      if (!sizes[i].is_const()) c.unsupported("sizes: a symbolic size (" + sizes[i].str() + ") for dim " + std::to_string(axes[i]) + " of " + x.type().str());
+      const int64_t o = sizes[i].value();
+      if (o < 1) c.fail("sizes must be positive, got " + std::to_string(o));
+      ax[i].scale = static_cast<double>(o) / static_cast<double>(ax[i].in), ax[i].out = o;
     }
     if (keep_aspect != "stretch") {
       if (keep_aspect != "not_larger" && keep_aspect != "not_smaller") c.fail("keep_aspect_ratio_policy must be stretch, not_larger or not_smaller");
@@ -247,7 +251,8 @@ R resize_op(Ctx& c) {
   else if (mode == "cubic" && c.opset >= 11) p.mode = Mode::cubic;
   else c.fail("mode must be nearest, linear or cubic, got '" + mode + "'");
   std::vector<double> scales, roi;
-  std::vector<int64_t> sizes, axes;
+  std::vector<Dim> sizes;
+  std::vector<int64_t> axes;
   std::string keep_aspect = "stretch";
   const bool legacy = c.node->op_type() == "Upsample" || c.opset < 11;  // Resize-10, Upsample: positions x / scale
   if (legacy) {
@@ -275,7 +280,7 @@ R resize_op(Ctx& c) {
     keep_aspect = str_attr(c, "keep_aspect_ratio_policy", "stretch");
     c.require_known(p.coordinates == "tf_crop_and_resize" ? std::vector<size_t>{1, 2, 3} : std::vector<size_t>{2, 3}, "roi, scales and sizes");
     if (c.has_input(2) && c.known(2, "scales").numel() > 0) scales = c.known(2, "scales").to_vector();
-    if (c.has_input(3) && c.known(3, "sizes").numel() > 0) sizes = c.known_ints(3, "sizes");
+    if (c.has_input(3)) sizes = c.known_dims(3, "sizes");  // dims: a size may be a symbolic dim of the input
     if (scales.empty() == sizes.empty()) c.fail("exactly one of scales and sizes must be given");
     if (p.coordinates == "tf_crop_and_resize") {
       if (!c.has_input(1)) c.fail("tf_crop_and_resize needs roi");
