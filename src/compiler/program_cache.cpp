@@ -231,20 +231,23 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
   // block (vgg11: 637 MB, 1.7-2.8 s for the store). Where the folder cannot
   // take the file (no room: a write fails, never a page of a mapping), a
   // heap block.
-  fs::path tmp = dir / (key + ".bin.tmp." + std::to_string(::getpid()));
+  // Each large constant's bytes and its offset in the data.
+  auto each_constant = [&](const auto& f) {
+    for (const auto& [name, off] : l.offsets) f(*optimized.node(constant_of.at(name)).const_data(), off);  // every value (a splat stays in the text)
+  };
+  const fs::path tmp = temporary_beside(dir / (key + ".bin"));
   void* block = nullptr;
   std::shared_ptr<const void> storage;
-  if (int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); fd >= 0) {
+  if (int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644); fd >= 0) {
     bool ok = ::ftruncate(fd, static_cast<off_t>(l.bytes)) == 0;  // the padding: holes, read as zeros
-    for (const auto& [name, off] : l.offsets) {
-      const ConstValues& d = *optimized.node(constant_of.at(name)).const_data();  // every value (a splat stays in the text)
+    each_constant([&](const ConstValues& d, int64_t off) {
       const char* src = static_cast<const char*>(d.raw());
       for (size_t done = 0; ok && done < d.nbytes();) {
         ssize_t w = ::pwrite(fd, src + done, d.nbytes() - done, static_cast<off_t>(off + static_cast<int64_t>(done)));
         if (w <= 0) ok = false;
         else done += static_cast<size_t>(w);
       }
-    }
+    });
     if (ok && l.bytes > 0) {
       void* m = ::mmap(nullptr, static_cast<size_t>(l.bytes), PROT_READ, MAP_SHARED, fd, 0);
       if (m != MAP_FAILED) {
@@ -262,10 +265,7 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
     if (!block) throw Error("out of memory preparing " + std::to_string(l.bytes) + " bytes of constants");
     storage = std::shared_ptr<const void>(block, [](const void* q) { std::free(const_cast<void*>(q)); });
     std::memset(block, 0, bytes);  // the padding
-    for (const auto& [name, off] : l.offsets) {
-      const ConstValues& d = *optimized.node(constant_of.at(name)).const_data();
-      std::memcpy(static_cast<char*>(block) + off, d.raw(), d.nbytes());
-    }
+    each_constant([&](const ConstValues& d, int64_t off) { std::memcpy(static_cast<char*>(block) + off, d.raw(), d.nbytes()); });
   }
   try {
     std::string h = data_hash(block, l.bytes);
@@ -278,7 +278,7 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
     } else if (wrote) {
       write_atomic(bin, block, static_cast<size_t>(l.bytes));
     }
-    if (mapped) fs::remove(tmp, ec);  // (renamed: nothing left)
+    if (mapped && !wrote) fs::remove(tmp, ec);  // the data file was there already: this copy goes (its mapping stays)
     write_atomic(dir / (key + ".ok"), sidecar_text(text, h, l.bytes));
     note("stored " + key + " (" + std::to_string(l.offsets.size()) + " constants, " + std::to_string(l.bytes) + " bytes)");
     touch_files({bin});  // shared with an earlier program: used now

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -24,9 +25,16 @@ std::string read_file(const fs::path& p, bool* ok) {
   return ss.str();
 }
 
-void write_atomic(const fs::path& path, const void* data, size_t size) {
+fs::path temporary_beside(const fs::path& path) {
+  static std::atomic<uint64_t> count{0};
   fs::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "." +
+         std::to_string(count++);
+  return tmp;
+}
+
+void write_atomic(const fs::path& path, const void* data, size_t size) {
+  const fs::path tmp = temporary_beside(path);
   {
     std::ofstream f(tmp, std::ios::binary);
     if (!f || !f.write(static_cast<const char*>(data), static_cast<std::streamsize>(size)) || (f.close(), !f)) {

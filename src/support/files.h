@@ -13,6 +13,9 @@ namespace tj {
 
 // The file's bytes; *ok is false when it cannot be read.
 std::string read_file(const std::filesystem::path& p, bool* ok);
+// A name beside `path` that no other writer uses (this process's id, the
+// clock and a count): where a file is written before it is renamed into place.
+std::filesystem::path temporary_beside(const std::filesystem::path& path);
 // Writes `data` to `path` atomically: a unique temporary name, then rename.
 // Throws tj::Error when it cannot.
 void write_atomic(const std::filesystem::path& path, const std::string& data);

@@ -392,8 +392,7 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
       fs::remove(sidecar, ec);
     }
     write_atomic(src, source);
-    fs::path tmp = lib;
-    tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(Clock::now().time_since_epoch().count());
+    const fs::path tmp = temporary_beside(lib);
     std::string out;
     try {
       out = compile_units(source, src, tmp, cxx, flags);

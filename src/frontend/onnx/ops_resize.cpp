@@ -180,7 +180,7 @@ Tensor resize_axis(Ctx& c, const Tensor& x, int64_t axis, const Params& p, const
       Tensor term = take(c, x, axis, column(i)) * per_output(std::move(w), x.dtype());
       r = r.defined() ? r + term : term;
     }
-    if (!r.defined()) r = take(c, x, axis, column(0)) * 0.0;  // every weight 0: cannot happen with normalized taps
+    if (!r.defined()) r = take(c, x, axis, column(0)) * 0.0;  // every tap weighs 0 everywhere (exclude_outside, every tap outside): zeros, as the reference
   }
   if (std::find(t.outside.begin(), t.outside.end(), true) != t.outside.end()) {
     std::vector<double> m;
