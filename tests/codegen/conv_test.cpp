@@ -114,9 +114,11 @@ const std::vector<Case>& cases() {
       {"winograd 4x4: no pads, two images, sums too", {2, 16, 30, 32}, {104, 16, 3, 3}, {1, 1}, {}, {}, {}, 1, true, "relu and sums"},
       // Groups of as many outputs as inputs, 2, 4 or 8 (regnet's 8,
       // resnext's 4 and 8): channels last, a shuffle per input of a group;
-      // 104 channels: a scalar tail.
+      // 104 channels: a last vector moved back; 216: 14 vectors, 8 and 6 at
+      // a time, the last moved back.
       {"groups of 4", {1, 32, 9, 10}, {32, 4, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 8, true, "relu"},
       {"groups of 8, stride 2, 104 channels", {1, 104, 11, 12}, {104, 8, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 13, false, "residual"},
+      {"groups of 8, 216 channels", {1, 216, 7, 9}, {216, 8, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 27, true, "relu"},
       {"groups of 2, two images, sums too", {2, 48, 7, 8}, {48, 2, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 24, true, "relu and sums"},
       // Groups of 16 outputs and more: the direct form's tiles per block of
       // min(outputs per group, 64), each reading its group's inputs
