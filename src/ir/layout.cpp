@@ -7,8 +7,10 @@ namespace tj {
 
 namespace {
 
-// The constant behind slice?(reshape(permute(c, perm))) with c's last dim
-// `lanes`, perm as `perm_of` gives for c's rank, or -1.
+// The stored value behind slice?(reshape(permute(c, perm))) with c's last
+// dim `lanes`, perm as `perm_of` gives for c's rank, or -1. Stored: a param,
+// a constant, or a product computed per call (fold_input_scale's scaled
+// copy of packed weights, mul(Wq, s)), which a kernel writes whole.
 template <class PermOf>
 ValueId packed_view(const Graph& g, ValueId w, int64_t lanes, PermOf perm_of) {
   const Node* n = &g.node(w);
@@ -22,7 +24,7 @@ ValueId packed_view(const Graph& g, ValueId w, int64_t lanes, PermOf perm_of) {
   const ValueId c = p.inputs[0];
   const Node& cn = g.node(c);
   const int64_t r = cn.type.rank();
-  const bool stored = cn.op == Op::param || (cn.op == Op::constant && cn.const_data()->size() > 1);
+  const bool stored = cn.op == Op::param || cn.op == Op::mul || (cn.op == Op::constant && cn.const_data()->size() > 1);
   if (!stored || cn.type.dtype != DType::f32 || cn.type.shape.back() != Dim(lanes)) return -1;
   return p.attr_ints("perm") == perm_of(r) ? c : -1;
 }

@@ -188,6 +188,28 @@ TEST_F(Compiled, RandomGraphs) {
   }
 }
 
+// Squeeze-excitation as an exported convnet has it (channels first): the
+// gate scales the packed weights of the 1x1 conv after it, per call
+// (fold_input_scale), and the conv kernel reads that scaled copy; 20x20
+// positions, 24 outputs of 16 channels.
+TEST_F(Compiled, SqueezeExcitationGateOnTheWeights) {
+  Graph g = parse_graph(
+      "graph se\ninput %x : f32[1,16,20,20]\nparam %wd : f32[16,1,3,3]\nparam %wa : f32[4,16,1,1]\nparam %wb : f32[16,4,1,1]\n"
+      "param %w : f32[24,16,1,1]\nparam %b : f32[24]\n"
+      "%0 = conv(%x, %wd) {pad_begin=[1, 1], pad_end=[1, 1], groups=16} : f32[1,16,20,20]\n%1 = relu(%0) : f32[1,16,20,20]\n"
+      "%2 = mean(%1) {axes=[2, 3]} : f32[1,16]\n%3 = reshape(%2) {shape=[1, 16, 1, 1]} : f32[1,16,1,1]\n"
+      "%4 = conv(%3, %wa) : f32[1,4,1,1]\n%5 = relu(%4) : f32[1,4,1,1]\n%6 = conv(%5, %wb) : f32[1,16,1,1]\n%7 = sigmoid(%6) : f32[1,16,1,1]\n"
+      "%8 = mul(%1, %7) : f32[1,16,20,20]\n%9 = conv(%8, %w, %b) : f32[1,24,20,20]\nreturn %9\n");
+  EXPECT_LE(check(g, 0, DType::f32), 1e-5);
+  RandomInputOptions ro;
+  Bindings all = random_inputs(g, ro), params, inputs;
+  split(g, all, &params, &inputs);
+  Executable exe = tj::compile(g, params);
+  int scaled = 0;  // mul(Wq [1, 1, 1, 16, 64], the gate)
+  for (const Node& n : exe.optimized().nodes()) scaled += n.op == Op::mul && n.type.shape == Shape{1, 1, 1, 16, 64};
+  EXPECT_EQ(scaled, 1);
+}
+
 // kv_write that cannot be in place (the old cache is still read), gather
 // indices computed by a kernel, a matmul reading a permuted operand.
 TEST_F(Compiled, ReviewCases) {
