@@ -41,6 +41,15 @@ std::vector<std::vector<ValueId>> users_of(const Graph& g) {
   return u;
 }
 
+std::vector<bool> live_values(const Graph& g) {
+  std::vector<bool> live(g.size(), false);
+  for (ValueId v : g.outputs()) live[static_cast<size_t>(v)] = true;
+  for (size_t i = g.size(); i-- > 0;)
+    if (live[i])
+      for (ValueId v : g.nodes()[i].inputs) live[static_cast<size_t>(v)] = true;
+  return live;
+}
+
 bool is_constant(const Graph& g, ValueId v) { return g.node(v).op == Op::constant; }
 
 bool is_weight_matrix(const Graph& g, ValueId v) {

@@ -43,6 +43,8 @@ class Rewriter {
 
 // Users of every value; graph outputs count as a use by a pseudo-user `-1`.
 std::vector<std::vector<ValueId>> users_of(const Graph& g);
+// Whether some graph output depends on each value.
+std::vector<bool> live_values(const Graph& g);
 
 // True if `v` is a constant whose every element equals `x` (bitwise for
 // zeros, so -0.0 and +0.0 differ).

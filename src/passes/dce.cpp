@@ -7,12 +7,7 @@
 namespace tj {
 
 bool dce(Graph& g, const PassOptions&) {
-  std::vector<bool> live(g.size(), false);
-  for (ValueId v : g.outputs()) live[static_cast<size_t>(v)] = true;
-  for (size_t i = g.size(); i-- > 0;) {
-    if (!live[i]) continue;
-    for (ValueId v : g.nodes()[i].inputs) live[static_cast<size_t>(v)] = true;
-  }
+  const std::vector<bool> live = live_values(g);
   bool changed = false;
   for (size_t i = 0; i < g.size(); ++i) {
     Op op = g.nodes()[i].op;

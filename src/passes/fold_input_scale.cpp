@@ -31,16 +31,6 @@ namespace {
 // (3 times) nothing (0.995-1.002, alternating with and without).
 constexpr int64_t kSmaller = 4;
 
-// Values some output depends on.
-std::vector<bool> live_values(const Graph& g) {
-  std::vector<bool> live(g.size(), false);
-  for (ValueId v : g.outputs()) live[static_cast<size_t>(v)] = true;
-  for (size_t i = g.size(); i-- > 0;)
-    if (live[i])
-      for (ValueId v : g.nodes()[i].inputs) live[static_cast<size_t>(v)] = true;
-  return live;
-}
-
 // The scale s of conv n's input mul(x, s) (either side), or -1 where the
 // pass does not apply.
 ValueId input_scale(const Graph& g, const Node& n, const std::vector<std::vector<ValueId>>& users, const std::vector<bool>& live) {
@@ -85,9 +75,9 @@ bool fold_input_scale(Graph& g, const PassOptions&) {
     if (s < 0) return Rewriter::kCopy;
     const Node& n = g.node(v);
     // The view's nodes from the conv's weights down to Wq, applied again to the scaled copy.
+    const ValueId wq = packed_conv_quads(g, n.inputs[1], 64);
     std::vector<const Node*> view;
-    ValueId wq = n.inputs[1];
-    for (; g.node(wq).op != Op::param && g.node(wq).op != Op::constant; wq = g.node(wq).inputs[0]) view.push_back(&g.node(wq));
+    for (ValueId u = n.inputs[1]; u != wq; u = g.node(u).inputs[0]) view.push_back(&g.node(u));
     const Shape& ws = g.type(wq).shape;
     Shape bs(ws.size(), Dim(1));
     bs[ws.size() - 2] = ws[ws.size() - 2];  // C
