@@ -212,6 +212,46 @@ class Partitioner {
     return true;
   }
 
+  // A sum or mean of f32 over every spatial axis of a value that the
+  // channels-last conv kernel K computes (FusionOptions::conv_reductions):
+  // global average pooling, a squeeze-excitation's squeeze. Its operand may
+  // be that value reshaped with the image and channel dims kept ([N, H, W,
+  // C] as [N, H*W, C]: simplify merges the axes). The kernel sums it in its
+  // epilogue, while the values are in registers, rather than a reduction
+  // kernel reading them back from memory.
+  bool sums_conv_positions(const Node& n, const Kernel* K) const {
+    if (!o_.conv_reductions || !K || K->kind != KernelKind::conv) return false;
+    if ((n.op != Op::sum && n.op != Op::mean) || n.type.dtype != DType::f32) return false;
+    const ValueId x = n.inputs[0], b = reshaped_from(x);
+    if (kernel(b) < 0 || &s_.kernels[static_cast<size_t>(kernel(b))] != K || !g_.node(K->ops[0]).attr_bool("channels_last")) return false;
+    const Shape &sb = g_.type(b).shape, &sx = g_.type(x).shape;
+    if (sb != K->space || sb.size() < 3 || sb.size() > 4 || sx.size() < 3 || sx.front() != sb.front() || sx.back() != sb.back()) return false;
+    std::vector<int64_t> axes = n.attr_ints("axes");
+    std::sort(axes.begin(), axes.end());
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (axes[i] != static_cast<int64_t>(i) + 1) return false;
+    return axes.size() == sx.size() - 2;
+  }
+  ValueId reshaped_from(ValueId x) const {
+    while (g_.node(x).op == Op::reshape) x = g_.node(x).inputs[0];
+    return x;
+  }
+
+  // Operand o of v (in kernel k), with base b, is computed in k: read where it is
+  // computed, not from memory (a conv's sum reads its values so through a
+  // reshape).
+  bool computed_here(ValueId v, ValueId o, ValueId b, int k) const {
+    if (kernel(b) != k) return false;
+    return o == b || (conv_reduced_.count(v) && reshaped_from(o) == b);
+  }
+
+  // Whether n reads such a sum: it is complete only when its kernel is.
+  bool reads_conv_sums(const Node& n) const {
+    for (ValueId o : n.inputs)
+      if (conv_reduced_.count(o)) return true;
+    return false;
+  }
+
   void place(ValueId v) {
     const Node& n = g_.node(v);
     const Fuse fuse = n.def().fuse;
@@ -239,6 +279,10 @@ class Partitioner {
       row_space_[static_cast<size_t>(nk)] = {rows, Shape(in.begin(), in.end() - 1)};
       return;
     }
+    if (fuse == Fuse::reduction && sums_conv_positions(n, K)) {
+      conv_reduced_.insert(v);
+      return add(k, v);
+    }
     if (fuse == Fuse::reduction)
       return (void)new_kernel(v, KernelKind::reduction, g_.type(n.inputs[0]).shape);
 
@@ -264,7 +308,9 @@ class Partitioner {
         case KernelKind::matmul:
         case KernelKind::conv:
         case KernelKind::pool:
-        case KernelKind::attention: fits = o_.epilogue && K->space == n.type.shape && !feeds_only_reductions(v); break;
+        case KernelKind::attention:
+          fits = o_.epilogue && K->space == n.type.shape && !feeds_only_reductions(v) && !reads_conv_sums(n);
+          break;
         case KernelKind::pointwise: fits = o_.pointwise && K->space == n.type.shape; break;
         case KernelKind::rowwise: {
           const auto& rs = row_space_[static_cast<size_t>(k)];
@@ -459,7 +505,7 @@ class Partitioner {
           if (!reads_operand(n, v, i)) continue;
           ValueId o = n.inputs[i];
           ValueId b = base(o);
-          if (b >= 0 && kernel(b) >= 0 && (o != b || kernel(b) != static_cast<int>(k)) && !epilogue_store(n, i, static_cast<int>(k)))
+          if (b >= 0 && kernel(b) >= 0 && !computed_here(v, o, b, static_cast<int>(k)) && !epilogue_store(n, i, static_cast<int>(k)))
             written[static_cast<size_t>(b)] = true;
         }
       }
@@ -478,7 +524,7 @@ class Partitioner {
           ValueId o = n.inputs[i];
           ValueId b = base(o);
           if (b < 0) continue;
-          if ((o == b && kernel(b) == static_cast<int>(k)) || epilogue_store(n, i, static_cast<int>(k))) continue;  // computed here
+          if (computed_here(v, o, b, static_cast<int>(k)) || epilogue_store(n, i, static_cast<int>(k))) continue;
           if (!seen.insert(o).second) continue;
           int64_t& r = reads[b];
           r = std::min(r + counts_.elems(g_.type(o)), counts_.elems(g_.type(b)));
@@ -506,6 +552,7 @@ class Partitioner {
   std::vector<std::vector<ValueId>> users_;
   Schedule s_;
   std::vector<RowSpace> row_space_;
+  std::set<ValueId> conv_reduced_;  // sums_conv_positions: joined their conv's kernel
 };
 
 }  // namespace
@@ -531,6 +578,7 @@ bool overwrites_safely(const Graph& g, const Kernel& K, ValueId v, ValueId b) {
   for (size_t i = first; i < K.ops.size(); ++i) {
     const Node& n = g.node(K.ops[i]);
     const bool store = n.def().fuse == Fuse::store;
+    if (n.def().fuse == Fuse::reduction && K.ops[i] != v) continue;  // a conv's sum of its own values (sums_conv_positions)
     if (K.ops[i] == v) {
       if (store) return false;
       v_segment = segment;

@@ -44,7 +44,12 @@ struct FusionOptions {
   bool rowwise = true;
   bool horizontal = false;
   SymEnv size_hint;  // typical sizes of symbolic dims, for byte and flop counts
-  static FusionOptions none() { return {false, false, false, false, {}}; }
+  // A sum or mean over every spatial axis of a channels-last conv's value
+  // (global average pooling, a squeeze-excitation's squeeze) joins the
+  // conv's kernel, summed in its epilogue: the C++ emitter's rule (its
+  // conv kernels keep partial sums per block of positions).
+  bool conv_reductions = false;
+  static FusionOptions none() { return {false, false, false, false, {}, false}; }
 };
 
 struct Kernel {

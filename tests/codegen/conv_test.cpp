@@ -316,6 +316,53 @@ TEST_F(Conv, RegisterEpiloguesMatchTheTileEpilogueBitForBit) {
   EXPECT_EQ(checked, 24);
 }
 
+// A mean over every position of a channels-last conv's value, and a sum
+// of it reshaped to [N, positions, M], join the conv's kernel (fusion's
+// conv_reductions): each form's epilogue adds its positions up, per part,
+// into rows that are added in order after the parts. Each form once: the
+// depthwise runs (with their borders, one at a time, the epilogue from y),
+// the direct tiles (input channel blocks too), the 1x1 runs, Winograd 2x2
+// and 4x4, groups, two images, 1-d.
+TEST_F(Conv, SumsOverThePositionsJoinTheConvsKernel) {
+  static const std::set<std::string> some = {"depthwise 3x3", "depthwise, 3000 channels", "depthwise 5x5 at 7x7, 40 channels",
+                                             "depthwise stride 2, pads at the end only", "3x3 same", "4-vector tiles, input channel blocks",
+                                             "1x1 over positions, two images", "winograd: no pads, two images, sums too",
+                                             "winograd 4x4: odd sizes, 40 channels", "groups of 8, stride 2, 104 channels", "groups of 16, stride 2", "1d"};
+  int checked = 0;
+  for (const Case& c : cases()) {
+    if (!some.count(c.name)) continue;
+    SCOPED_TRACE(c.name);
+    Graph g = build(c, DType::f32, true);
+    const ValueId y = g.outputs()[0];
+    const Shape ys = g.type(y).shape;
+    std::vector<int64_t> spatial;
+    Dim positions(1);
+    for (size_t a = 1; a + 1 < ys.size(); ++a) spatial.push_back(static_cast<int64_t>(a)), positions = positions * ys[a];
+    const ValueId mean = g.add(Op::mean, {y}, {{"axes", spatial}, {"keepdim", true}});
+    const ValueId flat = g.add(Op::reshape, {y}, {{"shape", Shape{ys.front(), positions, ys.back()}}});
+    const ValueId sum = g.add(Op::sum, {flat}, {{"axes", std::vector<int64_t>{1}}});
+    g.set_outputs({y, mean, sum});
+    Bindings params, in = inputs_of(g, &params);
+    Bindings all = in;
+    for (const auto& [k, v] : params) all[k] = v;
+    const auto want = interpret(g, all, {DType::f64});
+    CompileOptions co;
+    const bool wino = c.name.rfind("winograd", 0) == 0;
+    for (const std::string& p : default_pipeline(true))
+      if (p != "assign_layouts" && (wino || p != "winograd_weights")) co.passes.push_back(p);
+    Executable exe = tj::compile(g, params, co);
+    if (exe.device() != "cpu") return;  // the rule is the C++ emitter's
+    EXPECT_EQ(exe.stats().kernels, 1u);
+    EXPECT_NE(exe.source().find("tj_red["), std::string::npos);
+    const auto got = exe.run(in);
+    // The conv's value as in the other tests (Winograd's own rounding: 4e-6
+    // at 4x4); its sums, each a part's few positions summed in float, closer.
+    for (size_t i = 0; i < 3; ++i) EXPECT_LE(compare_outputs({got[i]}, {want[i]}).max_rel, i == 0 || wino ? 1e-5 : 1e-6) << "output " << i;
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(some.size()));
+}
+
 // g compiled, its outputs checked against the interpreter's in f64.
 Executable compiled_against_f64(const Graph& g) {
   Bindings params, in = inputs_of(g, &params);

@@ -91,6 +91,30 @@ TEST(Fusion, ReductionInputStaysWithTheReduction) {
   EXPECT_EQ(fused(text), "matmul: matmul add | rowwise: mul mean rsqrt mul");
 }
 
+// With the C++ emitter's rule (conv_reductions), a sum or mean of a
+// channels-last conv's value over every position joins the conv's kernel,
+// directly or through a reshape that keeps the image and channel dims; an
+// op reading that mean waits for the kernel to end. Over some positions
+// only, of a channels-first conv, or without the rule: a reduction kernel.
+TEST(Fusion, SumsOverAConvsPositionsJoinTheConv) {
+  const char* text =
+      "graph g\ninput %x : f32[1,6,7,16]\nparam %w : f32[16,1,3,3]\ninput %y : f32[1,16,6,7]\nparam %v : f32[8,16,1,1]\n"
+      "%0 = conv(%x, %w) {groups=16, pad_begin=[1, 1], pad_end=[1, 1], channels_last=true} : f32[1,6,7,16]\n"
+      "%1 = relu(%0) : f32[1,6,7,16]\n"
+      "%2 = mean(%1) {axes=[1, 2], keepdim=true} : f32[1,1,1,16]\n"
+      "%3 = reshape(%1) {shape=[1, 42, 16]} : f32[1,42,16]\n"
+      "%4 = sum(%3) {axes=[1]} : f32[1,16]\n"
+      "%5 = sub(%1, %2) : f32[1,6,7,16]\n"
+      "%6 = mean(%1) {axes=[1]} : f32[1,7,16]\n"
+      "%7 = conv(%y, %v) : f32[1,8,6,7]\n"
+      "%8 = mean(%7) {axes=[2, 3]} : f32[1,8]\n"
+      "return %4, %5, %6, %8\n";
+  FusionOptions o;
+  o.conv_reductions = true;
+  EXPECT_EQ(fused(text, o), "conv: conv relu mean sum | pointwise: sub | reduction: mean | conv: conv | reduction: mean");
+  EXPECT_EQ(fused(text), "conv: conv relu | reduction: mean | reduction: sum | pointwise: sub | reduction: mean | conv: conv | reduction: mean");
+}
+
 // c = a + b where b comes from a kernel that needs a: c may not join a's
 // kernel (a cycle), so without the epilogue rule it gets its own.
 TEST(Fusion, NeverCreatesACycle) {

@@ -107,6 +107,46 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   const std::string rep_args = rep.bits ? ", " + (B.empty() ? std::string("nullptr") : B + " + m0") + ", " + codegen::literal(rep.lo, DType::f32) + ", " +
                                                     codegen::literal(rep.hi, DType::f32) : "";
   const std::string rep_out = rep.bits ? ptr(rep.out) : "";
+  // Sums and means over every position (FusionOptions::conv_reductions:
+  // global average pooling, a squeeze-excitation's squeeze), added up in
+  // the epilogue. Each part adds its positions' values, in their order,
+  // into its block of positions' row of tj_red, [sums][rows][M] doubles
+  // after the threads' scratch; after the parts each sum adds its rows in
+  // order. The rows are the form's blocks of positions (red_row of
+  // red_rows), not the threads, so the results do not depend on the thread
+  // count. Their register epilogues are off (register_epilogue: more ops).
+  std::vector<ValueId> pos_sums;
+  for (size_t i = 1; i < K.ops.size(); ++i)
+    if (g_.node(K.ops[i]).def().fuse == Fuse::reduction) pos_sums.push_back(K.ops[i]);
+  std::string red_row;
+  int64_t red_rows = 0;
+  const size_t scratch_before = out_.scratch_sizes.size();
+  // Before a form's parts (per image): its rows, and their sums zeroed.
+  auto open_sums = [&](const std::string& row, int64_t rows) {
+    red_row = row, red_rows = rows;
+    if (pos_sums.empty()) return std::string();
+    return "    for (int64_t i = 0; i < " + S(static_cast<int64_t>(pos_sums.size()) * rows * M) + "; ++i) tj_red[i] = 0;\n";
+  };
+  // After them: each sum's rows added up into its output.
+  auto close_sums = [&] {
+    std::string c;
+    for (size_t j = 0; j < pos_sums.size(); ++j) {
+      const std::string mean = g_.node(pos_sums[j]).op == Op::mean ? " / (double)" + S(so[1].value() * (k == 2 ? so[2].value() : 1)) : "";
+      c += "    for (int64_t mc = 0; mc < " + S(M) + "; ++mc) {\n      double s = 0;\n      for (int64_t r = 0; r < " + S(red_rows) + "; ++r) s += tj_red[(" +
+           S(static_cast<int64_t>(j) * red_rows) + " + r)*" + S(M) + " + mc];\n      " + ptr(pos_sums[j]) + "[b*" + S(M) + " + mc] = (float)(s" + mean + ");\n    }\n";
+    }
+    return c;
+  };
+  // The body, with tj_red declared: past each thread's scratch of the
+  // form's own (thread k's at k times its size, if any).
+  auto with_sums = [&](const std::string& body) {
+    if (pos_sums.empty()) return body;
+    int64_t per_thread = 0;
+    if (out_.scratch_sizes.size() > scratch_before) per_thread = (out_.scratch_sizes.back().value() + 63) / 64 * 64;
+    else scratch(Dim(0));
+    out_.scratch_sizes.back() = Dim(per_thread + static_cast<int64_t>(pos_sums.size()) * red_rows * M * 8);
+    return "  double* const tj_red = (double*)((char*)" + slot(tj_slot_scratch) + " + tj_threads(" + pool() + ")*" + S(per_thread) + ");\n" + body;
+  };
   // A direct tile's call up to its "(": tj_conv_tile_cl<NP, NV, KH, KW>,
   // with ACC, WS and EP where any differs from the defaults.
   auto tile_head = [](int64_t np, int nv, int64_t kh, int64_t kw, bool acc, int64_t ws, int ep) {
@@ -143,8 +183,22 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       local_[cv] = "v" + S(cv);
     }
     body += pointwise_statements(K, 1, iv, so, "          ");
+    // The sums over these positions, in float (tj_s<j>, a tile's few
+    // positions; a part's, in the Winograd form and a depthwise epilogue
+    // from y), then into the part's row of tj_red, in double.
+    std::string before, after;
+    for (size_t j = 0; j < pos_sums.size(); ++j) {
+      ValueId o = g_.node(pos_sums[j]).inputs[0];
+      while (g_.node(o).op == Op::reshape) o = g_.node(o).inputs[0];  // [N, H*W, C]: the same elements
+      const auto l = local_.find(o);
+      const std::string sj = "tj_s" + std::to_string(j);
+      before += "      float " + sj + "[" + S(M) + "];\n      for (int64_t mc = " + m0 + "; mc < " + m1 + "; ++mc) " + sj + "[mc] = 0;\n";
+      body += "          " + sj + "[mc] += " + (l != local_.end() ? l->second : load(o, iv)) + ";\n";
+      after += "      for (int64_t mc = " + m0 + "; mc < " + m1 + "; ++mc) tj_red[(" + S(static_cast<int64_t>(j) * red_rows) + " + " + red_row + ")*" + S(M) +
+               " + mc] += " + sj + "[mc];\n";
+    }
     local_.clear();
-    return open + body + "        }\n      }\n";
+    return before + open + body + "        }\n      }\n" + after;
   };
   uses_direct_conv_ = true;
   const int64_t Hp = pl.Hp, Wp = pl.Wp, row = (dense ? Wp : pl.W) * C_;
@@ -197,7 +251,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     const int64_t Sx = pl.padded() ? (Hp * row * 4 + 63) / 64 * 64 : 0, Sv = (points * Tmax * C_ * 4 + 63) / 64 * 64, Sm = points * Tmax * cb * 4;
     if (!pl.padded()) scratch(Dim(0));
     out_.scratch_sizes.back() = Dim(Sx + Sv + Sm);  // per thread; the first one's starts with the padded input
-    code += "    " + open_parallel(S(cbn * TB));
+    code += open_sums("tb", TB) + "    " + open_parallel(S(cbn * TB));
     code += "      const int64_t pr = tj_part / " + S(TB) + ", tb = tj_part % " + S(TB) + ";\n";
     code += "      const int64_t r0 = tb*" + S(TH) + "/" + S(TB) + ", r1 = (tb + 1)*" + S(TH) + "/" + S(TB) + ", T = (r1 - r0)*" + S(TW) + ";\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
@@ -222,8 +276,8 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
             S(M) + ", (int)std::min<int64_t>(" + S(wm) + ", " + S(pl.OH) + " - oh), (int)std::min<int64_t>(" + S(wm) + ", " + S(OW) + " - ow));\n      }\n";
     if (epilogue)
       code += "      {\n" + epilogue_over("m0", "m0 + valid", S(wm) + "*r0*" + S(OW), "std::min<int64_t>(" + S(pl.OH) + ", " + S(wm) + "*r1)*" + S(OW)) + "      }\n";
-    code += "    " + close_parallel() + "  }\n";
-    return code;
+    code += "    " + close_parallel() + close_sums() + "  }\n";
+    return with_sums(code);
   }
   const std::string xr = S(pl.DH * row), xk = S(pl.DW * C_);
   if (flat) {
@@ -238,7 +292,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     const int64_t cb = 64, cbn = (M + cb - 1) / cb;
     const int64_t blocks = even_blocks(cbn, std::max<int64_t>({1, P / kDirectPositions, std::min<int64_t>((kConvParts + cbn - 1) / cbn, P / (2 * kTilePositions))}),
                                        std::max<int64_t>(1, P / (2 * kTilePositions)));
-    code += "    " + open_parallel(S(cbn * blocks));
+    code += open_sums("blk", blocks) + "    " + open_parallel(S(cbn * blocks));
     code += "      const int64_t pr = tj_part / " + S(blocks) + ", blk = tj_part % " + S(blocks) + ";\n";
     code += "      const int64_t q0 = blk*" + S(P / blocks) + ", q1 = blk + 1 == " + S(blocks) + " ? " + S(P) + " : q0 + " + S(P / blocks) + ";\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
@@ -259,8 +313,8 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // Every part holds at least 2*kTilePositions >= np positions, so a tile moved
     // back to end at q1 stays within its part.
     code += by_channel_quads(M, tiles, "      ");
-    code += "    " + close_parallel() + "  }\n";
-    return code;
+    code += "    " + close_parallel() + close_sums() + "  }\n";
+    return with_sums(code);
   }
   if (dense) {
     // Parts of whole rows, about kDirectPositions positions each, and at
@@ -271,7 +325,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     const int64_t RB = even_row_blocks(cbn, pl.OH, std::max<int64_t>(1, std::min<int64_t>({pl.OH, (kDirectPositions + OW - 1) / OW, (pl.OH + row_parts - 1) / row_parts})));
     const int64_t RBs = (pl.OH + RB - 1) / RB;
     const std::string wt = S(Cg * cb);  // the taps' distance in a block's weights
-    code += "    " + open_parallel(S(cbn * RBs));
+    code += open_sums("tj_part % " + S(RBs), RBs) + "    " + open_parallel(S(cbn * RBs));
     code += "      const int64_t pr = tj_part / " + S(RBs) + ", r0 = tj_part % " + S(RBs) + " * " + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " +
             S(RB) + ");\n";
     code += "      const int64_t m0 = pr*" + S(cb) + ", valid = std::min<int64_t>(" + S(cb) + ", " + S(M) + " - m0);\n";
@@ -319,14 +373,14 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     };
     code += (G == 1 ? by_channel_quads(M, tiles, "        ") : tiles(static_cast<int>(cb / 16))) + "      }\n";
     if (cbs > 1) code += "      }\n";
-    code += "    " + close_parallel() + "  }\n";
-    return code;
+    code += "    " + close_parallel() + close_sums() + "  }\n";
+    return with_sums(code);
   }
   // Depthwise, or grouped (Cg inputs and outputs per group: tj_gc_cl, the
   // same loops): parts of whole output rows, about kDepthwiseOutputs outputs each.
   const std::string one = Cg == 1 ? "tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " : "tj_gc_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(Cg) + ", ";
   const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, kDepthwiseOutputs / std::max<int64_t>(1, OW * C_))), RBs = (pl.OH + RB - 1) / RB;
-  code += "    " + open_parallel(S(RBs));
+  code += open_sums("tj_part", RBs) + "    " + open_parallel(S(RBs));
   code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
   // The output columns whose windows are inside the image, [lo, hi):
   // depthwise, in runs of up to kDwRun (tj_dw_cl_run, equal runs, the last
@@ -407,8 +461,8 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   }
   code += "      }\n";
   if (epilogue && !tiled && !drep.bits) code += "      {\n" + epilogue_over("0", S(M), "r0*" + S(OW), "r1*" + S(OW)) + "      }\n";
-  code += "    " + close_parallel() + "  }\n";
-  return code;
+  code += "    " + close_parallel() + close_sums() + "  }\n";
+  return with_sums(code);
 }
 
 }  // namespace tj::cpp

@@ -60,12 +60,15 @@ void Emitter::append_statement(ValueId v, const Idx& iv, const Sizes& sp, const 
 
 // The statements computing the kernel's elementwise ops from `first` on at
 // index `iv` of `sp`, storing those that live in memory: the body of an
-// epilogue loop the kernel kind writes itself (no stores among them).
+// epilogue loop the kernel kind writes itself (no stores among them; a
+// conv's sums over its positions, FusionOptions::conv_reductions, are the
+// conv kind's to add up).
 std::string Emitter::pointwise_statements(const Kernel& K, size_t first, const Idx& iv, const Sizes& sp, const std::string& at) {
   std::string inner, stores;
   for (size_t i = first; i < K.ops.size(); ++i) {
     ValueId v = K.ops[i];
     const Node& n = g_.node(v);
+    if (K.kind == KernelKind::conv && n.def().fuse == Fuse::reduction) continue;
     if (n.def().fuse == Fuse::store || n.type.shape != sp) throw Error("code generation: an epilogue op outside the kernel's iteration space");
     append_statement(v, iv, sp, at, &inner, &stores);
   }
