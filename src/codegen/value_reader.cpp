@@ -79,7 +79,7 @@ void ValueReader::plan_temporaries(const Kernel& K, int k) {
   current_kernel_ = k;
   for (ValueId v : K.ops) {
     const Node& n = g_.node(v);
-    if (K.kind == KernelKind::conv && n.def().fuse == Fuse::reduction) continue;  // summed in the epilogue, through its reshape
+    if (sums_in_epilogue(g_, K, v)) continue;  // read in the epilogue, through its reshape
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       ValueId o = n.inputs[i];
       // Walk to the first non-free value behind o.

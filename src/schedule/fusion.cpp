@@ -219,10 +219,10 @@ class Partitioner {
   // C] as [N, H*W, C]: simplify merges the axes). The kernel sums it in its
   // epilogue, while the values are in registers, rather than a reduction
   // kernel reading them back from memory.
-  bool sums_conv_positions(const Node& n, const Kernel* K) const {
+  bool sums_conv_positions(ValueId v, const Node& n, const Kernel* K) const {
     if (!o_.conv_reductions || !K || K->kind != KernelKind::conv) return false;
     if ((n.op != Op::sum && n.op != Op::mean) || n.type.dtype != DType::f32) return false;
-    const ValueId x = n.inputs[0], b = reshaped_from(x);
+    const ValueId x = n.inputs[0], b = summed_value(g_, v);
     if (kernel(b) < 0 || &s_.kernels[static_cast<size_t>(kernel(b))] != K || !g_.node(K->ops[0]).attr_bool("channels_last")) return false;
     const Shape &sb = g_.type(b).shape, &sx = g_.type(x).shape;
     if (sb != K->space || sb.size() < 3 || sb.size() > 4 || sx.size() < 3 || sx.front() != sb.front() || sx.back() != sb.back()) return false;
@@ -232,17 +232,13 @@ class Partitioner {
       if (axes[i] != static_cast<int64_t>(i) + 1) return false;
     return axes.size() == sx.size() - 2;
   }
-  ValueId reshaped_from(ValueId x) const {
-    while (g_.node(x).op == Op::reshape) x = g_.node(x).inputs[0];
-    return x;
-  }
 
   // Operand o of v (in kernel k), with base b, is computed in k: read where it is
   // computed, not from memory (a conv's sum reads its values so through a
   // reshape).
   bool computed_here(ValueId v, ValueId o, ValueId b, int k) const {
     if (kernel(b) != k) return false;
-    return o == b || (conv_reduced_.count(v) && reshaped_from(o) == b);
+    return o == b || (conv_reduced_.count(v) && summed_value(g_, v) == b);
   }
 
   // Whether n reads such a sum: it is complete only when its kernel is.
@@ -279,7 +275,7 @@ class Partitioner {
       row_space_[static_cast<size_t>(nk)] = {rows, Shape(in.begin(), in.end() - 1)};
       return;
     }
-    if (fuse == Fuse::reduction && sums_conv_positions(n, K)) {
+    if (fuse == Fuse::reduction && sums_conv_positions(v, n, K)) {
       conv_reduced_.insert(v);
       return add(k, v);
     }
@@ -561,64 +557,5 @@ ValueId base_buffer(const Graph& g, ValueId v) { return base_of(g, free_values(g
 
 
 Schedule fuse(const Graph& g, const FusionOptions& o, const std::vector<Donation>& donate) { return Partitioner(g, o).run(donate); }
-
-bool overwrites_safely(const Graph& g, const Kernel& K, ValueId v, ValueId b) {
-  size_t first = 0;
-  if (K.kind == KernelKind::matmul || K.kind == KernelKind::conv) {  // the product's operands must not be b
-    for (ValueId o : g.node(K.ops[0]).inputs)
-      if (base_buffer(g, o) == b) return false;
-    first = 1;
-  } else if (K.kind != KernelKind::pointwise) {
-    return false;
-  }
-  // Stores split the kernel's loop in segments: b may be read in v's segment
-  // (where it is written) or before, never after.
-  int segment = 0, v_segment = -1;
-  std::vector<int> read_in;
-  for (size_t i = first; i < K.ops.size(); ++i) {
-    const Node& n = g.node(K.ops[i]);
-    const bool store = n.def().fuse == Fuse::store;
-    if (n.def().fuse == Fuse::reduction && K.ops[i] != v) continue;  // a conv's sum of its own values (sums_conv_positions)
-    if (K.ops[i] == v) {
-      if (store) return false;
-      v_segment = segment;
-    }
-    if (!store && n.type.shape != K.space) return false;
-    for (ValueId o : n.inputs) {
-      if (base_buffer(g, o) != b) continue;
-      if (store || n.def().fuse == Fuse::gather) return false;  // reads at other indices than it writes
-      if (g.type(o).shape != K.space) return false;
-      for (ValueId x = o; x != b; x = g.node(x).inputs[0]) {
-        Op op = g.node(x).op;
-        if (op != Op::reshape && op != Op::squeeze && op != Op::unsqueeze) return false;
-      }
-      read_in.push_back(segment);
-    }
-    if (store) ++segment;
-  }
-  for (int r : read_in)
-    if (r > v_segment) return false;
-  return v_segment >= 0;
-}
-
-std::vector<std::vector<int>> kernel_dependencies(const Graph& g, const Schedule& s) {
-  std::vector<std::vector<int>> deps(s.kernels.size());
-  std::vector<std::vector<int>> readers(g.size());
-  for (size_t k = 0; k < s.kernels.size(); ++k)
-    for (ValueId in : s.kernels[k].inputs) {
-      readers[static_cast<size_t>(in)].push_back(static_cast<int>(k));
-      if (int p = s.kernel_of[static_cast<size_t>(in)]; p >= 0 && p != static_cast<int>(k)) deps[k].push_back(p);
-    }
-  for (size_t k = 0; k < s.kernels.size(); ++k)
-    for (ValueId v : s.kernels[k].outputs)
-      if (ValueId b = s.in_place[static_cast<size_t>(v)]; b >= 0)
-        for (int r : readers[static_cast<size_t>(b)])
-          if (r != static_cast<int>(k)) deps[k].push_back(r);
-  for (auto& d : deps) {
-    std::sort(d.begin(), d.end());
-    d.erase(std::unique(d.begin(), d.end()), d.end());
-  }
-  return deps;
-}
 
 }  // namespace tj

@@ -90,6 +90,14 @@ struct Schedule {
 // donation naming no output or input, or pairing values of different types.
 Schedule fuse(const Graph& g, const FusionOptions& o = {}, const std::vector<Donation>& donate = {});
 
+// A conv kernel's sum over its positions (FusionOptions::conv_reductions):
+// v, an op of K, that K adds up in its epilogue rather than computing at
+// each index of its space.
+bool sums_in_epilogue(const Graph& g, const Kernel& K, ValueId v);
+// The value such a sum adds up: its operand, behind the reshapes that
+// merge the positions ([N, H, W, C] as [N, H*W, C]).
+ValueId summed_value(const Graph& g, ValueId sum);
+
 // Whether kernel K may write its result v over buffer `b`: K is loops over
 // its space (pointwise, or a product's epilogue whose operands are not `b`)
 // that read `b` only at the index they write (directly, or through reshapes

@@ -117,7 +117,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // count. Their register epilogues are off (register_epilogue: more ops).
   std::vector<ValueId> pos_sums;
   for (size_t i = 1; i < K.ops.size(); ++i)
-    if (g_.node(K.ops[i]).def().fuse == Fuse::reduction) pos_sums.push_back(K.ops[i]);
+    if (sums_in_epilogue(g_, K, K.ops[i])) pos_sums.push_back(K.ops[i]);
   std::string red_row;
   int64_t red_rows = 0;
   const size_t scratch_before = out_.scratch_sizes.size();
@@ -131,7 +131,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   auto close_sums = [&] {
     std::string c;
     for (size_t j = 0; j < pos_sums.size(); ++j) {
-      const std::string mean = g_.node(pos_sums[j]).op == Op::mean ? " / (double)" + S(so[1].value() * (k == 2 ? so[2].value() : 1)) : "";
+      const std::string mean = g_.node(pos_sums[j]).op == Op::mean ? " / (double)" + S(P) : "";
       c += "    for (int64_t mc = 0; mc < " + S(M) + "; ++mc) {\n      double s = 0;\n      for (int64_t r = 0; r < " + S(red_rows) + "; ++r) s += tj_red[(" +
            S(static_cast<int64_t>(j) * red_rows) + " + r)*" + S(M) + " + mc];\n      " + ptr(pos_sums[j]) + "[b*" + S(M) + " + mc] = (float)(s" + mean + ");\n    }\n";
     }
@@ -188,8 +188,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // from y), then into the part's row of tj_red, in double.
     std::string before, after;
     for (size_t j = 0; j < pos_sums.size(); ++j) {
-      ValueId o = g_.node(pos_sums[j]).inputs[0];
-      while (g_.node(o).op == Op::reshape) o = g_.node(o).inputs[0];  // [N, H*W, C]: the same elements
+      const ValueId o = summed_value(g_, pos_sums[j]);
       const auto l = local_.find(o);
       const std::string sj = "tj_s" + std::to_string(j);
       before += "      float " + sj + "[" + S(M) + "];\n      for (int64_t mc = " + m0 + "; mc < " + m1 + "; ++mc) " + sj + "[mc] = 0;\n";

@@ -68,7 +68,7 @@ std::string Emitter::pointwise_statements(const Kernel& K, size_t first, const I
   for (size_t i = first; i < K.ops.size(); ++i) {
     ValueId v = K.ops[i];
     const Node& n = g_.node(v);
-    if (K.kind == KernelKind::conv && n.def().fuse == Fuse::reduction) continue;
+    if (sums_in_epilogue(g_, K, v)) continue;
     if (n.def().fuse == Fuse::store || n.type.shape != sp) throw Error("code generation: an epilogue op outside the kernel's iteration space");
     append_statement(v, iv, sp, at, &inner, &stores);
   }
