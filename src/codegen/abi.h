@@ -6,6 +6,23 @@
 
 #include <cstdint>
 
+// A convolution for the matrix library (src/runtime/library_conv.h): 2-d
+// (1-d as one row), f32, one group or depthwise, per image N in row blocks
+// of the output. x at its strides (elements, by image, channel, row and
+// column: channels last, or the NCHW image a net starts from); y
+// [N, OH, OW, M] dense; the weights as the generated kernels read them
+// (ir/layout.h): one group Wq [ceil(M/64), KH, KW, C, 64], depthwise Wt
+// [KH*KW, C]; the bias and at most a ReLU or a clip applied by the library.
+struct tj_conv_desc {
+  int64_t N, C, H, W, M, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW;
+  int64_t xs[4];
+  int64_t depthwise;   // 0: one group
+  int64_t bias;        // 1: b holds M floats
+  int64_t act;         // 0: none, 1: ReLU, 2: clip to [lo, hi]
+  float lo, hi;
+  int64_t row_blocks;  // parts per image: the call's parts are N*row_blocks
+};
+
 // What generated code sees of the runtime: the process's thread pool (its
 // parallel loops run as parts on it) and its matrix products (generated
 // code links no BLAS library of its own). The pool fills one in
@@ -18,6 +35,12 @@ struct tj_runtime_api {
   // c[m,n] = op(a) op(b), row-major, on the calling thread; nonzero on failure.
   int (*sgemm)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t);
   int (*dgemm)(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t, double*, int64_t);
+  // The library's convolution: on the calling thread, before the parts,
+  // the plan for these weights (made on first use and kept in the
+  // program's tj_slot_library state), or null on failure; then per part
+  // (image, row block) on the pool, nonzero on failure.
+  void* (*conv_plan)(void* state, const tj_conv_desc* d, const float* w);
+  int (*conv_part)(void* plan, const float* x, const float* b, float* y, int64_t part);
 };
 
 // A program's functions take one table `void** t`: t[v] is the data of the
@@ -27,7 +50,8 @@ enum tj_table_slot : int64_t {
   tj_slot_runtime = 1,      // the tj_runtime_api
   tj_slot_sizes = 2,        // int64 values of the size symbols, in EmittedProgram::symbols order
   tj_slot_split_small = 3,  // an int: nonzero when small kernels split over the pool
-  tj_slots = 4,             // the table holds n + tj_slots entries
+  tj_slot_library = 4,      // the program's state for the library's kernels (its conv plans)
+  tj_slots = 5,             // the table holds n + tj_slots entries
 };
 
 // What a program's `int tj_status` holds after a call: 0, or why it stopped.

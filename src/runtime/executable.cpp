@@ -15,6 +15,7 @@
 #include "runtime/call_checks.h"
 #include "runtime/device_program.h"
 #include "runtime/host_program.h"
+#include "runtime/library_conv.h"
 #include "runtime/split_choice.h"
 #include "runtime/thread_pool.h"
 #include "support/timing.h"
@@ -52,6 +53,7 @@ struct Executable::State {
   std::vector<void (*)(void**, void*)> output_fns;
   int* status = nullptr;
   std::vector<void*> table;
+  std::shared_ptr<LibraryState> library_state = std::make_shared<LibraryState>();  // the tj_slot_library slot: the library's conv plans
   std::vector<Block> owned;  // arena, temporaries, scratch, constants
   std::shared_ptr<const void> prepared;  // the program cache's constants (tj.const.N params), read in place
   std::vector<ValueId> inputs;
@@ -132,6 +134,7 @@ Executable Executable::load(Parts parts, EmittedProgram program, const BuildResu
   s->table[g.size() + tj_slot_split_small] = &s->split_small;
   s->threads = pool.threads();
   s->table[g.size() + tj_slot_runtime] = const_cast<tj_runtime_api*>(pool.api());
+  s->table[g.size() + tj_slot_library] = s->library_state.get();
   s->stats.constant_bytes = s->hold_weights(params, parts.prepared_constants);
   s->find_aliases();
   s->stats.compiled = true;

@@ -10,49 +10,29 @@
 
 namespace tj {
 
-namespace {
+OneOpenMpThread::OneOpenMpThread() {
+  if (api().set && (was_ = api().get()) != 1) api().set(1);
+}
 
-// oneDNN as Debian builds it runs its parallel regions on OpenMP (libgomp,
-// loaded with it): left alone, each sgemm called from a pool thread would
-// start a team of its own, more threads than cores spinning at their
-// barriers. The team size is a per-thread setting: it is one for the
-// product and put back after it, since the calling thread may be the
-// application's (a Python process whose torch reads the same setting as its
-// thread count). Looked up in the OpenMP runtime oneDNN loaded (not linked
-// here: a clang build may link another OpenMP runtime); a oneDNN built
-// without OpenMP needs nothing.
-class OneOpenMpThread {
- public:
-  OneOpenMpThread() {
-    if (api().set && (was_ = api().get()) != 1) api().set(1);
-  }
-  ~OneOpenMpThread() {
-    if (api().set && was_ != 1) api().set(was_);
-  }
-  OneOpenMpThread(const OneOpenMpThread&) = delete;
-  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
+OneOpenMpThread::~OneOpenMpThread() {
+  if (api().set && was_ != 1) api().set(was_);
+}
 
- private:
-  struct Api {
-    void (*set)(int) = nullptr;
-    int (*get)() = nullptr;
-  };
-  static const Api& api() {
-    static const Api a = [] {
-      Api r;
-      if (void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD)) {
-        r.set = reinterpret_cast<void (*)(int)>(dlsym(gomp, "omp_set_num_threads"));
-        r.get = reinterpret_cast<int (*)()>(dlsym(gomp, "omp_get_max_threads"));
-        if (!r.get) r.set = nullptr;
-      }
-      return r;
-    }();
-    return a;
-  }
-  int was_ = 1;
-};
-
-}  // namespace
+// Looked up in the OpenMP runtime oneDNN loaded (not linked here: a clang
+// build may link another OpenMP runtime); a oneDNN built without OpenMP
+// needs nothing.
+const OneOpenMpThread::Api& OneOpenMpThread::api() {
+  static const Api a = [] {
+    Api r;
+    if (void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+      r.set = reinterpret_cast<void (*)(int)>(dlsym(gomp, "omp_set_num_threads"));
+      r.get = reinterpret_cast<int (*)()>(dlsym(gomp, "omp_get_max_threads"));
+      if (!r.get) r.set = nullptr;
+    }
+    return r;
+  }();
+  return a;
+}
 
 int gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
               float* c, int64_t ldc) {

@@ -21,6 +21,28 @@ int gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const 
 int gemm_f64(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
               int64_t ldb, double* c, int64_t ldc);
 
+// oneDNN as Debian builds it runs its parallel regions on OpenMP (libgomp,
+// loaded with it): left alone, a product or convolution called from a pool
+// thread would start a team of its own, more threads than cores spinning at
+// their barriers. The team size is a per-thread setting: one while this
+// lives, put back after, since the calling thread may be the application's
+// (a Python process whose torch reads the same setting as its thread count).
+class OneOpenMpThread {
+ public:
+  OneOpenMpThread();
+  ~OneOpenMpThread();
+  OneOpenMpThread(const OneOpenMpThread&) = delete;
+  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
+
+ private:
+  struct Api {
+    void (*set)(int) = nullptr;
+    int (*get)() = nullptr;
+  };
+  static const Api& api();
+  int was_ = 1;
+};
+
 // oneDNN generates its f32 kernels on the process's first product of any
 // size: 40-55 ms on this project's Xeon, more than a warm start's whole
 // compilation. A GemmWarmup made at the start of a compilation has a thread

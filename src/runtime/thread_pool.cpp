@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/gemm.h"
+#include "runtime/library_conv.h"
 #include "support/cpus.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
@@ -203,6 +204,8 @@ ThreadPool::ThreadPool(int threads) : threads_(std::max(1, threads)), s_(new Sta
   api_.threads = threads_;
   api_.sgemm = gemm_f32;
   api_.dgemm = gemm_f64;
+  api_.conv_plan = library_conv_plan;
+  api_.conv_part = library_conv_part;
 }
 
 ThreadPool::~ThreadPool() {

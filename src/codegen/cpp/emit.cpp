@@ -43,7 +43,8 @@ std::string Emitter::op_helpers() const {
 }
 
 std::string Emitter::slot(tj_table_slot s) const {
-  static constexpr const char* kNames[tj_slots] = {"tj_slot_scratch", "tj_slot_runtime", "tj_slot_sizes", "tj_slot_split_small"};
+  static constexpr const char* kNames[tj_slots] = {"tj_slot_scratch", "tj_slot_runtime", "tj_slot_sizes", "tj_slot_split_small",
+                                                    "tj_slot_library"};
   return "t[" + std::to_string(g_.size()) + " + " + kNames[s] + "]";
 }
 

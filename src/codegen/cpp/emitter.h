@@ -27,6 +27,10 @@ namespace tj::cpp {
 // The C-family text every target shares (codegen/c_text.h).
 using namespace codegen;
 
+namespace conv_kernels {
+struct Plane;  // kernels/conv_common.h
+}
+
 // src/support/minifloat.h and codegen/abi.h, as text (embedded by
 // cmake/embed_text.cmake).
 extern const char* const kMinifloatText;
@@ -161,6 +165,16 @@ class Emitter : public codegen::ValueReader {
   std::string dense_operand(ValueId x, std::string* code);
   std::string conv_body(const Kernel& K);
   std::string conv_channels_last_body(const Kernel& K);
+  // kernels/conv_library.cpp: the conv `d` by the matrix library
+  // (runtime/library_conv.h), the channels-last conv's tuning candidate.
+  // Its geometry, where the library takes the channels-last conv K[0]:
+  // one group or depthwise, 1 or 2 spatial dims (Plane pl), not Winograd,
+  // weights stored (a constant or a param), x dense or `view`, and an
+  // epilogue of at most the bias and a ReLU or a clip (bits as
+  // tj_conv_tile_cl's EP: 1 bias, 2 ReLU, 4 clip to [lo, hi]) or none.
+  std::optional<tj_conv_desc> library_conv_desc(const Kernel& K, const conv_kernels::Plane& pl, const std::optional<Strided>& view, int bits, float lo,
+                                                float hi);
+  std::string conv_library_call(const tj_conv_desc& d, const std::string& x, const std::string& w, const std::string& b, const std::string& y);
   std::string pool_body(const Kernel& K);
   std::string pool_epilogue(const Kernel& K, const std::string& var, int64_t n, const Idx& at);
   static std::string direct_conv_helpers();         // kernels/conv.cpp
@@ -195,6 +209,7 @@ class Emitter : public codegen::ValueReader {
     int attention_query_block = 0;  // rows that share a block of keys (1: one query at a time; 0: the rule's)
     int attention_key_block = 0;    // keys per block of the online softmax (0: 64)
     std::string label;
+    bool conv_library = false;      // a channels-last conv by the matrix library (conv_library_call)
   };
 
   bool uses_direct_conv_ = false;      // some conv kernel is the direct form: the prelude gets tj_conv_tile

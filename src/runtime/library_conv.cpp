@@ -1,0 +1,179 @@
+#include "runtime/library_conv.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <mutex>
+#include <vector>
+
+#include "runtime/gemm.h"
+
+namespace tj {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+// One part's primitive and the memory objects it reads and writes (their
+// addresses set per call), with a scratchpad of its own: parts run at once
+// on the pool's threads.
+struct Part {
+  dnnl::convolution_forward prim;
+  dnnl::stream stream;
+  memory src, weights, bias, dst, scratch;
+  int64_t x_offset = 0, y_offset = 0;  // elements from x and y at the call
+  // x not dense channels last (the NCHW image a net starts from): the
+  // part's rows are copied into `rows` first, as the library's kernels
+  // take only dense layouts.
+  int64_t in_rows = 0;
+  std::vector<float> rows;
+};
+
+struct Plan {
+  tj_conv_desc d;
+  std::vector<Part> parts;
+  std::vector<memory> weights;  // reordered, per format a primitive chose
+};
+
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// The part's output rows [r0, r1): its input rows and the padding left of
+// them at the image's top and bottom.
+struct Rows {
+  int64_t in0, in_rows, pad_top, pad_bottom;
+};
+Rows input_rows(const tj_conv_desc& d, int64_t r0, int64_t r1) {
+  const int64_t first = r0 * d.SH - d.PT, end = (r1 - 1) * d.SH - d.PT + (d.KH - 1) * d.DH + 1;
+  Rows r;
+  r.in0 = std::max<int64_t>(first, 0);
+  r.in_rows = std::min(end, d.H) - r.in0;
+  r.pad_top = r.in0 - first;
+  r.pad_bottom = std::max<int64_t>(0, end - d.H);
+  return r;
+}
+
+bool dense_channels_last(const tj_conv_desc& d) { return d.xs[1] == 1 && d.xs[3] == d.C && d.xs[2] == d.W * d.C; }
+
+std::unique_ptr<Plan> make_plan(const tj_conv_desc& d, const float* w) {
+  OneOpenMpThread one;  // the primitives' thread count: one each
+  auto plan = std::make_unique<Plan>();
+  plan->d = d;
+  dnnl::stream stream(engine());
+  const memory::dims wdims = d.depthwise ? memory::dims{d.C, 1, 1, d.KH, d.KW} : memory::dims{d.M, d.C, d.KH, d.KW};
+  memory user_w(memory::desc(wdims, memory::data_type::f32, d.depthwise ? tag::hwigo : tag::Ohwi64o), engine(),
+                      const_cast<float*>(w));
+  const memory::desc any_w(wdims, memory::data_type::f32, tag::any), bias_md({d.M}, memory::data_type::f32, tag::x);
+  dnnl::post_ops po;
+  if (d.act == 1) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  if (d.act == 2) po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, d.lo, d.hi);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const int64_t PR = std::max<int64_t>(0, (d.OW - 1) * d.SW + (d.KW - 1) * d.DW + 1 - d.W - d.PL);
+  for (int64_t b = 0; b < d.N; ++b) {
+    for (int64_t rb = 0; rb < d.row_blocks; ++rb) {
+      const int64_t r0 = d.OH * rb / d.row_blocks, r1 = d.OH * (rb + 1) / d.row_blocks;
+      const Rows in = input_rows(d, r0, r1);
+      const memory::desc src({1, d.C, in.in_rows, d.W}, memory::data_type::f32, tag::nhwc);
+      const memory::desc dst({1, d.M, r1 - r0, d.OW}, memory::data_type::f32, tag::nhwc);
+      const dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, any_w,
+                                               d.bias ? bias_md : memory::desc(), dst, {d.SH, d.SW}, {d.DH - 1, d.DW - 1},
+                                               {in.pad_top, d.PL}, {in.pad_bottom, PR});
+      const dnnl::convolution_forward::primitive_desc pd(cd, attr, engine());
+      Part p;
+      p.prim = dnnl::convolution_forward(pd);
+      // The weights in the format this primitive chose: reordered once.
+      const memory::desc wmd = pd.weights_desc();
+      auto it = std::find_if(plan->weights.begin(), plan->weights.end(), [&](const memory& m) { return m.get_desc() == wmd; });
+      if (it == plan->weights.end()) {
+        memory mine(wmd, engine());  // the library's allocation, aligned as it likes
+        dnnl::reorder(user_w, mine).execute(stream, user_w, mine);
+        stream.wait();
+        plan->weights.push_back(mine);
+        it = plan->weights.end() - 1;
+      }
+      p.weights = *it;
+      p.stream = dnnl::stream(engine());
+      p.src = memory(src, engine(), nullptr);
+      p.dst = memory(dst, engine(), nullptr);
+      if (d.bias) p.bias = memory(bias_md, engine(), nullptr);
+      p.scratch = memory(pd.scratchpad_desc(), engine());
+      p.x_offset = b * d.xs[0] + in.in0 * d.xs[2];
+      if (!dense_channels_last(d)) p.in_rows = in.in_rows, p.rows.resize(static_cast<size_t>(in.in_rows * d.W * d.C));
+      p.y_offset = (b * d.OH + r0) * d.OW * d.M;
+      plan->parts.push_back(std::move(p));
+    }
+  }
+  return plan;
+}
+
+std::string plan_key(const tj_conv_desc& d, const float* w) {
+  std::string k(reinterpret_cast<const char*>(&w), sizeof w);
+  return k + std::string(reinterpret_cast<const char*>(&d), sizeof d);
+}
+
+}  // namespace
+
+struct LibraryState::Impl {
+  std::mutex mutex;
+  std::map<std::string, std::unique_ptr<Plan>> plans;
+};
+
+LibraryState::LibraryState() : impl_(std::make_unique<Impl>()) {}
+LibraryState::~LibraryState() = default;
+
+void* library_conv_plan(void* state, const tj_conv_desc* d, const float* w) {
+  if (!state) return nullptr;
+  auto* s = static_cast<LibraryState*>(state)->impl();
+  std::lock_guard<std::mutex> lock(s->mutex);
+  auto& p = s->plans[plan_key(*d, w)];
+  if (!p) {
+    try {
+      p = make_plan(*d, w);
+    } catch (const dnnl::error&) {
+      s->plans.erase(plan_key(*d, w));
+      return nullptr;
+    }
+  }
+  return p.get();
+}
+
+int library_conv_part(void* plan, const float* x, const float* b, float* y, int64_t part) {
+  auto* pl = static_cast<Plan*>(plan);
+  if (!pl || part < 0 || part >= static_cast<int64_t>(pl->parts.size())) return 1;
+  Part& p = pl->parts[static_cast<size_t>(part)];
+  try {
+    OneOpenMpThread one;
+    const float* xp = x + p.x_offset;
+    if (p.in_rows) {
+      const tj_conv_desc& d = pl->d;
+      for (int64_t h = 0; h < p.in_rows; ++h)
+        for (int64_t w = 0; w < d.W; ++w)
+          for (int64_t c = 0; c < d.C; ++c) p.rows[static_cast<size_t>((h * d.W + w) * d.C + c)] = xp[h * d.xs[2] + w * d.xs[3] + c * d.xs[1]];
+      xp = p.rows.data();
+    }
+    p.src.set_data_handle(const_cast<float*>(xp));
+    p.dst.set_data_handle(y + p.y_offset);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, p.dst},
+                                         {DNNL_ARG_SCRATCHPAD, p.scratch}};
+    if (b) {
+      p.bias.set_data_handle(const_cast<float*>(b));
+      args.emplace(DNNL_ARG_BIAS, p.bias);
+    }
+    p.prim.execute(p.stream, args);
+    p.stream.wait();
+  } catch (const dnnl::error&) {
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tj
