@@ -37,7 +37,8 @@ struct tj_runtime_api {
   int (*dgemm)(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t, double*, int64_t);
   // The library's convolution: on the calling thread, before the parts,
   // the plan for these weights (made on first use and kept in the
-  // program's tj_slot_library state), or null on failure; then per part
+  // program's tj_slot_library state), or null where the library has no
+  // fast kernel for it (the code then runs its own form); then per part
   // (image, row block) on the pool, nonzero on failure.
   void* (*conv_plan)(void* state, const tj_conv_desc* d, const float* w);
   int (*conv_part)(void* plan, const float* x, const float* b, float* y, int64_t part);

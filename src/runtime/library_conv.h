@@ -32,7 +32,9 @@ class LibraryState {
   std::unique_ptr<Impl> impl_;
 };
 
-// tj_runtime_api::conv_plan and conv_part.
+// tj_runtime_api::conv_plan and conv_part. A plan the library cannot make,
+// or makes only with its reference kernels, is null (kept, not tried again):
+// the generated code then runs its own form.
 void* library_conv_plan(void* state, const tj_conv_desc* d, const float* w);
 int library_conv_part(void* plan, const float* x, const float* b, float* y, int64_t part);
 

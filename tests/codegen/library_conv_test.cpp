@@ -128,5 +128,42 @@ TEST_F(LibraryConv, EveryFormItTakesMatchesTheInterpreter) {
   }
 }
 
+// Where the library makes no plan (TJ_LIBRARY_CONV=off here; on another CPU,
+// only its reference kernels), a library kernel runs the generated form it
+// also holds: the rule's, and the tuner's candidate.
+TEST_F(LibraryConv, WithoutAPlanTheGeneratedFormRuns) {
+  const Case c{"1x1 expanding", {1, 6, 5, 16}, {96, 16, 1, 1}, {}, {}, {}, {}, 1, true, "relu6"};
+  const Graph g = build(c);
+  setenv("TJ_LIBRARY_CONV", "off", 1);
+  Executable exe = Executable::interpreted(g, {}, {});
+  EXPECT_LE(against_f64(g, {}, &exe), 1e-5);
+  if (exe.device() == "cpu") {
+    EXPECT_NE(exe.source().find("conv_plan("), std::string::npos);
+    EXPECT_NE(exe.source().find("tj_conv_tile_cl<"), std::string::npos);
+    CompileOptions co;
+    co.autotune = true;
+    against_f64(g, co, &exe);
+    EmittedProgram p = emit_cpp(exe.optimized(), exe.schedule(), {}, true);
+    ASSERT_EQ(p.tunable.size(), 1u);
+    TuningResult r;
+    r.winner = 0;  // the rule's: the library
+    r.median_s.assign(p.tunable[0].labels.size(), 1e-6);
+    r.win_share.assign(p.tunable[0].labels.size(), 1);
+    record_choice(p.tunable[0].signature, p.tunable[0].labels, r);
+    EXPECT_LE(against_f64(g, co, &exe), 1e-5);  // the rule's function, with its generated form
+    // A 3x3 conv's library candidate, recorded as the winner: the same.
+    const Graph g3 = build({"3x3", {1, 9, 10, 8}, {70, 8, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 1, true, ""});
+    EXPECT_LE(against_f64(g3, co, &exe), 1e-5);
+    p = emit_cpp(exe.optimized(), exe.schedule(), {}, true);
+    ASSERT_EQ(p.tunable.size(), 1u);
+    ASSERT_EQ(p.tunable[0].labels.at(1), "oneDNN");
+    r.winner = 1;
+    record_choice(p.tunable[0].signature, p.tunable[0].labels, r);
+    EXPECT_LE(against_f64(g3, co, &exe), 1e-5);
+    EXPECT_NE(exe.source().find("conv_plan("), std::string::npos);
+  }
+  unsetenv("TJ_LIBRARY_CONV");
+}
+
 }  // namespace
 }  // namespace tj

@@ -174,7 +174,9 @@ class Emitter : public codegen::ValueReader {
   // tj_conv_tile_cl's EP: 1 bias, 2 ReLU, 4 clip to [lo, hi]) or none.
   std::optional<tj_conv_desc> library_conv_desc(const Kernel& K, const conv_kernels::Plane& pl, const std::optional<Strided>& view, int bits, float lo,
                                                 float hi);
-  std::string conv_library_call(const tj_conv_desc& d, const std::string& x, const std::string& w, const std::string& b, const std::string& y);
+  // Where the library makes no plan, `otherwise` runs (the generated form).
+  std::string conv_library_call(const tj_conv_desc& d, const std::string& x, const std::string& w, const std::string& b, const std::string& y,
+                                const std::string& otherwise);
   std::string pool_body(const Kernel& K);
   std::string pool_epilogue(const Kernel& K, const std::string& var, int64_t n, const Idx& at);
   static std::string direct_conv_helpers();         // kernels/conv.cpp

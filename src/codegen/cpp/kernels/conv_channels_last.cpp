@@ -139,7 +139,14 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     }
     if (knobs_.label.empty() ? rule : knobs_.conv_library) {
       const std::string x = view ? ptr(view->base) + " + " + C(view->offset) : X;
-      return code + conv_library_call(*d, x, Wp_, B, rep.bits ? rep_out : Y);
+      // The generated form too, for where the library has no fast kernel
+      // (another CPU; TJ_LIBRARY_CONV=off).
+      const Knobs was = knobs_;
+      knobs_ = {};
+      knobs_.label = "generated";
+      const std::string otherwise = conv_channels_last_body(K);
+      knobs_ = was;
+      return code + conv_library_call(*d, x, Wp_, B, rep.bits ? rep_out : Y, otherwise);
     }
   }
   std::string red_row;

@@ -43,7 +43,7 @@ std::optional<tj_conv_desc> Emitter::library_conv_desc(const Kernel& K, const co
 }
 
 std::string Emitter::conv_library_call(const tj_conv_desc& d, const std::string& x, const std::string& w, const std::string& b,
-                                       const std::string& y) {
+                                       const std::string& y, const std::string& otherwise) {
   auto I = [](int64_t v) { return std::to_string(v); };
   std::string init;
   for (int64_t v : {d.N, d.C, d.H, d.W, d.M, d.KH, d.KW, d.OH, d.OW, d.SH, d.SW, d.PT, d.PL, d.DH, d.DW}) init += I(v) + ", ";
@@ -53,11 +53,12 @@ std::string Emitter::conv_library_call(const tj_conv_desc& d, const std::string&
   std::string c = "  {\n    static const tj_conv_desc tj_cd = {" + init + "};\n";
   c += "    const tj_runtime_api* tj_api = (const tj_runtime_api*)" + pool() + ";\n";
   c += "    void* const tj_plan = tj_api->conv_plan(" + slot(tj_slot_library) + ", &tj_cd, " + w + ");\n";
-  c += "    if (!tj_plan) " + fail + ";\n    else {\n";
+  c += "    if (tj_plan) {\n";
   c += "    " + open_parallel(I(d.N * d.row_blocks));
   c += "      if (tj_api->conv_part(tj_plan, " + x + ", " + (b.empty() ? std::string("nullptr") : b) + ", " + y + ", tj_part)) " + fail + ";\n";
-  c += "    " + close_parallel() + "    }\n  }\n";
-  return c;
+  c += "    " + close_parallel() + "    } else {\n";
+  c += otherwise;
+  return c + "    }\n  }\n";
 }
 
 }  // namespace tj::cpp
