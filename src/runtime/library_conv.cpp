@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <map>
-#include <string>
-#include <unordered_map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/gemm.h"
@@ -22,12 +21,13 @@ using dnnl::memory;
 using tag = memory::format_tag;
 
 // One part's primitive and the memory objects it reads and writes (their
-// addresses set per call), with a scratchpad of its own: parts run at once
-// on the pool's threads.
+// addresses set per call; `args` holds the same handles), with a scratchpad
+// of its own: parts run at once on the pool's threads.
 struct Part {
   dnnl::convolution_forward prim;
   dnnl::stream stream;
-  memory src, weights, bias, dst, scratch;
+  memory src, bias, dst;
+  std::unordered_map<int, memory> args;
   int64_t x_offset = 0, y_offset = 0;  // elements from x and y at the call
   // x not dense channels last (the NCHW image a net starts from): the
   // part's rows are copied into `rows` first, as the library's kernels
@@ -105,12 +105,11 @@ std::unique_ptr<Plan> make_plan(const tj_conv_desc& d, const float* w) {
         plan->weights.push_back(mine);
         it = plan->weights.end() - 1;
       }
-      p.weights = *it;
       p.stream = dnnl::stream(engine());
       p.src = memory(src, engine(), nullptr);
       p.dst = memory(dst, engine(), nullptr);
-      if (d.bias) p.bias = memory(bias_md, engine(), nullptr);
-      p.scratch = memory(pd.scratchpad_desc(), engine());
+      p.args = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, *it}, {DNNL_ARG_DST, p.dst}, {DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), engine())}};
+      if (d.bias) p.bias = memory(bias_md, engine(), nullptr), p.args.emplace(DNNL_ARG_BIAS, p.bias);
       p.x_offset = b * d.xs[0] + in.in0 * d.xs[2];
       if (!dense_channels_last(d)) p.in_rows = in.in_rows, p.rows.resize(static_cast<size_t>(in.in_rows * d.W * d.C));
       p.y_offset = (b * d.OH + r0) * d.OW * d.M;
@@ -170,15 +169,10 @@ int library_conv_part(void* plan, const float* x, const float* b, float* y, int6
     }
     p.src.set_data_handle(const_cast<float*>(xp));
     p.dst.set_data_handle(y + p.y_offset);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, p.dst},
-                                         {DNNL_ARG_SCRATCHPAD, p.scratch}};
-    if (b) {
-      p.bias.set_data_handle(const_cast<float*>(b));
-      args.emplace(DNNL_ARG_BIAS, p.bias);
-    }
-    p.prim.execute(p.stream, args);
+    if (pl->d.bias) p.bias.set_data_handle(const_cast<float*>(b));
+    p.prim.execute(p.stream, p.args);
     p.stream.wait();
-  } catch (const dnnl::error&) {
+  } catch (const std::exception&) {  // nothing thrown reaches the generated code
     return 1;
   }
   return 0;

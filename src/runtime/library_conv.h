@@ -1,5 +1,6 @@
-// oneDNN's convolution for generated code: the C++ emitter's candidate for
-// a channels-last conv (docs/codegen.md, Autotuning), called through
+// oneDNN's convolution for generated code: a form of the C++ emitter's
+// channels-last conv, by rule or as a tuning candidate (docs/codegen.md,
+// The matrix library), called through
 // tj_runtime_api's conv_plan and conv_part (codegen/abi.h).
 //
 // A plan holds one oneDNN primitive per part (an image's block of output

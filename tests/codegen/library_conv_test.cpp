@@ -74,12 +74,8 @@ class LibraryConv : public ::testing::Test {
 double against_f64(const Graph& g, const CompileOptions& co, Executable* exe) {
   RandomInputOptions ro;
   ro.seed = 5;
-  Bindings all = random_inputs(g, ro), in;
-  for (const auto& [k, v] : all)
-    if (g.node(g.find(k)).op != Op::param) in[k] = v;
-  Bindings params;
-  for (const auto& [k, v] : all)
-    if (g.node(g.find(k)).op == Op::param) params[k] = v;
+  Bindings all = random_inputs(g, ro), in, params;
+  for (const auto& [k, v] : all) (g.node(g.find(k)).op == Op::param ? params : in)[k] = v;
   *exe = tj::compile(g, params, co);
   return compare_outputs(exe->run(in), interpret(g, all, {DType::f64})).max_rel;
 }

@@ -166,7 +166,8 @@ class Emitter : public codegen::ValueReader {
   std::string conv_body(const Kernel& K);
   std::string conv_channels_last_body(const Kernel& K);
   // kernels/conv_library.cpp: the conv `d` by the matrix library
-  // (runtime/library_conv.h), the channels-last conv's tuning candidate.
+  // (runtime/library_conv.h), a channels-last conv's form by rule or as a
+  // tuning candidate.
   // Its geometry, where the library takes the channels-last conv K[0]:
   // one group or depthwise, 1 or 2 spatial dims (Plane pl), not Winograd,
   // weights stored (a constant or a param), x dense or `view`, and an
