@@ -150,6 +150,7 @@ class Emitter : public codegen::ValueReader {
   static std::string rows_into(const WeightRead& w, int rows, const std::string& j0, const std::string& j1, const std::string& at);
   // B = cast(w) of a constant w in bf16 or int8: how to read w, and w.
   std::optional<std::pair<WeightRead, ValueId>> narrow_weights(ValueId b) const;
+  std::string transposed_rows(const std::string& Ks, const std::string& lds, const std::string& n_end);
   std::string gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
                            const std::string& y, const Dim& K, const Dim& N, const WeightRead& w);
   // y[n0, n1) of y[N] = x[K] @ B for B packed ([N/16, K, 16] int8): each

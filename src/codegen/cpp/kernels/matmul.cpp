@@ -324,12 +324,30 @@ std::string Emitter::rows_into(const WeightRead& w, int rows, const std::string&
 // y[n0, n1) of y[N] = x[K] @ B, for B row-major [K, N] (ldb) or transposed
 // [N, K]: each thread reads only its own columns of B, the same ones every
 // call.
+// Rows [n, min(n + 4, n_end)) of a one-row product by a transposed f32
+// matrix B [N, K] (row stride lds): each row a sum of 16-lane vectors over
+// k, then its lanes in order and the rest of k. Every x vector is read once
+// for four rows, and the vectors are written out rather than left to the
+// vectorizer, which made the loop over rows the vector one (gathers from 16
+// rows: 14 GB/s on vgg11's 411 MB classifier weight, against 46 streamed).
+std::string Emitter::transposed_rows(const std::string& Ks, const std::string& lds, const std::string& n_end) {
+  std::string c = "      const int64_t rows = std::min<int64_t>(4, " + n_end + " - n);\n      const float* r[4];\n";
+  c += "      for (int i = 0; i < 4; ++i) r[i] = B + (n + (i < rows ? i : 0))*" + lds + ";\n";
+  c += "      tj_vf16 s0 = {}, s1 = {}, s2 = {}, s3 = {};\n      int64_t k = 0;\n";
+  c += "      for (; k + 16 <= " + Ks + "; k += 16) {\n        const tj_vf16 xv = *(const tj_vf16u*)(x + k);\n";
+  for (int i = 0; i < 4; ++i) c += "        s" + std::to_string(i) + " += xv * *(const tj_vf16u*)(r[" + std::to_string(i) + "] + k);\n";
+  c += "      }\n      const tj_vf16 s[4] = {s0, s1, s2, s3};\n";
+  c += "      for (int i = 0; i < rows; ++i) {\n        float acc = 0;\n        for (int l = 0; l < 16; ++l) acc += s[i][l];\n";
+  return c + "        for (int64_t kk = k; kk < " + Ks + "; ++kk) acc += x[kk]*r[i][kk];\n        y[n + i] = acc;\n      }\n";
+}
+
 std::string Emitter::gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
                                   const std::string& y, const Dim& K, const Dim& N, const WeightRead& w) {
   std::string ty = ctype(dtype), wt = w.type.empty() ? ty : w.type;
   std::string Ks = C(K), lds = C(ldb);
   std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + wt + "* B = (const " + wt + "*)(" + B + ");\n    " + ty +
                   "* y = " + y + ";\n";
+  if (transposed && ty == "float" && wt == "float") return c + "    for (int64_t n = n0; n < n1; n += 4) {\n" + transposed_rows(Ks, lds, "n1") + "    }\n  }\n";
   if (transposed) {
     c += "    for (int64_t n = n0; n < n1; ++n) {\n      const " + wt + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
     c += "#pragma omp simd reduction(+:acc)\n      for (int64_t k = 0; k < " + Ks + "; ++k) acc += x[k]*" + w.at("row[k]") +
@@ -362,6 +380,13 @@ std::string Emitter::gemv(const std::string& ty, const std::string& x, const std
   std::string Ks = C(K), Ns = C(N), lds = C(ldb), wt = w.type.empty() ? ty : w.type;
   std::string c = "  {\n    const " + ty + "* x = " + x + ";\n    const " + wt + "* B = (const " + wt + "*)(" + B + ");\n    " + ty +
                   "* y = " + y + ";\n";
+  if (transposed && ty == "float" && wt == "float") {
+    const std::string groups = "((" + Ns + " + 3) / 4)";
+    c += par ? open_parallel_loop("g", groups, false) : "    for (int64_t g = 0; g < " + groups + "; ++g) {\n";
+    c += "      const int64_t n = g*4;\n" + transposed_rows(Ks, lds, Ns);
+    c += (par ? close_parallel_loop() : "    }\n") + "  }\n";
+    return c;
+  }
   if (transposed) {
     c += par ? open_parallel_loop("n", Ns, false) : "    for (int64_t n = 0; n < " + Ns + "; ++n) {\n";
     c += "      const " + wt + "* row = B + n*" + lds + ";\n      " + ty + " acc = 0;\n";
