@@ -761,6 +761,25 @@ TEST_F(Compiled, TransposedGemvMatchesTheInterpreter) {
   }
 }
 
+// Each part of a split loop (a kernel's, an output copy's) declares the
+// pointers as its own locals rather than reading them through the lambda's
+// closure, which GCC vectorized as gathers inside `omp simd` reductions (a
+// layer norm's rows).
+TEST_F(Compiled, PartsDeclareTheKernelsPointers) {
+  TJ_CPU_ONLY("the C++ emitter's parts");
+  Graph g = parse_graph(
+      "graph g\ninput %x : f32[512,96]\nparam %w : f32[96]\nparam %b : f32[96]\n"
+      "%0 = layer_norm(%x, %w, %b) {eps=1e-06} : f32[512,96]\nreturn %0\n");
+  EXPECT_LE(check(g, 0, DType::f32), 1e-5);
+  Bindings all = random_inputs(g, 1), params, inputs;
+  split(g, all, &params, &inputs);
+  const std::string src = tj::compile(g, params).source();
+  const std::string part = "[&](int64_t tj_part, int64_t tj_parts, int tj_thread) {\n";
+  ASSERT_NE(src.find(part), std::string::npos) << "no part split over the pool";
+  for (size_t at = src.find(part); at != std::string::npos; at = src.find(part, at + 1))
+    EXPECT_EQ(src.compare(at + part.size(), 16, "  float* const p"), 0) << src.substr(at, 200);
+}
+
 // Bit for bit the same results on 1, 2 and more threads than cores: no
 // kernel's rounding depends on how its work is split. Every split kind: a
 // large matmul over column blocks, a rowwise and a pointwise loop in parts,

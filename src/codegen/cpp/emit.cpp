@@ -14,6 +14,18 @@
 
 namespace tj::cpp {
 
+namespace {
+
+// The line every part's lambda starts with (open_parallel, a team's `part`).
+const std::string kPartLambda = "[&](int64_t tj_part, int64_t tj_parts, int tj_thread) {\n";
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
+
+}  // namespace
+
 EmittedProgram Emitter::run() {
   for (size_t k = 0; k < s_.kernels.size(); ++k) emit_kernel(static_cast<int>(k));
   unlift();
@@ -131,7 +143,7 @@ std::string Emitter::loops(const Sizes& sh, const Idx& vars, const std::string& 
 }
 
 std::string Emitter::open_parallel(const std::string& parts) const {
-  return "tj_parallel(" + pool() + ", " + parts + ", [&](int64_t tj_part, int64_t tj_parts, int tj_thread) {\n(void)tj_part; (void)tj_parts; (void)tj_thread;\n";
+  return "tj_parallel(" + pool() + ", " + parts + ", " + kPartLambda + "(void)tj_part; (void)tj_parts; (void)tj_thread;\n";
 }
 
 // `for (var = 0; var < n; ++var) {` split into parts over the pool; the
@@ -221,13 +233,19 @@ int64_t Emitter::emit_function(int k, const std::string& name) {
   // kernels alike share one function: the first one's, called by the
   // others with their own slots.
   std::vector<ValueId> slots;
-  std::string code = pointers_through_slots(&slots);
+  const std::string declarations = pointers_through_slots(&slots);
+  std::string code = declarations;
+  // Each part's lambda declares the kernel's pointers and sizes again, as
+  // locals of its own: captured (by reference or by value), every use is a
+  // load through the closure that GCC does not hoist out of an `omp simd`
+  // loop, and vectorizes as gathers (convnext's layer norms: 36 a kernel).
+  body = replace_all(body, kPartLambda, kPartLambda + declarations);
   // Share `id` of `nt`, split over the pool when the program has tj_team
   // and the runtime says so (the tj_slot_split_small slot, measured per program); alone, all of it. One part per thread: these kernels take a few
   // microseconds, where each further part's claim costs more than it
   // balances (tiny decode 11.6-14.0 us against 15.7-17.6 with 4 per thread).
   if (team_work_ > 0) {
-    code += "  const auto part = [&](int64_t tj_part, int64_t tj_parts, int tj_thread) {\n    const int id = (int)tj_part, nt = (int)tj_parts; "
+    code += "  const auto part = " + kPartLambda + declarations + "    const int id = (int)tj_part, nt = (int)tj_parts; "
             "(void)tj_thread;\n" + body + "  };\n  if (tj_team && *(const int*)" + slot(tj_slot_split_small) + ") tj_parallel(" + pool() +
             ", tj_threads(" + pool() + "), part);\n  else part(0, 1, 0);\n";
   } else {
@@ -298,7 +316,9 @@ void Emitter::emit_output(size_t i) {
   local_.clear();
   used_.clear();
   std::string body = loops(so, iv, "  ((" + T(o) + "*)dst)[" + flat(iv, so) + "] = " + load(o, iv) + ";\n");
-  out_.source += std::string(kUnitMark) + "void " + name + "(void** t, void* dst) {\n" + pointers() + body + "}\n\n";
+  const std::string declarations = pointers();
+  body = replace_all(body, kPartLambda, kPartLambda + declarations);  // as emit_function's parts
+  out_.source += std::string(kUnitMark) + "void " + name + "(void** t, void* dst) {\n" + declarations + body + "}\n\n";
   out_.output_symbols.push_back(name);
 }
 
