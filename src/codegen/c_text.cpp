@@ -76,6 +76,11 @@ Dim div(const Dim& a, const Dim& b) {
 }
 
 // The C name of size symbol `s`.
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
+
 std::string sym_name(const std::string& s) {
   std::string r = "tj_sym_";
   for (char c : s) r += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

@@ -36,6 +36,8 @@ Dim count(const Sizes& s);
 Dim div(const Dim& a, const Dim& b);
 // The C name of size symbol `s`.
 std::string sym_name(const std::string& s);
+// `s` with every occurrence of `from` replaced by `to` (text templates).
+std::string replace_all(std::string s, const std::string& from, const std::string& to);
 // A size as a C expression ("128LL", "(2LL*tj_sym_S+1LL)").
 std::string C(const Dim& d);
 // The index of flat position `f` in an array of `shape`, and back.

@@ -19,11 +19,6 @@ namespace {
 // The line every part's lambda starts with (open_parallel, a team's `part`).
 const std::string kPartLambda = "[&](int64_t tj_part, int64_t tj_parts, int tj_thread) {\n";
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
-  return s;
-}
-
 }  // namespace
 
 EmittedProgram Emitter::run() {

@@ -10,9 +10,12 @@
 #include <utility>
 
 #include "codegen/abi.h"
+#include "codegen/c_text.h"
 #include "codegen/gpu/renderer.h"
 
 namespace tj::gpu {
+
+using codegen::replace_all;
 
 namespace {
 
@@ -25,11 +28,6 @@ struct IntType {
 constexpr IntType kInts[] = {{"int64_t", 64, true},   {"int32_t", 32, true},   {"int16_t", 16, true},   {"int8_t", 8, true},
                              {"uint64_t", 64, false}, {"uint32_t", 32, false}, {"uint16_t", 16, false}, {"char8_t", 8, false},
                              {"uint8_t", 8, false}};
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
-  return s;
-}
 
 // Wrapping arithmetic through unsigned (at least 32 bits wide, so that
 // narrow products do not overflow int), division by zero an error

@@ -321,9 +321,6 @@ std::string Emitter::rows_into(const WeightRead& w, int rows, const std::string&
   return c;
 }
 
-// y[n0, n1) of y[N] = x[K] @ B, for B row-major [K, N] (ldb) or transposed
-// [N, K]: each thread reads only its own columns of B, the same ones every
-// call.
 // Rows [n, min(n + 4, n_end)) of a one-row product by a transposed f32
 // matrix B [N, K] (row stride lds): each row a sum of 16-lane vectors over
 // k, then its lanes in order and the rest of k. Every x vector is read once
@@ -341,6 +338,9 @@ std::string Emitter::transposed_rows(const std::string& Ks, const std::string& l
   return c + "        for (int64_t kk = k; kk < " + Ks + "; ++kk) acc += x[kk]*r[i][kk];\n        y[n + i] = acc;\n      }\n";
 }
 
+// y[n0, n1) of y[N] = x[K] @ B, for B row-major [K, N] (ldb) or transposed
+// [N, K]: each thread reads only its own columns of B, the same ones every
+// call.
 std::string Emitter::gemv_columns(DType dtype, const std::string& x, const std::string& B, bool transposed, const Dim& ldb,
                                   const std::string& y, const Dim& K, const Dim& N, const WeightRead& w) {
   std::string ty = ctype(dtype), wt = w.type.empty() ? ty : w.type;
