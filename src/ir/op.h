@@ -191,7 +191,7 @@ struct OpDef {
   int max_inputs;       // -1: any number
   std::vector<AttrSpec> attrs = {};  // its attribute schema, in order (ScalarAttrs' order)
   InferFn infer = nullptr;           // its result type; null for input/param/const: their type is given
-  bool commutative = false;          // operands 0 and 1 may be swapped (CSE puts them in a canonical order)
+  bool commutative = false;          // operands 0 and 1 may be swapped (CSE puts them in a canonical order where no bit changes: passes/cse.cpp)
 
   // How kernels take it, and its cost.
   Fuse fuse = Fuse::none;

@@ -1,7 +1,11 @@
 // cse: value numbering. Two nodes with the same op, the same operands and the
 // same attributes compute the same value, so the later one is replaced by the
 // earlier. Operands of commutative ops are put in canonical order first
-// (a+b and b+a meet), and constants with the same type and bitwise-equal data
+// (a+b and b+a meet) where the swap changes no bit: integer and boolean
+// operands, and comparisons. Float add, mul, max and min keep their order:
+// with NaNs on both sides, the result is the first one's (x86's addss, and
+// tj_max by definition; a max pool's window form folded by max, reordered,
+// returned another tap's NaN payload). Constants with the same type and bitwise-equal data
 // are merged. Guarantees a bit-identical result (all ops are deterministic).
 // Leaves the duplicates for dce to remove.
 #include <bit>
@@ -74,7 +78,8 @@ bool cse(Graph& g, const PassOptions&) {
   g = rw.run([&](ValueId v) -> ValueId {
     const Node& n = g.node(v);
     std::vector<ValueId> ins = rw.map_all(n.inputs);
-    if (n.def().commutative && !std::is_sorted(ins.begin(), ins.end())) {
+    const bool swaps_exactly = n.def().commutative && (!is_float(g.type(n.inputs[0]).dtype) || n.op == Op::eq || n.op == Op::ne);
+    if (swaps_exactly && !std::is_sorted(ins.begin(), ins.end())) {
       std::sort(ins.begin(), ins.end());
       changed = true;
     }

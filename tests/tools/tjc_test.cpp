@@ -336,12 +336,12 @@ TEST(Tjc, OutputPathErrorsAreClear) {
 
 TEST(Tjc, OptRunsPassesOnText) {
   std::string path = temp_file("opt.tj",
-                               "graph g\ninput %x : f64[3]\ninput %y : f64[3]\n"
-                               "%0 = mul(%x, %y) : f64[3]\n%1 = mul(%y, %x) : f64[3]\n%2 = add(%0, %1) : f64[3]\n"
-                               "%3 = const {value=1.0} : f64[]\n%4 = mul(%2, %3) : f64[3]\nreturn %4\n");
+                               "graph g\ninput %x : i32[3]\ninput %y : i32[3]\n"
+                               "%0 = mul(%x, %y) : i32[3]\n%1 = mul(%y, %x) : i32[3]\n%2 = add(%0, %1) : i32[3]\n"
+                               "%3 = const {value=1} : i32[]\n%4 = mul(%2, %3) : i32[3]\nreturn %4\n");
   Result r = tjc("opt " + path, "", true);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.out, "graph g\ninput %x : f64[3]\ninput %y : f64[3]\n%0 = mul(%x, %y) : f64[3]\n%1 = add(%0, %0) : f64[3]\nreturn %1\n");
+  EXPECT_EQ(r.out, "graph g\ninput %x : i32[3]\ninput %y : i32[3]\n%0 = mul(%x, %y) : i32[3]\n%1 = add(%0, %0) : i32[3]\nreturn %1\n");
   Result only = tjc("opt - --passes simplify", path, true);
   EXPECT_NE(only.out.find("mul(%y, %x)"), std::string::npos) << only.out;
   EXPECT_EQ(only.out.find("mul(%2, %3)"), std::string::npos) << only.out;
