@@ -28,6 +28,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"assign_layouts", assign_layouts, "convolutions with a channels-last kernel, and the values between them, channels last"},
       {"winograd_weights", winograd_weights, "3x3 stride-1 convolutions get their weights in the Winograd F(2x2,3x3) domain, for the CPU kernel"},
       {"pack_conv_weights", pack_conv_weights, "convolutions' constant weights stored 16 output channels side by side, for the conv kernel"},
+      {"stride_matmul_weights", stride_matmul_weights, "products' constant weights whose rows lie a multiple of 4 KB apart stored transposed"},
       {"fold_input_scale", fold_input_scale, "a per-channel scale of a convolution's input (squeeze-excitation's gate) moves onto its packed weights, per call"},
       {"decompose", decompose, "composites into primitives for fusion"},
       {"lower_convs", lower_convs, "convolutions into windows and matmuls, for targets without a conv kernel"},
@@ -64,6 +65,7 @@ std::vector<std::string> default_pipeline(bool freeze) {
   if (freeze) p.push_back("winograd_weights");  // after the passes that change conv weights
   if (freeze) p.push_back("pack_conv_weights");  // after the last constant_fold, which would unpack them
   if (freeze) p.push_back("fold_input_scale");   // rewrites the packed view: after pack_conv_weights
+  if (freeze) p.push_back("stride_matmul_weights");  // after the last constant_fold, which would transpose them back
   p.push_back("decompose");               // primitives for the fusion stage
   p.push_back("cse");                     // decompositions share subexpressions
   p.push_back("simplify");                // and expose new no-ops
