@@ -12,12 +12,14 @@
 // column: channels last, or the NCHW image a net starts from); y
 // [N, OH, OW, M] dense; the weights as the generated kernels read them
 // (ir/layout.h): one group Wq [ceil(M/64), KH, KW, C, 64], depthwise Wt
-// [KH*KW, C]; the bias and at most a ReLU or a clip applied by the library.
+// [KH*KW, C]; the bias, a residual r (dense as y) added to the sums, and at
+// most a ReLU or a clip after them, applied by the library.
 struct tj_conv_desc {
   int64_t N, C, H, W, M, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW;
   int64_t xs[4];
   int64_t depthwise;   // 0: one group
   int64_t bias;        // 1: b holds M floats
+  int64_t residual;    // 1: r holds [N, OH, OW, M] floats added after the bias
   int64_t act;         // 0: none, 1: ReLU, 2: clip to [lo, hi]
   float lo, hi;
   int64_t row_blocks;  // parts per image: the call's parts are N*row_blocks
@@ -41,7 +43,7 @@ struct tj_runtime_api {
   // fast kernel for it (the code then runs its own form); then per part
   // (image, row block) on the pool, nonzero on failure.
   void* (*conv_plan)(void* state, const tj_conv_desc* d, const float* w);
-  int (*conv_part)(void* plan, const float* x, const float* b, float* y, int64_t part);
+  int (*conv_part)(void* plan, const float* x, const float* b, const float* r, float* y, int64_t part);
 };
 
 // A program's functions take one table `void** t`: t[v] is the data of the

@@ -26,7 +26,7 @@ using tag = memory::format_tag;
 struct Part {
   dnnl::convolution_forward prim;
   dnnl::stream stream;
-  memory src, bias, dst;
+  memory src, bias, dst, residual;
   std::unordered_map<int, memory> args;
   int64_t x_offset = 0, y_offset = 0;  // elements from x and y at the call
   // x not dense channels last (the NCHW image a net starts from): the
@@ -73,12 +73,6 @@ std::unique_ptr<Plan> make_plan(const tj_conv_desc& d, const float* w) {
   memory user_w(memory::desc(wdims, memory::data_type::f32, d.depthwise ? tag::hwigo : tag::Ohwi64o), engine(),
                       const_cast<float*>(w));
   const memory::desc any_w(wdims, memory::data_type::f32, tag::any), bias_md({d.M}, memory::data_type::f32, tag::x);
-  dnnl::post_ops po;
-  if (d.act == 1) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-  if (d.act == 2) po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, d.lo, d.hi);
-  dnnl::primitive_attr attr;
-  attr.set_post_ops(po);
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const int64_t PR = std::max<int64_t>(0, (d.OW - 1) * d.SW + (d.KW - 1) * d.DW + 1 - d.W - d.PL);
   for (int64_t b = 0; b < d.N; ++b) {
     for (int64_t rb = 0; rb < d.row_blocks; ++rb) {
@@ -86,6 +80,15 @@ std::unique_ptr<Plan> make_plan(const tj_conv_desc& d, const float* w) {
       const Rows in = input_rows(d, r0, r1);
       const memory::desc src({1, d.C, in.in_rows, d.W}, memory::data_type::f32, tag::nhwc);
       const memory::desc dst({1, d.M, r1 - r0, d.OW}, memory::data_type::f32, tag::nhwc);
+      // The epilogue: the residual (a binary post-op reading the part's
+      // rows of r, laid out as dst), then the activation.
+      dnnl::post_ops po;
+      if (d.residual) po.append_binary(dnnl::algorithm::binary_add, dst);
+      if (d.act == 1) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      if (d.act == 2) po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, d.lo, d.hi);
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(po);
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       const dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, any_w,
                                                d.bias ? bias_md : memory::desc(), dst, {d.SH, d.SW}, {d.DH - 1, d.DW - 1},
                                                {in.pad_top, d.PL}, {in.pad_bottom, PR});
@@ -110,6 +113,7 @@ std::unique_ptr<Plan> make_plan(const tj_conv_desc& d, const float* w) {
       p.dst = memory(dst, engine(), nullptr);
       p.args = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, *it}, {DNNL_ARG_DST, p.dst}, {DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), engine())}};
       if (d.bias) p.bias = memory(bias_md, engine(), nullptr), p.args.emplace(DNNL_ARG_BIAS, p.bias);
+      if (d.residual) p.residual = memory(dst, engine(), nullptr), p.args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, p.residual);
       p.x_offset = b * d.xs[0] + in.in0 * d.xs[2];
       if (!dense_channels_last(d)) p.in_rows = in.in_rows, p.rows.resize(static_cast<size_t>(in.in_rows * d.W * d.C));
       p.y_offset = (b * d.OH + r0) * d.OW * d.M;
@@ -153,15 +157,19 @@ void* library_conv_plan(void* state, const tj_conv_desc* d, const float* w) {
   return it->second.get();
 }
 
-int library_conv_part(void* plan, const float* x, const float* b, float* y, int64_t part) {
+int library_conv_part(void* plan, const float* x, const float* b, const float* r, float* y, int64_t part) {
   auto* pl = static_cast<Plan*>(plan);
   if (!pl || part < 0 || part >= static_cast<int64_t>(pl->parts.size())) return 1;
   Part& p = pl->parts[static_cast<size_t>(part)];
+  // The residual read where the part writes would be a race between parts
+  // (the memory planner gives a conv's output a buffer of its own).
+  const tj_conv_desc& d = pl->d;
+  const int64_t outputs = d.N * d.OH * d.OW * d.M;
+  if (d.residual && (!r || (r < y + outputs && y < r + outputs))) return 1;
   try {
     OneOpenMpThread one;
     const float* xp = x + p.x_offset;
     if (p.in_rows) {
-      const tj_conv_desc& d = pl->d;
       for (int64_t h = 0; h < p.in_rows; ++h)
         for (int64_t w = 0; w < d.W; ++w)
           for (int64_t c = 0; c < d.C; ++c) p.rows[static_cast<size_t>((h * d.W + w) * d.C + c)] = xp[h * d.xs[2] + w * d.xs[3] + c * d.xs[1]];
@@ -169,7 +177,8 @@ int library_conv_part(void* plan, const float* x, const float* b, float* y, int6
     }
     p.src.set_data_handle(const_cast<float*>(xp));
     p.dst.set_data_handle(y + p.y_offset);
-    if (pl->d.bias) p.bias.set_data_handle(const_cast<float*>(b));
+    if (d.bias) p.bias.set_data_handle(const_cast<float*>(b));
+    if (d.residual) p.residual.set_data_handle(const_cast<float*>(r + p.y_offset));
     p.prim.execute(p.stream, p.args);
     p.stream.wait();
   } catch (const std::exception&) {  // nothing thrown reaches the generated code

@@ -37,6 +37,6 @@ class LibraryState {
 // or makes only with its reference kernels, is null (kept, not tried again):
 // the generated code then runs its own form.
 void* library_conv_plan(void* state, const tj_conv_desc* d, const float* w);
-int library_conv_part(void* plan, const float* x, const float* b, float* y, int64_t part);
+int library_conv_part(void* plan, const float* x, const float* b, const float* r, float* y, int64_t part);
 
 }  // namespace tj

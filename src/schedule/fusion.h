@@ -28,6 +28,7 @@
 // Kernels come out in a valid execution order.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@ struct Kernel {
   std::vector<ValueId> outputs;  // values written to memory
   Shape space;                   // iteration space
   int64_t bytes_read = 0, bytes_written = 0, flops = 0;
+  bool writes(ValueId v) const { return std::find(outputs.begin(), outputs.end(), v) != outputs.end(); }
 };
 
 // Output `output` of the graph written into the array of input `input`,

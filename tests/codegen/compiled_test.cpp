@@ -751,7 +751,7 @@ TEST_F(Compiled, TransposedGemvMatchesTheInterpreter) {
       CompileOptions co;
       co.pool = &pool;
       Executable exe = tj::compile(g, {}, co);
-      EXPECT_NE(exe.source().find("tj_vf16 s0 = {}, s1 = {}, s2 = {}, s3 = {};"), std::string::npos) << "not the four-row GEMV, K " << K;
+      EXPECT_NE(exe.source().find("tj_vfn s[4][tj_per16] = {};"), std::string::npos) << "not the four-row GEMV, K " << K;
       Bindings copy = in;
       got.push_back(exe.run(copy));
     }

@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "codegen/cpp/emit.h"
+#include "codegen/cpp/kernels/conv_common.h"
 #include "codegen/on_device.h"
 #include "compiler/compile.h"
 #include "passes/pipeline.h"
@@ -28,7 +30,7 @@ struct Case {
   std::vector<int64_t> stride = {}, dilation = {}, pad_begin = {}, pad_end = {};
   int64_t groups = 1;
   bool bias = false;
-  std::string epilogue = "";  // "relu", "relu6"
+  std::string epilogue = "";  // "relu", "relu6", "residual relu" (+ r, then ReLU), "shortcut first" (r +)
   bool nchw = false;          // x channels first, permuted to channels last
 };
 
@@ -51,7 +53,9 @@ Graph build(const Case& c) {
   if (c.bias) ops.push_back(g.add_param("b", {DType::f32, {Dim(c.w[0])}}));
   ValueId y = g.add(Op::conv, ops, {{"stride", c.stride}, {"dilation", c.dilation}, {"pad_begin", c.pad_begin}, {"pad_end", c.pad_end},
                                     {"groups", c.groups}, {"channels_last", true}});
-  if (c.epilogue == "relu") y = g.add(Op::relu, {y});
+  if (c.epilogue == "residual relu") y = g.add(Op::add, {y, g.add_input("r", g.type(y))});
+  if (c.epilogue == "shortcut first") y = g.add(Op::add, {g.add_input("r", g.type(y)), y});
+  if (c.epilogue == "relu" || c.epilogue == "residual relu") y = g.add(Op::relu, {y});
   if (c.epilogue == "relu6")
     y = g.add(Op::clip, {y, g.add_const({DType::f32, {}}, std::vector<double>{0}), g.add_const({DType::f32, {}}, std::vector<double>{6})});
   g.set_outputs({y});
@@ -91,6 +95,8 @@ TEST_F(LibraryConv, EveryFormItTakesMatchesTheInterpreter) {
       {"depthwise 5x5 stride 2", {1, 15, 14, 40}, {40, 1, 5, 5}, {2, 2}, {}, {2, 2}, {2, 2}, 40, false, ""},
       {"1d", {2, 30, 6}, {9, 6, 4}, {2}, {}, {1}, {2}, 1, true, "relu"},
       {"stem, the NCHW image at its strides", {1, 3, 23, 21}, {16, 3, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, true, "relu6", true},
+      {"1x1, a residual then ReLU", {2, 14, 14, 32}, {64, 32, 1, 1}, {}, {}, {}, {}, 1, true, "residual relu"},
+      {"3x3 stride 2, the shortcut first", {1, 12, 10, 16}, {24, 16, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, false, "shortcut first"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -114,13 +120,24 @@ TEST_F(LibraryConv, EveryFormItTakesMatchesTheInterpreter) {
     EXPECT_LE(against_f64(g, co, &exe), 1e-5);
     EXPECT_EQ(exe.stats().tuned_now, 0);
     EXPECT_NE(exe.source().find("conv_plan("), std::string::npos);
+    // The residual added by the library (its desc's flag before the
+    // activation's), the ReLU after it.
+    if (c.epilogue == "residual relu" || c.epilogue == "shortcut first") {
+      EXPECT_NE(exe.source().find(c.epilogue == "residual relu" ? ", 1, 1, (float)" : ", 1, 0, (float)"), std::string::npos) << exe.source();
+    }
     // The NCHW image read where it lies (its strides by image, channel, row, column).
     if (c.nchw) {
       EXPECT_NE(exe.source().find("{1449, 483, 21, 1}"), std::string::npos);
     }
-    // The rule: the library for the expanding 1x1 conv only.
+    // The rules: the library for the expanding 1x1 conv only; without
+    // AVX-512 also for stems (at most 4 input channels) and strided convs
+    // with output rows of 14 or fewer, one group each, and with a residual
+    // only for stride-1 1x1s of 14x14 positions and more.
+    static const std::set<std::string> narrow = {"3x3 stride 2, 40 outputs", "dilated", "asymmetric pads, wide kernel",
+                                                 "stem, the NCHW image at its strides", "1x1, a residual then ReLU"};
     EXPECT_LE(against_f64(g, {}, &exe), 1e-5);
-    EXPECT_EQ(exe.source().find("conv_plan(") != std::string::npos, c.name == "1x1 expanding, two images");
+    EXPECT_EQ(exe.source().find("conv_plan(") != std::string::npos,
+              c.name == "1x1 expanding, two images" || (!cpp::conv_kernels::wide_vectors() && narrow.count(c.name)));
   }
 }
 

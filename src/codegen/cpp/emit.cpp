@@ -29,7 +29,7 @@ EmittedProgram Emitter::run() {
   out_.splits_small_kernels = team_work_total_ >= kTeamElements;
   // Each kernel and output function may go into a translation unit of its
   // own (build.h): what every unit needs comes before the first mark.
-  out_.source = prelude() + (reads_narrow_weights_ ? narrow_weight_helpers() : "") + (uses_direct_conv_ ? direct_conv_helpers() : "") + op_helpers() + "extern \"C\" {\n\n" + "static const bool tj_team = " + (out_.splits_small_kernels ? "true" : "false") +
+  out_.source = prelude() + (reads_narrow_weights_ ? narrow_weight_helpers() : "") + (uses_direct_conv_ ? direct_conv_helpers() : "") + (uses_pool_ ? pool_helpers() : "") + op_helpers() + "extern \"C\" {\n\n" + "static const bool tj_team = " + (out_.splits_small_kernels ? "true" : "false") +
                 ";\n\n" + kUnitMark + "int tj_status = 0;\n\n" + out_.source;
   for (size_t o = 0; o < g_.outputs().size(); ++o) emit_output(o);
   emit_index_checks();

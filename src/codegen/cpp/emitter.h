@@ -172,14 +172,17 @@ class Emitter : public codegen::ValueReader {
   // Its geometry, where the library takes the channels-last conv K[0]:
   // one group or depthwise, 1 or 2 spatial dims (Plane pl), not Winograd,
   // weights stored (a constant or a param), x dense or `view`, and an
-  // epilogue of at most the bias and a ReLU or a clip (bits as
-  // tj_conv_tile_cl's EP: 1 bias, 2 ReLU, 4 clip to [lo, hi]) or none.
+  // epilogue of at most the bias, a residual added and a ReLU or a clip
+  // (bits as tj_conv_tile_cl's EP: 1 bias, 2 ReLU, 4 clip to [lo, hi]) or
+  // none.
   std::optional<tj_conv_desc> library_conv_desc(const Kernel& K, const conv_kernels::Plane& pl, const std::optional<Strided>& view, int bits, float lo,
-                                                float hi);
+                                                float hi, bool residual);
   // Where the library makes no plan, `otherwise` runs (the generated form).
-  std::string conv_library_call(const tj_conv_desc& d, const std::string& x, const std::string& w, const std::string& b, const std::string& y,
-                                const std::string& otherwise);
+  // r: the residual's pointer, or empty.
+  std::string conv_library_call(const tj_conv_desc& d, const std::string& x, const std::string& w, const std::string& b, const std::string& r,
+                                const std::string& y, const std::string& otherwise);
   std::string pool_body(const Kernel& K);
+  static std::string pool_helpers();  // kernels/pool.cpp
   std::string pool_epilogue(const Kernel& K, const std::string& var, int64_t n, const Idx& at);
   static std::string direct_conv_helpers();         // kernels/conv.cpp
   static std::string channels_last_conv_helpers();  // kernels/conv_channels_last_helpers.cpp
@@ -216,6 +219,7 @@ class Emitter : public codegen::ValueReader {
     bool conv_library = false;      // a channels-last conv by the matrix library (conv_library_call)
   };
 
+  bool uses_pool_ = false;             // some pool kernel: the prelude gets tj_pool_cl
   bool uses_direct_conv_ = false;      // some conv kernel is the direct form: the prelude gets tj_conv_tile
   bool reads_narrow_weights_ = false;  // some GEMV reads bf16 or int8 weights: the prelude gets their helpers
   int64_t team_work_ = 0;         // elements of work the current kernel splits over the team (0: it does not)

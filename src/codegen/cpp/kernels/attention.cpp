@@ -189,13 +189,17 @@ std::string lane_tree(const std::string& indent, const std::string& to, const st
 // unroll). Rows past the block's last compute the last row again, unused.
 std::string Emitter::block_dots(const std::string& ty, const std::string& st, const std::string& row, const std::string& kt,
                                 const std::string& dst, const std::string& Ds, const std::string& at) {
-  std::string V = ty == "float" ? "tj_vf16" : "tj_vd16";
+  std::string V = ty == "float" ? "tj_vfn" : "tj_vd16";
   std::string code;
   code += at + "for (int64_t i4 = 0; i4 < in; i4 += 4) {\n";
   code += at + "  const " + st + "* q0 = " + row + "(r0 + i4);\n";
   for (int w = 1; w < 4; ++w)
     code += at + "  const " + st + "* q" + std::to_string(w) + " = " + row + "(r0 + std::min<int64_t>(i4 + " + std::to_string(w) + ", in - 1));\n";
-  code += at + "  for (int64_t j = 0; j < jp; j += 16) {\n" + at + "    " + V + " a0 = {}, a1 = {}, a2 = {}, a3 = {};\n";
+  // Floats in the CPU's own vectors, tj_per16 of them per 16 keys (a
+  // 64-byte vector lives in memory without AVX-512).
+  const bool f = ty == "float";
+  const std::string step = f ? "tj_lanes" : "16";
+  code += at + "  for (int64_t j = 0; j < jp; j += " + step + ") {\n" + at + "    " + V + " a0 = {}, a1 = {}, a2 = {}, a3 = {};\n";
   code += at + "    for (int64_t d = 0; d < " + Ds + "; ++d) {\n" + at + "      const " + V + " kv = *(const " + V + "*)&" + kt + "[d][j];\n";
   code += at + "      a0 += (" + ty + ")q0[d] * kv, a1 += (" + ty + ")q1[d] * kv, a2 += (" + ty + ")q2[d] * kv, a3 += (" + ty + ")q3[d] * kv;\n" +
           at + "    }\n";
@@ -212,22 +216,31 @@ std::string Emitter::block_dots(const std::string& ty, const std::string& st, co
 // U * Dv/16 vector variables. As an array GCC kept them in memory, each
 // multiply-add waiting on the last one's store.
 std::string Emitter::value_rows_in_registers(int64_t U, int64_t Dv) {
+  // Each 16 floats are tj_per16 of the CPU's vectors (1, 2 or 4: known
+  // only when the code is compiled), r<w>_<c>_<u>, those past tj_per16
+  // unused (a 64-byte vector lives in memory without AVX-512).
   const int64_t C = Dv / 16;
-  auto r = [](int64_t w, int64_t c) { return "r" + std::to_string(w) + "_" + std::to_string(c); };
+  auto r = [](int64_t w, int64_t c, int u) { return "r" + std::to_string(w) + "_" + std::to_string(c) + "_" + std::to_string(u); };
+  auto lanes = [](int64_t c, int u) { return std::to_string(16 * c) + " + " + std::to_string(u) + "*tj_lanes"; };
+  auto each = [](int u, const std::string& stmt) { return u == 0 ? stmt : "if constexpr (tj_per16 > " + std::to_string(u) + ") " + stmt; };
   auto sum_into = [&](int64_t w, const std::string& key, const std::string& at) {
     std::string code = at + "{\n" + at + "  const float pj = s[" + key + "];\n" + at + "  const float* vj = v + (j0 + " + key + ")*vstride;\n";
-    for (int64_t c = 0; c < C; ++c) code += at + "  " + r(w, c) + " += pj * *(const tj_vf16u*)(vj + " + std::to_string(16 * c) + ");\n";
+    for (int64_t c = 0; c < C; ++c)
+      for (int u = 0; u < 4; ++u) code += at + "  " + each(u, r(w, c, u) + " += pj * *(const tj_vfnu*)(vj + " + lanes(c, u) + ");") + "\n";
     return code + at + "}\n";
   };
-  std::string code = "        tj_vf16";
+  std::string code = "        tj_vfn";
   for (int64_t w = 0; w < U; ++w)
-    for (int64_t c = 0; c < C; ++c) code += std::string(w || c ? ", " : " ") + r(w, c) + " = {}";
+    for (int64_t c = 0; c < C; ++c)
+      for (int u = 0; u < 4; ++u) code += std::string(w || c || u ? ", " : " ") + r(w, c, u) + " = {}";
   code += ";\n        int64_t j = 0;\n        for (; j + " + std::to_string(U) + " <= jm; j += " + std::to_string(U) + ") {\n";
   for (int64_t w = 0; w < U; ++w) code += sum_into(w, "j + " + std::to_string(w), "          ");
   code += "        }\n        for (; j < jm; ++j)\n" + sum_into(0, "j", "          ");
   for (int64_t w = 1; w < U; ++w)
-    for (int64_t c = 0; c < C; ++c) code += "        " + r(0, c) + " += " + r(w, c) + ";\n";
-  for (int64_t c = 0; c < C; ++c) code += "        *(tj_vf16*)&acc[ii][" + std::to_string(16 * c) + "] += " + r(0, c) + ";\n";
+    for (int64_t c = 0; c < C; ++c)
+      for (int u = 0; u < 4; ++u) code += "        " + each(u, r(0, c, u) + " += " + r(w, c, u) + ";") + "\n";
+  for (int64_t c = 0; c < C; ++c)
+    for (int u = 0; u < 4; ++u) code += "        " + each(u, "*(tj_vfn*)&acc[ii][" + lanes(c, u) + "] += " + r(0, c, u) + ";") + "\n";
   return code;
 }
 

@@ -197,7 +197,7 @@ std::string Emitter::conv_body(const Kernel& K) {
     const std::string at = "((b*" + S(M) + " + mc)*" + S(P) + " + r*" + S(OW) + " + ow)";
     if (!B.empty()) {
       body += "            const " + CT(cv) + " v" + S(cv) + " = " + Y + "[" + at + "] + " + B + "[mc];\n";
-      if (std::find(K.outputs.begin(), K.outputs.end(), cv) != K.outputs.end()) body += "            " + Y + "[" + at + "] = v" + S(cv) + ";\n";
+      if (K.writes(cv)) body += "            " + Y + "[" + at + "] = v" + S(cv) + ";\n";
       local_[cv] = "v" + S(cv);
     }
     body += pointwise_statements(K, 1, iv, so, "            ");

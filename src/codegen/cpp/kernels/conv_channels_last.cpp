@@ -4,6 +4,7 @@
 // conv_channels_last_helpers.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 
 #include "codegen/c_text.h"
@@ -27,33 +28,56 @@ struct RegisterEpilogue {
   int bits = 0;  // 1 bias, 2 ReLU, 4 clip; 0: none
   float lo = 0, hi = 0;  // the clip's bounds; lo +0 for ReLU
   ValueId out = -1;
+  ValueId residual = -1;  // the library's epilogue alone: added before the activation
 };
+
+// Op a as the epilogue's activation of value v: its bits (2 ReLU, 4 a
+// clip by constants, r.lo and r.hi), or 0.
+int activation_bits(const Graph& g, const Node& a, ValueId v, RegisterEpilogue& r) {
+  if (a.type.dtype != DType::f32 || a.inputs.empty() || a.inputs[0] != v || a.type.shape != g.type(v).shape) return 0;
+  if (a.op == Op::relu) return 2;
+  if (a.op != Op::clip) return 0;
+  const auto lo = splat_value(g, a.inputs[1]), hi = splat_value(g, a.inputs[2]);
+  if (!lo || !hi) return 0;
+  r.lo = static_cast<float>(*lo), r.hi = static_cast<float>(*hi);
+  // tj_clip's fast form: neither bound NaN, lo not -0, hi not +0; nor
+  // hi -0 (tj_conv_act broadcasts a bound by adding it to +0)
+  if (std::isnan(r.lo) || std::isnan(r.hi) || (r.lo == 0 && std::signbit(r.lo)) || r.hi == 0) return 0;
+  return 4;
+}
 
 RegisterEpilogue register_epilogue(const Graph& g, const Kernel& K, ValueId cv, bool bias) {
   RegisterEpilogue r;
-  const bool sums_out = std::find(K.outputs.begin(), K.outputs.end(), cv) != K.outputs.end();
   if (K.ops.size() == 1) {
     if (bias) r.bits = 1, r.out = cv;
     return r;
   }
-  if (K.ops.size() != 2 || sums_out) return r;
-  const Node& a = g.node(K.ops[1]);
-  if (a.type.dtype != DType::f32 || a.inputs.empty() || a.inputs[0] != cv || a.type.shape != g.type(cv).shape) return r;
-  if (a.op == Op::relu) {
-    r.bits = 2;
-  } else if (a.op == Op::clip) {
-    const auto lo = splat_value(g, a.inputs[1]), hi = splat_value(g, a.inputs[2]);
-    if (!lo || !hi) return r;
-    r.lo = static_cast<float>(*lo), r.hi = static_cast<float>(*hi);
-    // tj_clip's fast form: neither bound NaN, lo not -0, hi not +0; nor
-    // hi -0 (tj_conv_act broadcasts a bound by adding it to +0)
-    if (std::isnan(r.lo) || std::isnan(r.hi) || (r.lo == 0 && std::signbit(r.lo)) || r.hi == 0) return r;
-    r.bits = 4;
-  } else {
-    return r;
-  }
+  if (K.ops.size() != 2 || K.writes(cv)) return r;
+  r.bits = activation_bits(g, g.node(K.ops[1]), cv, r);
+  if (r.bits == 0) return RegisterEpilogue{};
   r.bits |= bias ? 1 : 0;
   r.out = K.ops[1];
+  return r;
+}
+
+// The matrix library's epilogue: the register one, or the bias, a residual
+// (an add of the conv's value and a value of its shape: a ResNet block's
+// shortcut) and at most an activation (bits 0: none), with only the last
+// value written.
+RegisterEpilogue library_epilogue(const Graph& g, const Kernel& K, ValueId cv, bool bias, const RegisterEpilogue& rep) {
+  if (rep.bits || K.ops.size() == 1 || K.ops.size() > 3 || K.writes(cv)) return rep;
+  const Node& a = g.node(K.ops[1]);
+  if (a.op != Op::add || a.inputs.size() != 2 || a.type.dtype != DType::f32 || a.type.shape != g.type(cv).shape) return rep;
+  RegisterEpilogue r;
+  r.residual = a.inputs[0] == cv ? a.inputs[1] : a.inputs[1] == cv ? a.inputs[0] : -1;
+  if (r.residual < 0 || r.residual == cv || g.type(r.residual) != a.type) return rep;
+  if (K.ops.size() == 3) {
+    if (K.writes(K.ops[1])) return rep;
+    r.bits = activation_bits(g, g.node(K.ops[2]), K.ops[1], r);
+    if (r.bits == 0) return rep;
+  }
+  r.bits |= bias ? 1 : 0;
+  r.out = K.ops.back();
   return r;
 }
 
@@ -123,10 +147,32 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // ReLU or clip (the library's): by rule for a 1x1 conv that expands few
   // input channels six-fold and more (mobilenet_v2's 16 -> 96 at 112x112,
   // 24 -> 144, 32 -> 192: its kernels 13-17% faster there, measured in the
-  // program; ours won at 3x, and from 64 input channels on); a tuning
-  // candidate beside the generated form for the rest.
-  if (auto d = library_conv_desc(K, pl, view, rep.bits, rep.lo, rep.hi)) {
-    const bool rule = G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded() && C_ <= 32 && M >= 6 * C_;
+  // program; ours won at 3x, and from 64 input channels on); without
+  // AVX-512 (wide_vectors), by rule for every one-group 1x1 conv of stride
+  // 1, every stem (at most 4 input channels) and every strided one-group
+  // conv with output rows of 14 or fewer: there the tuner chose oneDNN for
+  // 20 of resnet50's 24 and 8 of mobilenet_v2's 13 tunable convs, 5-40%
+  // faster on the 1x1s, 1.4-2.2x on the stems, 1.01-1.48x on 3x3 stride-2
+  // convs to 14x14 and 7x7 (ours won to 28x28: 2312 against 2525 us) (Zen 3,
+  // AVX2); a tuning candidate beside the generated form for the rest.
+  // Its epilogue may also add a residual (ResNet's 1x1 convs that end a
+  // block, with the shortcut and the ReLU after it).
+  const RegisterEpilogue lep = epilogue ? library_epilogue(g_, K, cv, !B.empty(), rep) : rep;
+  if (auto d = library_conv_desc(K, pl, view, lep.bits, lep.lo, lep.hi, lep.residual >= 0)) {
+    const bool one_by_one = G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded();
+    // With a residual (a binary post-op), only stride-1 1x1 convs of 14x14
+    // positions and more: there oneDNN's 1x1 kernel won by 5-9% (resnet50's
+    // 56x56 64 -> 256 1355 against 1486 us); the post-op sends a strided
+    // 1x1 to its generic direct kernel (resnet50's stride-2 downsamples
+    // 1.5-3.2x slower: 28x28 512 -> 1024 6955 against 2156 us), and at 7x7
+    // 512 -> 2048 ours won (823 against 1005-1816 us) (the tuner, Zen 3).
+    const bool residual_rule = lep.residual < 0 || (one_by_one && P >= 196);
+    const bool narrow_rule = G == 1 && residual_rule && (one_by_one || C_ <= 4 || ((pl.SH > 1 || pl.SW > 1) && pl.OW <= 14));
+    // TJ_CONV_FORMS=generated: no rule takes the library (the conv tests
+    // of the generated forms, on any CPU); the tuner still times both.
+    const char* forms = std::getenv("TJ_CONV_FORMS");
+    const bool rules = !(forms && std::string(forms) == "generated");
+    const bool rule = rules && ((one_by_one && C_ <= 32 && M >= 6 * C_) || (!wide_vectors() && narrow_rule));
     if (tune_ && knobs_.label.empty()) {
       for (bool library : {rule, !rule}) {
         alternatives_.push_back(Knobs{});
@@ -134,7 +180,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       }
       tuning_signature_ = "conv " + shape_str(sx) + " * " + shape_str(sw) + " -> " + shape_str(so) + " stride " + S(pl.SH) + "," + S(pl.SW) + " pad " +
                           S(pl.PH) + "," + S(pl.PW) + " dilation " + S(d->DH) + "," + S(d->DW) + " x strides " + S(d->xs[0]) + "," + S(d->xs[1]) + "," +
-                          S(d->xs[2]) + "," + S(d->xs[3]) + " epilogue " + std::to_string(rep.bits) + " " + codegen::literal(d->lo, DType::f32) + "," +
+                          S(d->xs[2]) + "," + S(d->xs[3]) + " epilogue " + std::to_string(lep.bits) + (lep.residual >= 0 ? " residual " : " ") + codegen::literal(d->lo, DType::f32) + "," +
                           codegen::literal(d->hi, DType::f32);
     }
     if (knobs_.label.empty() ? rule : knobs_.conv_library) {
@@ -146,7 +192,8 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       knobs_.label = "generated";
       const std::string otherwise = conv_channels_last_body(K);
       knobs_ = was;
-      return code + conv_library_call(*d, x, Wp_, B, rep.bits ? rep_out : Y, otherwise);
+      const std::string R = lep.residual >= 0 ? dense_operand(lep.residual, &code) : "";
+      return code + conv_library_call(*d, x, Wp_, B, R, lep.bits || lep.residual >= 0 ? ptr(lep.out) : Y, otherwise);
     }
   }
   std::string red_row;
@@ -210,7 +257,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     const std::string sums = t0.empty() ? Y + "[" + at + "]" : "tj_tile[(q - " + t0 + ")*" + S(ts) + " + (mc - " + m0 + ")]";
     if (!B.empty() || !t0.empty()) {
       body += "          const float v" + S(cv) + " = " + sums + (B.empty() ? "" : " + " + B + "[mc]") + ";\n";
-      if (std::find(K.outputs.begin(), K.outputs.end(), cv) != K.outputs.end()) body += "          " + Y + "[" + at + "] = v" + S(cv) + ";\n";
+      if (K.writes(cv)) body += "          " + Y + "[" + at + "] = v" + S(cv) + ";\n";
       local_[cv] = "v" + S(cv);
     }
     body += pointwise_statements(K, 1, iv, so, "          ");
@@ -294,7 +341,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "        const float* vx = V + xi*" + S(Tmax * C_) + ";\n        float* mx = Mb + xi*" + S(Tmax * cb) + ";\n";
     auto tiles = [&](int nv) {
       // Every part holds at least Tmin >= np tiles: one moved back to end at T stays inside.
-      const int64_t np = row_tiles(Tmin, kWideTilePositions[nv]).np;
+      const int64_t np = row_tiles(Tmin, wide_tile_positions(nv)).np;
       return "        for (int64_t q = 0; q < T; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, T - " + S(np) + ");\n          " +
              tile_head(np, nv, 1, 1, false, 64, 0) + "vx + at*" + S(C_) + ", " + S(C_) + ", 0, 0, u + xi*" + S(C_ * cb) + ", 0, " + S(C_) + ", mx + at*" +
              S(cb) + ", " + S(cb) + ", valid);\n        }\n";
@@ -331,7 +378,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     const bool tiled = epilogue && !rep.bits;
     if (tiled) code += "      alignas(64) float tj_tile[" + S(kTileFloats) + "];\n";
     auto tiles = [&](int nv) {
-      const int64_t np = row_tiles(P / blocks, kWideTilePositions[nv]).np;
+      const int64_t np = row_tiles(P / blocks, wide_tile_positions(nv)).np;
       const std::string y = tiled ? "tj_tile, 64" : "yb + at*" + S(M) + ", " + S(M);
       return "        for (int64_t q = q0; q < q1; q += " + S(np) + ") {\n          const int64_t at = std::min<int64_t>(q, q1 - " + S(np) +
              ");\n          " + tile_head(np, nv, 1, 1, false, 64, rep.bits) + "xpad + at*" + Cx + ", " + Cx + ", 0, 0, wp, 0, " + Cx + ", " + y + ", valid" + rep_args + ");\n" +
@@ -379,7 +426,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
     code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + group_at + (cbs > 1 ? " + cbk*" + S(Cb) : "") + ";\n";
     auto tiles = [&](int nv) {
-      const RowTiles rt = row_tiles(OW, kWideTilePositions[nv]);
+      const RowTiles rt = row_tiles(OW, wide_tile_positions(nv));
       const int64_t count = rt.count, np = rt.np;
       auto call = [&](bool acc, const std::string& c, const std::string& at) {
         return at + tile_head(np, nv, pl.KH, pl.KW, acc, cb, regt ? rep.bits : 0) + "xrow + ow*" + S(pl.SW * C_) + ", " +

@@ -98,11 +98,23 @@ inline RowTiles row_tiles(int64_t OW, int64_t cap) {
 
 // Channels last, the output channels in blocks of 64 (`valid` channels
 // each at run time, all but the last block whole): a tile is nv vectors of
-// 16 channels by up to kWideTilePositions[nv] positions, about 24-28
+// 16 channels by up to wide_tile_positions(nv) positions, about 24-28
 // accumulators. `tiles(nv)` is the code for one width; the whole blocks take
 // 4 vectors, a last partial one the vectors it needs, each width behind a
 // branch on `valid` (at indent `at`), one alone none.
-inline constexpr int64_t kWideTilePositions[5] = {0, 24, 12, 8, 7};
+// Without AVX-512 (the generated code's -march=native), a tile runs as
+// sub-tiles of 6 positions by 8 channels (tj_conv_tile_cl): tiles of 3 and 4
+// vectors take 6 positions, one sub-tile of 12 accumulators (7 ran as 4 and
+// 3 positions, each loading more than it multiplied: mnasnet's 7x7 1x1
+// convs at a quarter of the machine's rate).
+inline bool wide_vectors() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+inline int64_t wide_tile_positions(int nv) {
+  static constexpr int64_t wide[5] = {0, 24, 12, 8, 7}, narrow[5] = {0, 24, 12, 6, 6};
+  return (wide_vectors() ? wide : narrow)[nv];
+}
 inline constexpr int64_t kTileFloats = 24 * 64;  // a tile's sums at 64 floats a position, the widest tile
 
 // The tile widths (vectors) by_channel_quads uses for M channels.
@@ -118,7 +130,7 @@ inline std::vector<int> quad_widths(int64_t M) {
 inline bool tiles_exactly(int64_t M, int64_t basis, const std::vector<int64_t>& lengths) {
   for (int nv : quad_widths(M))
     for (int64_t L : lengths)
-      if (L % row_tiles(basis, kWideTilePositions[nv]).np != 0) return false;
+      if (L % row_tiles(basis, wide_tile_positions(nv)).np != 0) return false;
   return true;
 }
 // The end of a tile's channels in code (from m0): "m0 + 64" where tiles of

@@ -10,14 +10,14 @@
 namespace tj::cpp {
 
 std::optional<tj_conv_desc> Emitter::library_conv_desc(const Kernel& K, const conv_kernels::Plane& pl, const std::optional<Strided>& view, int bits,
-                                                       float lo, float hi) {
+                                                       float lo, float hi, bool residual) {
   const Node& n = g_.node(K.ops[0]);
   const auto sx = shape(n.inputs[0]), sw = shape(n.inputs[1]);
   const size_t k = sw.size() - 2;
   const int64_t G = n.attr_int("groups"), C_ = sx.back().value(), M = sw[0].value();
   const bool depthwise = G > 1 && G == C_ && M == G && sw[1] == Dim(1);
   if (T(K.ops[0]) != "float" || !shape(K.ops[0])[0].is_const() || k < 1 || k > 2 || n.attr_bool("winograd") || (G != 1 && !depthwise)) return std::nullopt;
-  if (K.ops.size() > 1 && !(bits & 6)) return std::nullopt;  // an epilogue the library does not take
+  if (K.ops.size() > 1 && !(bits & 6) && !residual) return std::nullopt;  // an epilogue the library does not take
   const ValueId w = depthwise ? packed_conv_taps(g_, n.inputs[1]) : packed_conv_quads(g_, n.inputs[1], 64);
   if (w < 0 || (g_.node(w).op != Op::constant && g_.node(w).op != Op::param)) return std::nullopt;
   tj_conv_desc d{};
@@ -33,6 +33,7 @@ std::optional<tj_conv_desc> Emitter::library_conv_desc(const Kernel& K, const co
   }
   d.depthwise = depthwise ? 1 : 0;
   d.bias = n.inputs.size() > 2 ? 1 : 0;
+  d.residual = residual ? 1 : 0;
   d.act = bits & 2 ? 1 : bits & 4 ? 2 : 0;
   d.lo = lo, d.hi = hi;
   // Parts per image, fixed by the sizes: two row blocks, four for a conv
@@ -43,19 +44,20 @@ std::optional<tj_conv_desc> Emitter::library_conv_desc(const Kernel& K, const co
 }
 
 std::string Emitter::conv_library_call(const tj_conv_desc& d, const std::string& x, const std::string& w, const std::string& b,
-                                       const std::string& y, const std::string& otherwise) {
+                                       const std::string& r, const std::string& y, const std::string& otherwise) {
   auto I = [](int64_t v) { return std::to_string(v); };
   std::string init;
   for (int64_t v : {d.N, d.C, d.H, d.W, d.M, d.KH, d.KW, d.OH, d.OW, d.SH, d.SW, d.PT, d.PL, d.DH, d.DW}) init += I(v) + ", ";
   init += "{" + I(d.xs[0]) + ", " + I(d.xs[1]) + ", " + I(d.xs[2]) + ", " + I(d.xs[3]) + "}, " + I(d.depthwise) + ", " + I(d.bias) + ", " +
-          I(d.act) + ", " + literal(d.lo, DType::f32) + ", " + literal(d.hi, DType::f32) + ", " + I(d.row_blocks);
+          I(d.residual) + ", " + I(d.act) + ", " + literal(d.lo, DType::f32) + ", " + literal(d.hi, DType::f32) + ", " + I(d.row_blocks);
   const std::string fail = "__atomic_store_n(&tj_status, tj_status_gemm_failed, __ATOMIC_RELAXED)";
   std::string c = "  {\n    static const tj_conv_desc tj_cd = {" + init + "};\n";
   c += "    const tj_runtime_api* tj_api = (const tj_runtime_api*)" + pool() + ";\n";
   c += "    void* const tj_plan = tj_api->conv_plan(" + slot(tj_slot_library) + ", &tj_cd, " + w + ");\n";
   c += "    if (tj_plan) {\n";
   c += "    " + open_parallel(I(d.N * d.row_blocks));
-  c += "      if (tj_api->conv_part(tj_plan, " + x + ", " + (b.empty() ? std::string("nullptr") : b) + ", " + y + ", tj_part)) " + fail + ";\n";
+  c += "      if (tj_api->conv_part(tj_plan, " + x + ", " + (b.empty() ? std::string("nullptr") : b) + ", " + (r.empty() ? std::string("nullptr") : r) + ", " + y +
+       ", tj_part)) " + fail + ";\n";
   c += "    " + close_parallel() + "    } else {\n";
   c += otherwise;
   return c + "    }\n  }\n";

@@ -323,18 +323,20 @@ std::string Emitter::rows_into(const WeightRead& w, int rows, const std::string&
 
 // Rows [n, min(n + 4, n_end)) of a one-row product by a transposed f32
 // matrix B [N, K] (row stride lds): each row a sum of 16-lane vectors over
-// k, then its lanes in order and the rest of k. Every x vector is read once
+// k (tj_per16 of the CPU's own each), then its lanes in order and the rest
+// of k. Every x vector is read once
 // for four rows, and the vectors are written out rather than left to the
 // vectorizer, which made the loop over rows the vector one (gathers from 16
 // rows: 14 GB/s on vgg11's 411 MB classifier weight, against 46 streamed).
 std::string Emitter::transposed_rows(const std::string& Ks, const std::string& lds, const std::string& n_end) {
   std::string c = "      const int64_t rows = std::min<int64_t>(4, " + n_end + " - n);\n      const float* r[4];\n";
   c += "      for (int i = 0; i < 4; ++i) r[i] = B + (n + (i < rows ? i : 0))*" + lds + ";\n";
-  c += "      tj_vf16 s0 = {}, s1 = {}, s2 = {}, s3 = {};\n      int64_t k = 0;\n";
-  c += "      for (; k + 16 <= " + Ks + "; k += 16) {\n        const tj_vf16 xv = *(const tj_vf16u*)(x + k);\n";
-  for (int i = 0; i < 4; ++i) c += "        s" + std::to_string(i) + " += xv * *(const tj_vf16u*)(r[" + std::to_string(i) + "] + k);\n";
-  c += "      }\n      const tj_vf16 s[4] = {s0, s1, s2, s3};\n";
-  c += "      for (int i = 0; i < rows; ++i) {\n        float acc = 0;\n        for (int l = 0; l < 16; ++l) acc += s[i][l];\n";
+  c += "      tj_vfn s[4][tj_per16] = {};\n      int64_t k = 0;\n";
+  c += "      for (; k + 16 <= " + Ks + "; k += 16)\n#pragma GCC unroll 4\n        for (int u = 0; u < tj_per16; ++u) {\n";
+  c += "          const tj_vfn xv = *(const tj_vfnu*)(x + k + u*tj_lanes);\n";
+  c += "#pragma GCC unroll 4\n          for (int i = 0; i < 4; ++i) s[i][u] += xv * *(const tj_vfnu*)(r[i] + k + u*tj_lanes);\n        }\n";
+  c += "      for (int i = 0; i < rows; ++i) {\n        float acc = 0;\n";
+  c += "        for (int u = 0; u < tj_per16; ++u)\n          for (int l = 0; l < tj_lanes; ++l) acc += s[i][u][l];\n";
   return c + "        for (int64_t kk = k; kk < " + Ks + "; ++kk) acc += x[kk]*r[i][kk];\n        y[n + i] = acc;\n      }\n";
 }
 
