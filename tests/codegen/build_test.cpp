@@ -14,6 +14,7 @@
 #include <set>
 
 #include "codegen/cpp/build.h"
+#include "support/files.h"
 #include "compiler/compile.h"
 #include "models/llama.h"
 #include "reference/random_inputs.h"
@@ -358,6 +359,50 @@ TEST_F(BuildTest, PrivateFolderIsRemovedAtExit) {
   fs::path priv = fs::path(src).parent_path().parent_path();
   EXPECT_EQ(priv.filename().string().rfind("tensorjit-", 0), 0u) << src;
   EXPECT_FALSE(fs::exists(priv)) << priv;
+}
+
+// Programs that start with the standard headers (kStdIncludes) are built
+// with them precompiled: once per compiler, CPU and flags, into the cache's
+// pch/, checked by a sidecar as entries are. A corrupt one is built again
+// by the next process; one the compiler fails on is left for a build
+// without it, and its sidecar removed.
+TEST_F(BuildTest, StandardHeadersArePrecompiledOnceAndChecked) {
+  if (cxx_.identity.find("Free Software Foundation") == std::string::npos) GTEST_SKIP() << "not GCC: no precompiled headers";
+  auto source = [](int answer) {
+    return std::string("// a program\n") + kStdIncludes + "extern \"C\" int tj_answer() { return (int)std::max(std::sqrt(" +
+           std::to_string(answer * answer) + ".0), 0.0); }\n";
+  };
+  EXPECT_EQ(call(build_library(source(42), cxx_)), 42);
+  std::vector<fs::path> made;
+  for (const auto& e : fs::directory_iterator(dir_ / "pch")) made.push_back(e.path());
+  ASSERT_EQ(made.size(), 1u);
+  const fs::path gch = made[0] / "tj_std.h.gch", ok = made[0] / "tj_std.h.ok";
+  ASSERT_TRUE(fs::exists(gch) && fs::exists(ok));
+  const auto size = fs::file_size(gch);
+  const auto when = fs::last_write_time(gch);
+  EXPECT_EQ(call(build_library(source(43), cxx_)), 43);  // the same one
+  EXPECT_EQ(fs::last_write_time(gch), when);
+  // In a new process (this one remembers it as good): truncated, it is
+  // built again; truncated with a sidecar that matches, GCC cannot read it,
+  // and the program is built without it.
+  auto in_child = [&](int answer) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(call(build_library(source(answer), cxx_)) == answer ? 0 : 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  };
+  fs::resize_file(gch, size / 2);
+  EXPECT_TRUE(in_child(44));
+  EXPECT_GT(fs::file_size(gch), size * 3 / 4);  // whole again (not byte for byte: it names its temporary file)
+  fs::resize_file(gch, size / 2);
+  std::ifstream f(gch, std::ios::binary);
+  const std::string half((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::ofstream(ok, std::ios::trunc) << hash_hex(half.data(), half.size()) << " " << half.size() << "\n";
+  EXPECT_TRUE(in_child(45));
+  EXPECT_FALSE(fs::exists(ok));
+  // A program without them (the probe's kind) is built as it is.
+  EXPECT_EQ(call(build_library(kSource, cxx_)), 42);
 }
 
 TEST_F(BuildTest, GarbageEntryIsRebuilt) {

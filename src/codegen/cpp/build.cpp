@@ -33,13 +33,25 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 
+// A sidecar's line: the file's hash and size.
+std::string sidecar_line(const std::string& data) { return hex128(XXH3_128bits(data.data(), data.size())) + " " + std::to_string(data.size()) + "\n"; }
+
 // The library at `lib` is complete and is the one its sidecar describes.
 bool entry_is_valid(const fs::path& lib, const fs::path& sidecar) {
   bool ok_lib, ok_side;
   std::string data = read_file(lib, &ok_lib);
   std::string recorded = read_file(sidecar, &ok_side);
   if (!ok_lib || !ok_side) return false;
-  return recorded == hex128(XXH3_128bits(data.data(), data.size())) + " " + std::to_string(data.size()) + "\n";
+  return recorded == sidecar_line(data);
+}
+
+// Writes the sidecar of `file` as it is now (last, after the file is in
+// place); false when the file cannot be read (no sidecar: not an entry).
+bool seal_entry(const fs::path& file, const fs::path& sidecar) {
+  bool ok;
+  const std::string data = read_file(file, &ok);
+  if (ok) write_atomic(sidecar, sidecar_line(data));
+  return ok;
 }
 
 // -march=native code is only valid on this kind of CPU: its model and
@@ -312,6 +324,92 @@ std::vector<std::string> translation_units(const std::string& source, int n) {
 
 namespace {
 
+// The flags that compile (not link): all but -shared and libraries.
+std::vector<std::string> compile_only(const std::vector<std::string>& flags) {
+  std::vector<std::string> out;
+  for (const auto& f : flags)
+    if (f != "-shared" && f.rfind("-l", 0) != 0) out.push_back(f);
+  return out;
+}
+
+// kStdIncludes precompiled for this compiler, CPU and flags: the header's
+// path, with its .gch beside it (GCC looks for that first on -include), or
+// empty where there is none (not GCC, no writable cache folder, a failed
+// build: the programs then parse the headers, with the same result). Built
+// once into <cache>/pch/<key>/ (about 26 MB, outside the kernels' size
+// limit), written atomically with a sidecar of its hash as the kernel
+// entries are, and checked once per process: a truncated PCH is a fatal
+// error to GCC, and one with a valid head but corrupt body was accepted.
+// What this process knows of each folder's PCH: its header ("": none, not
+// tried again), and the size and time the .gch had when it was checked (a
+// change, another process's rebuild or damage, has it checked again).
+struct KnownHeader {
+  bool tried = false;
+  std::string header;
+  std::uintmax_t size = 0;
+  fs::file_time_type time;
+};
+std::mutex pch_mutex;
+std::map<std::string, KnownHeader> pch_known;  // by folder
+
+std::string standard_header(const Compiler& cxx, const std::vector<std::string>& flags) {
+  if (cxx.identity.find("Free Software Foundation") == std::string::npos) return "";  // GCC's --version
+  if (const char* off = std::getenv("TJ_PCH"); off && std::string(off) == "off") return "";
+  const std::vector<std::string> cflags = compile_only(flags);
+  std::string keyed = std::string(kStdIncludes) + "\n// compiler: " + cxx.identity + "\n// cpu: " + cpu_identity() + "\n// flags:";
+  for (const auto& f : cflags) keyed += " " + f;
+  const fs::path dir = fs::path(cache_dir()) / "pch" / hash_hex(keyed.data(), keyed.size()), header = dir / "tj_std.h", gch = dir / "tj_std.h.gch",
+                 sidecar = dir / "tj_std.h.ok";
+  std::lock_guard<std::mutex> lock(pch_mutex);
+  std::error_code ec;
+  KnownHeader& known = pch_known[dir.string()];
+  std::string& result = known.header;
+  auto checked = [&] {
+    known.size = fs::file_size(gch, ec), known.time = fs::last_write_time(gch, ec);
+    return result = header.string();
+  };
+  if (known.tried) {
+    if (result.empty()) return result;  // none, or failed: not tried again
+    if (fs::file_size(gch, ec) == known.size && fs::last_write_time(gch, ec) == known.time) return result;
+    result.clear();
+  }
+  known.tried = true;
+  if (entry_is_valid(gch, sidecar)) return checked();
+  try {
+    fs::create_directories(dir, ec);
+    if (ec) return result;
+    write_atomic(header, kStdIncludes);
+    const fs::path tmp = temporary_beside(gch);
+    std::string cmd = shell_quote(cxx.path) + " -x c++-header " + shell_quote(header.string()) + " -o " + shell_quote(tmp.string()), out;
+    for (const auto& f : cflags) cmd += " " + shell_quote(f);
+    const auto t0 = Clock::now();
+    if (run_command(cmd, &out) != 0 || !fs::exists(tmp, ec)) {
+      fs::remove(tmp, ec);
+      if (log_enabled("compile")) std::fprintf(stderr, "[compile] the standard headers did not precompile:\n%s\n", out.substr(0, 2000).c_str());
+      return result;
+    }
+    fs::rename(tmp, gch, ec);
+    if (ec || !seal_entry(gch, sidecar)) return result;
+    if (log_enabled("compile"))
+      std::fprintf(stderr, "[compile] standard headers precompiled in %.3f s: %s\n", std::chrono::duration<double>(Clock::now() - t0).count(),
+                   gch.c_str());
+  } catch (const Error&) {  // the folder cannot be written
+    return result;
+  }
+  return checked();
+}
+
+// A precompiled header found wanting after all (a compile failed with it
+// and passed without): not used again, by this process or (its sidecar
+// gone) the next, which builds it anew.
+void forget_standard_header(const std::string& header) {
+  std::lock_guard<std::mutex> lock(pch_mutex);
+  for (auto& [dir, known] : pch_known)
+    if (known.header == header) known.header.clear();
+  std::error_code ec;
+  fs::remove(fs::path(header).parent_path() / "tj_std.h.ok", ec);
+}
+
 // Compiles the units of `source` into the shared library `lib`: one command
 // for a single unit; for several, each to an object in parallel (one shell
 // running them all, so that no compiler inherits another's pipe), then a
@@ -332,8 +430,7 @@ std::string compile_units(const std::string& source, const fs::path& src, const 
     return out;
   }
   std::string compile_flags;  // everything but linking
-  for (const auto& f : flags)
-    if (f != "-shared" && f.rfind("-l", 0) != 0) compile_flags += " " + shell_quote(f);
+  for (const auto& f : compile_only(flags)) compile_flags += " " + shell_quote(f);
   std::vector<fs::path> files;
   auto remove_files = [&] {
     std::error_code ec;
@@ -402,11 +499,28 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     write_atomic(src, source);
     const fs::path tmp = temporary_beside(lib);
     std::string out;
-    try {
-      out = compile_units(source, src, tmp, cxx, flags);
-    } catch (const Error&) {
-      fs::remove(tmp, ec);
-      throw;
+    // The standard headers precompiled, for the programs that include
+    // them first; where a compile fails with them, once more without.
+    const std::string pch = source.find(kStdIncludes) < 200 ? standard_header(cxx, flags) : "";
+    bool built = false;
+    if (!pch.empty()) {
+      std::vector<std::string> with = flags;
+      with.insert(with.end(), {"-include", pch});
+      try {
+        out = compile_units(source, src, tmp, cxx, with);
+        built = true;
+      } catch (const Error& e) {
+        if (log_enabled("compile")) std::fprintf(stderr, "[compile] failed with the precompiled headers, trying without:\n%s\n", e.what());
+      }
+    }
+    if (!built) {
+      try {
+        out = compile_units(source, src, tmp, cxx, flags);
+      } catch (const Error&) {
+        fs::remove(tmp, ec);
+        throw;
+      }
+      if (!pch.empty()) forget_standard_header(pch);
     }
     if (!fs::exists(tmp, ec)) {
       throw Error("compiling generated code failed (" + cxx.path + " exited with status 0 but wrote no library):\n" +
@@ -414,9 +528,7 @@ BuildResult build_library(const std::string& source, const Compiler& cxx, const 
     }
     fs::rename(tmp, lib, ec);
     if (ec) throw Error("cannot install " + lib.string() + ": " + ec.message());
-    bool ok;
-    std::string data = read_file(lib, &ok);
-    write_atomic(sidecar, hex128(XXH3_128bits(data.data(), data.size())) + " " + std::to_string(data.size()) + "\n");
+    seal_entry(lib, sidecar);
     // The folder held under TJ_CACHE_MAX_MB: least recently used libraries first.
     auto note = [](const std::string& what) {
       if (log_enabled("compile")) std::fprintf(stderr, "[compile] kernel cache: %s\n", what.c_str());

@@ -71,8 +71,17 @@ struct BuildResult {
 // -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC
 // -std=c++20 (no BLAS library: generated code calls the runtime's GEMM), -lmvec
 // on x86-64 glibc (vector erf), then this build's sanitizer flags (TJ_SANITIZE in
-// CMake), so that generated code is instrumented like the process loading it.
+// CMake), so that generated code is instrumented like the process loading it,
+// then $TJ_CXXFLAGS.
 std::vector<std::string> default_flags();
+
+// The standard headers every generated program includes first (the
+// prelude's first lines). Programs that start with them are compiled with
+// them precompiled (GCC's PCH: a header built once per compiler, CPU and
+// flags, in the cache folder's pch/): parsing them was 0.26 of a small
+// program's 0.34 s of compiling.
+inline constexpr const char* kStdIncludes =
+    "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <limits>\n#include <type_traits>\n";
 
 // A line of a source where another translation unit may start: generated
 // code marks each kernel (and each output function) with it. The text before
