@@ -46,8 +46,11 @@ tj_layer(train DEPS compiler autodiff)
 tj_layer(models DEPS frontend)
 tj_layer(api DEPS compiler frontend HEADERS compile.h onnx.h)
 # Benchmarks, reports, conformance runners and demos: what tjc runs and the
-# tests share (tjc itself parses arguments).
-tj_layer(bench DEPS api jit train models)
+# tests share (tjc itself parses arguments). Only where they are built: pip
+# install . (neither) skips its 15 files, a fifth of that build.
+if(TJ_BUILD_TOOLS OR TJ_BUILD_TESTS)
+  tj_layer(bench DEPS api jit train models)
+endif()
 file(WRITE ${CMAKE_BINARY_DIR}/layers.txt "${TJ_LAYERS_TEXT}")
 
 # What each layer needs from outside, for itself.
@@ -63,4 +66,6 @@ target_include_directories(tj_runtime PRIVATE ${CBLAS_INCLUDE_DIR} ${DNNL_INCLUD
 target_link_libraries(tj_runtime PRIVATE ${BLAS_LIBRARIES} ${DNNL_LIBRARY} ${CMAKE_DL_LIBS})
 target_link_libraries(tj_tune PRIVATE nlohmann_json::nlohmann_json)
 target_link_libraries(tj_compiler PRIVATE nlohmann_json::nlohmann_json ${XXHASH_LIBRARY})
-target_link_libraries(tj_bench PUBLIC nlohmann_json::nlohmann_json)
+if(TARGET tj_bench)
+  target_link_libraries(tj_bench PUBLIC nlohmann_json::nlohmann_json)
+endif()
