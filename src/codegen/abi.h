@@ -7,17 +7,21 @@
 #include <cstdint>
 
 // A convolution for the matrix library (src/runtime/library_conv.h): 2-d
-// (1-d as one row), f32, one group or depthwise, per image N in row blocks
-// of the output. x at its strides (elements, by image, channel, row and
-// column: channels last, or the NCHW image a net starts from); y
-// [N, OH, OW, M] dense; the weights as the generated kernels read them
-// (ir/layout.h): one group Wq [ceil(M/64), KH, KW, C, 64], depthwise Wt
-// [KH*KW, C]; the bias, a residual r (dense as y) added to the sums, and at
-// most a ReLU or a clip after them, applied by the library.
+// (1-d as one row), f32, in `groups` groups (1; C: depthwise), per image N
+// in row blocks of the output. x at its strides (elements, by image,
+// channel, row and column: channels last, or the NCHW image a net starts
+// from); y [N, OH, OW, M] dense; the weights as the generated kernels read
+// them (ir/layout.h): blocks of `w_lanes` outputs, Wq [M/lanes, KH, KW,
+// C/groups, lanes] (one group: 64, M padded to a multiple; groups: lanes
+// divides their outputs), or taps first (w_lanes 0) [KH*KW, C/groups, M]
+// (depthwise, and groups of as many outputs as inputs); the bias, a
+// residual r (dense as y) added to the sums, and at most a ReLU or a clip
+// after them, applied by the library.
 struct tj_conv_desc {
   int64_t N, C, H, W, M, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW;
   int64_t xs[4];
-  int64_t depthwise;   // 0: one group
+  int64_t groups;      // 1: one group
+  int64_t w_lanes;     // the weights' output block, or 0: taps first
   int64_t bias;        // 1: b holds M floats
   int64_t residual;    // 1: r holds [N, OH, OW, M] floats added after the bias
   int64_t act;         // 0: none, 1: ReLU, 2: clip to [lo, hi]

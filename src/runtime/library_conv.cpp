@@ -62,6 +62,24 @@ Rows input_rows(const tj_conv_desc& d, int64_t r0, int64_t r1) {
   return r;
 }
 
+// The weights as the generated kernels store them (abi.h): one group
+// [M, C, KH, KW] in blocks of 64 outputs; groups [G, M/G, C/G, KH, KW] taps
+// first (g and its outputs innermost: hwigo) or in blocks of w_lanes
+// outputs that no group shares (gOhwi<lanes>o).
+memory::desc weights_desc(const tj_conv_desc& d) {
+  const auto f32 = memory::data_type::f32;
+  if (d.groups == 1) return memory::desc({d.M, d.C, d.KH, d.KW}, f32, tag::Ohwi64o);
+  const memory::dims dims{d.groups, d.M / d.groups, d.C / d.groups, d.KH, d.KW};
+  switch (d.w_lanes) {
+    case 0: return memory::desc(dims, f32, tag::hwigo);
+    case 16: return memory::desc(dims, f32, tag::gOhwi16o);
+    case 32: return memory::desc(dims, f32, tag::gOhwi32o);
+    case 48: return memory::desc(dims, f32, tag::gOhwi48o);
+    case 64: return memory::desc(dims, f32, tag::gOhwi64o);
+  }
+  throw std::runtime_error("no oneDNN format for weights in blocks of " + std::to_string(d.w_lanes) + " outputs");
+}
+
 bool dense_channels_last(const tj_conv_desc& d) { return d.xs[1] == 1 && d.xs[3] == d.C && d.xs[2] == d.W * d.C; }
 
 std::unique_ptr<Plan> make_plan(const tj_conv_desc& d, const float* w) {
@@ -69,9 +87,8 @@ std::unique_ptr<Plan> make_plan(const tj_conv_desc& d, const float* w) {
   auto plan = std::make_unique<Plan>();
   plan->d = d;
   dnnl::stream stream(engine());
-  const memory::dims wdims = d.depthwise ? memory::dims{d.C, 1, 1, d.KH, d.KW} : memory::dims{d.M, d.C, d.KH, d.KW};
-  memory user_w(memory::desc(wdims, memory::data_type::f32, d.depthwise ? tag::hwigo : tag::Ohwi64o), engine(),
-                      const_cast<float*>(w));
+  memory user_w(weights_desc(d), engine(), const_cast<float*>(w));
+  const memory::dims wdims = user_w.get_desc().dims();
   const memory::desc any_w(wdims, memory::data_type::f32, tag::any), bias_md({d.M}, memory::data_type::f32, tag::x);
   const int64_t PR = std::max<int64_t>(0, (d.OW - 1) * d.SW + (d.KW - 1) * d.DW + 1 - d.W - d.PL);
   for (int64_t b = 0; b < d.N; ++b) {

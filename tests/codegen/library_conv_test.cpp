@@ -3,8 +3,8 @@
 // expands few channels, and as the tuning candidate of every conv it takes,
 // each against the interpreter in f64 over the geometries a part's rows
 // meet (padding at an image's top and bottom only, strides, dilation,
-// asymmetric pads, 1-d, two images, depthwise, the NCHW image read at its
-// strides) with the epilogues the library applies.
+// asymmetric pads, 1-d, two images, depthwise, groups, the NCHW image read
+// at its strides) with the epilogues the library applies.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -97,6 +97,11 @@ TEST_F(LibraryConv, EveryFormItTakesMatchesTheInterpreter) {
       {"stem, the NCHW image at its strides", {1, 3, 23, 21}, {16, 3, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, true, "relu6", true},
       {"1x1, a residual then ReLU", {2, 14, 14, 32}, {64, 32, 1, 1}, {}, {}, {}, {}, 1, true, "residual relu"},
       {"3x3 stride 2, the shortcut first", {1, 12, 10, 16}, {24, 16, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, false, "shortcut first"},
+      // Groups, their weights taps first (4 inputs and outputs each) and in
+      // blocks of 16 and of 64 outputs (resnext's forms).
+      {"grouped 3x3, 4 per group", {2, 10, 9, 32}, {32, 4, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 8, true, "relu"},
+      {"grouped 3x3 stride 2, 16 per group", {1, 13, 12, 64}, {64, 16, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 4, false, ""},
+      {"grouped 1x1, 128 outputs per group", {1, 7, 7, 32}, {256, 16, 1, 1}, {}, {}, {}, {}, 2, true, "residual relu"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -170,7 +170,7 @@ class Emitter : public codegen::ValueReader {
   // (runtime/library_conv.h), a channels-last conv's form by rule or as a
   // tuning candidate.
   // Its geometry, where the library takes the channels-last conv K[0]:
-  // one group or depthwise, 1 or 2 spatial dims (Plane pl), not Winograd,
+  // any group count whose weights the generated kernels take, 1 or 2 spatial dims (Plane pl), not Winograd,
   // weights stored (a constant or a param), x dense or `view`, and an
   // epilogue of at most the bias, a residual added and a ReLU or a clip
   // (bits as tj_conv_tile_cl's EP: 1 bias, 2 ReLU, 4 clip to [lo, hi]) or

@@ -142,7 +142,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   std::vector<ValueId> pos_sums;
   for (size_t i = 1; i < K.ops.size(); ++i)
     if (sums_in_epilogue(g_, K, K.ops[i])) pos_sums.push_back(K.ops[i]);
-  // The matrix library's convolution (oneDNN), for one group or depthwise,
+  // The matrix library's convolution (oneDNN), for any groups the kernels take,
   // weights stored for the program's lifetime, and at most the bias and a
   // ReLU or clip (the library's): by rule for a 1x1 conv that expands few
   // input channels six-fold and more (mobilenet_v2's 16 -> 96 at 112x112,

@@ -15,10 +15,14 @@ std::optional<tj_conv_desc> Emitter::library_conv_desc(const Kernel& K, const co
   const auto sx = shape(n.inputs[0]), sw = shape(n.inputs[1]);
   const size_t k = sw.size() - 2;
   const int64_t G = n.attr_int("groups"), C_ = sx.back().value(), M = sw[0].value();
-  const bool depthwise = G > 1 && G == C_ && M == G && sw[1] == Dim(1);
-  if (T(K.ops[0]) != "float" || !shape(K.ops[0])[0].is_const() || k < 1 || k > 2 || n.attr_bool("winograd") || (G != 1 && !depthwise)) return std::nullopt;
+  // The weights' form, as conv_channels_last_body reads them (ir/layout.h):
+  // blocks of `lanes` outputs (one group; groups of 16 outputs and more),
+  // else taps first (depthwise; groups of 2, 4 or 8 inputs and outputs).
+  const int64_t lanes = conv_quad_lanes(sw, G);
+  const bool taps = lanes == 0 && taps_first_conv(sw, G);
+  if (T(K.ops[0]) != "float" || !shape(K.ops[0])[0].is_const() || k < 1 || k > 2 || n.attr_bool("winograd") || (!taps && lanes == 0)) return std::nullopt;
   if (K.ops.size() > 1 && !(bits & 6) && !residual) return std::nullopt;  // an epilogue the library does not take
-  const ValueId w = depthwise ? packed_conv_taps(g_, n.inputs[1]) : packed_conv_quads(g_, n.inputs[1], 64);
+  const ValueId w = taps ? packed_conv_taps(g_, n.inputs[1]) : packed_conv_quads(g_, n.inputs[1], lanes);
   if (w < 0 || (g_.node(w).op != Op::constant && g_.node(w).op != Op::param)) return std::nullopt;
   tj_conv_desc d{};
   d.N = shape(K.ops[0])[0].value(), d.C = C_, d.H = pl.H, d.W = pl.W, d.M = M, d.KH = pl.KH, d.KW = pl.KW, d.OH = pl.OH, d.OW = pl.OW;
@@ -31,14 +35,14 @@ std::optional<tj_conv_desc> Emitter::library_conv_desc(const Kernel& K, const co
   } else {
     d.xs[0] = pl.H * pl.W * C_, d.xs[1] = 1, d.xs[2] = pl.W * C_, d.xs[3] = C_;
   }
-  d.depthwise = depthwise ? 1 : 0;
+  d.groups = G, d.w_lanes = lanes;
   d.bias = n.inputs.size() > 2 ? 1 : 0;
   d.residual = residual ? 1 : 0;
   d.act = bits & 2 ? 1 : bits & 4 ? 2 : 0;
   d.lo = lo, d.hi = hi;
   // Parts per image, fixed by the sizes: two row blocks, four for a conv
   // of 4M multiply-adds and more (each part is one library call).
-  const int64_t macs = d.OH * d.OW * M * (depthwise ? 1 : C_) * d.KH * d.KW;
+  const int64_t macs = d.OH * d.OW * M * (C_ / G) * d.KH * d.KW;
   d.row_blocks = std::min<int64_t>(d.OH, macs >= (int64_t{1} << 22) ? 4 : 2);
   return d;
 }
@@ -48,7 +52,7 @@ std::string Emitter::conv_library_call(const tj_conv_desc& d, const std::string&
   auto I = [](int64_t v) { return std::to_string(v); };
   std::string init;
   for (int64_t v : {d.N, d.C, d.H, d.W, d.M, d.KH, d.KW, d.OH, d.OW, d.SH, d.SW, d.PT, d.PL, d.DH, d.DW}) init += I(v) + ", ";
-  init += "{" + I(d.xs[0]) + ", " + I(d.xs[1]) + ", " + I(d.xs[2]) + ", " + I(d.xs[3]) + "}, " + I(d.depthwise) + ", " + I(d.bias) + ", " +
+  init += "{" + I(d.xs[0]) + ", " + I(d.xs[1]) + ", " + I(d.xs[2]) + ", " + I(d.xs[3]) + "}, " + I(d.groups) + ", " + I(d.w_lanes) + ", " + I(d.bias) + ", " +
           I(d.residual) + ", " + I(d.act) + ", " + literal(d.lo, DType::f32) + ", " + literal(d.hi, DType::f32) + ", " + I(d.row_blocks);
   const std::string fail = "__atomic_store_n(&tj_status, tj_status_gemm_failed, __ATOMIC_RELAXED)";
   std::string c = "  {\n    static const tj_conv_desc tj_cd = {" + init + "};\n";
