@@ -455,7 +455,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   }
   // Depthwise, or grouped (Cg inputs and outputs per group: tj_gc_cl, the
   // same loops): parts of whole output rows, about kDepthwiseOutputs outputs each.
-  const std::string one = Cg == 1 ? "tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " : "tj_gc_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(Cg) + ", ";
+  const std::string one = Cg == 1 ? "tj_dw_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " : "tj_gc_cl<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(Cg) + ", " + S(C_) + ", ";
   const int64_t RB = std::max<int64_t>(1, std::min<int64_t>(pl.OH, kDepthwiseOutputs / std::max<int64_t>(1, OW * C_))), RBs = (pl.OH + RB - 1) / RB;
   code += open_sums("tj_part", RBs) + "    " + open_parallel(S(RBs));
   code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
