@@ -10,9 +10,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 
+#include "codegen/cpp/build.h"
 #include "codegen/on_device.h"
 #include "compiler/compile.h"
 #include "ir/layout.h"
@@ -269,6 +271,27 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
   }
 }
 
+// The tiles are sized for the generated code's vectors as its flags give
+// them (the compiler probe), not for the CPU's: built with -mno-avx512f on an
+// AVX-512 machine (NarrowVectors.Conv reruns this), a block of 64 channels
+// takes a row of 28 in tiles of 6 positions, the narrow form's sub-tiles,
+// not 7.
+TEST_F(Conv, ChannelsLastTilesFitTheGeneratedCodesVectors) {
+  const std::optional<Compiler> cxx = find_compiler();
+  if (!cxx) GTEST_SKIP() << "no C++ compiler";
+  const char* flags = std::getenv("TJ_CXXFLAGS");
+  if (flags && std::strstr(flags, "-mno-avx512f")) {
+    EXPECT_LT(cxx->vector_bytes, 64);
+  } else if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_EQ(cxx->vector_bytes, 64);
+  }
+  const Case c = {"3x3 stride 2, 64 to 64", {1, 64, 56, 56}, {64, 64, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 1, true, ""};  // rows of 28
+  std::string src;
+  EXPECT_LE(compiled_against_interpreter(c, DType::f32, &src, true), 1e-5);
+  if (src.empty()) GTEST_SKIP() << "on a device: its one form";
+  EXPECT_NE(src.find(cxx->vector_bytes >= 64 ? "tj_conv_tile_cl<7, 4," : "tj_conv_tile_cl<6, 4,"), std::string::npos);
+}
+
 // The direct tiles and the depthwise runs add the bias and apply a ReLU or
 // a clip by constants in registers (EP of tj_conv_tile_cl and
 // tj_dw_cl_run) where the conv's value is not an output of its own; with
@@ -423,7 +446,7 @@ TEST_F(Conv, APaddedConvOfATransposedImageReadsItInPlace) {
   Executable exe = compiled_against_f64(g);
   if (exe.device() != "cpu") return;
   const std::string src = exe.source();
-  EXPECT_NE(src.find("s[w*1LL + c*90LL]"), std::string::npos) << src;
+  EXPECT_NE(src.find("s[w*1LL + c*90LL]"), std::string::npos);
 }
 
 // Channel blocks that come to an odd count (192 channels: 3 of 64) take

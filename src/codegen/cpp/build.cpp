@@ -148,9 +148,15 @@ KernelDirs& kernel_dirs() {
 }
 
 // The probe: exported, and returns a value no broken toolchain returns by
-// accident. Built with the real flags (sanitizers included).
+// accident. Built with the real flags (sanitizers included), it also says
+// which float vector those flags give the generated code, as the prelude's
+// tj_vfn picks it: the emitter's tiles are sized for that width, not for the
+// CPU's (-mno-avx512f in $TJ_CXXFLAGS on an AVX-512 machine).
 constexpr int kProbeAnswer = 0x7e5a;
-const char* const kProbeSource = "extern \"C\" int tj_probe() { return 0x7e5a; }\n";
+const char* const kProbeSource =
+    "extern \"C\" int tj_probe() { return 0x7e5a; }\n"
+    "extern \"C\" int tj_probe_vector_bytes() {\n"
+    "#if defined(__AVX512F__)\n  return 64;\n#elif defined(__AVX__)\n  return 32;\n#else\n  return 16;\n#endif\n}\n";
 
 }  // namespace
 
@@ -234,6 +240,7 @@ std::optional<Compiler> probe_compiler(const std::string& name, std::string* why
       *why = "its probe library returned " + std::to_string(got) + ", not " + std::to_string(kProbeAnswer);
       return std::nullopt;
     }
+    c.vector_bytes = reinterpret_cast<int (*)()>(r.library->symbol("tj_probe_vector_bytes"))();
   } catch (const Error& e) {
     std::string msg = e.what();
     *why = "it failed to build and load a probe library: " + msg.substr(0, 1000);
@@ -248,7 +255,8 @@ std::optional<Compiler> find_compiler() {
   if (env && *env) candidates.push_back(env);  // named: used or not, never replaced by another
   else candidates = {"c++", "g++", "clang++"};
   const char* path = std::getenv("PATH");
-  std::string memo_key = (env ? env : "") + std::string("\n") + (path ? path : "") + "\n" + cache_dir();
+  const char* flags = std::getenv("TJ_CXXFLAGS");  // the probe's flags: whether it builds, and its vectors
+  std::string memo_key = (env ? env : "") + std::string("\n") + (flags ? flags : "") + "\n" + (path ? path : "") + "\n" + cache_dir();
 
   static std::mutex mu;
   static std::map<std::string, std::optional<Compiler>> found;

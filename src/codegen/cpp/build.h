@@ -32,12 +32,13 @@ struct Compiler {
   std::string path;        // as named: $TJ_CXX, or c++/g++/clang++ (run through PATH)
   std::string executable;  // the file it resolves to through PATH and symlinks
   std::string identity;    // `path --version` (all of it) and a hash of `executable`
+  int vector_bytes = 16;   // the generated code's float vector (tj_vfn) under its flags: 64 (AVX-512), 32 (AVX) or 16, from the probe
 };
 
 // The first compiler that passes the probe; nullopt when none does (callers
 // fall back to the interpreter). A candidate that exists but fails gets one
 // warning on stderr saying why. Computed once per process for each value of
-// $TJ_CXX, $PATH and the cache folder.
+// $TJ_CXX, $TJ_CXXFLAGS, $PATH and the cache folder.
 std::optional<Compiler> find_compiler();
 
 // What find_compiler() knows about one candidate, probe included: the

@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "codegen/cpp/build.h"
 
 namespace tj::cpp::conv_kernels {
 
@@ -102,14 +105,15 @@ inline RowTiles row_tiles(int64_t OW, int64_t cap) {
 // accumulators. `tiles(nv)` is the code for one width; the whole blocks take
 // 4 vectors, a last partial one the vectors it needs, each width behind a
 // branch on `valid` (at indent `at`), one alone none.
-// Without AVX-512 (the generated code's -march=native), a tile runs as
+// Without AVX-512 (the generated code's flags: -march=native and
+// $TJ_CXXFLAGS, as the compiler probe found them), a tile runs as
 // sub-tiles of 6 positions by 8 channels (tj_conv_tile_cl): tiles of 3 and 4
 // vectors take 6 positions, one sub-tile of 12 accumulators (7 ran as 4 and
 // 3 positions, each loading more than it multiplied: mnasnet's 7x7 1x1
-// convs at a quarter of the machine's rate).
+// convs at a quarter of the machine's rate). With no compiler, the CPU's.
 inline bool wide_vectors() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
+  const std::optional<Compiler> cxx = find_compiler();
+  return cxx ? cxx->vector_bytes >= 64 : __builtin_cpu_supports("avx512f");
 }
 inline int64_t wide_tile_positions(int nv) {
   static constexpr int64_t wide[5] = {0, 24, 12, 8, 7}, narrow[5] = {0, 24, 12, 6, 6};
