@@ -28,6 +28,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"assign_layouts", assign_layouts, "convolutions with a channels-last kernel, and the values between them, channels last"},
       {"winograd_weights", winograd_weights, "3x3 stride-1 convolutions get their weights in the Winograd F(2x2,3x3) domain, for the CPU kernel"},
       {"pack_conv_weights", pack_conv_weights, "convolutions' constant weights stored 16 output channels side by side, for the conv kernel"},
+      {"trim_conv_taps", trim_conv_taps, "a convolution's kernel offsets that read only padding, for every output position, dropped"},
       {"stride_matmul_weights", stride_matmul_weights, "products' constant weights whose rows lie a multiple of 4 KB apart stored transposed"},
       {"fold_input_scale", fold_input_scale, "a per-channel scale of a convolution's input (squeeze-excitation's gate) moves onto its packed weights, per call"},
       {"decompose", decompose, "composites into primitives for fusion"},
@@ -61,6 +62,7 @@ std::vector<std::string> default_pipeline(bool freeze) {
   p.push_back("constant_fold");           // the scaled weights, with freeze
   if (freeze) p.push_back("merge_matmuls");  // x@Wq, x@Wk, x@Wv -> one x@[Wq|Wk|Wv]
   if (freeze) p.push_back("quantize_weights");  // the merged weights in their format (f32: nothing)
+  if (freeze) p.push_back("trim_conv_taps");  // the weights final (folded); channels first, before assign_layouts
   if (freeze) p.push_back("assign_layouts");  // convs channels last where their kernels read them so (needs their weights known)
   if (freeze) p.push_back("winograd_weights");  // after the passes that change conv weights
   if (freeze) p.push_back("pack_conv_weights");  // after the last constant_fold, which would unpack them

@@ -63,6 +63,7 @@ const std::vector<Case>& cases() {
       {"depthwise multiplier 2", {1, 4, 9, 9}, {8, 1, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 4, true, ""},
       {"grouped", {1, 8, 9, 10}, {12, 2, 3, 3}, {1, 1}, {}, {0, 1}, {2, 0}, 4, true, "relu"},
       {"dilated", {1, 4, 16, 15}, {6, 4, 3, 3}, {1, 1}, {2, 3}, {2, 3}, {2, 3}, 1, false, ""},
+      {"atrous over a small map", {1, 16, 6, 5}, {32, 16, 3, 3}, {1, 1}, {4, 4}, {4, 4}, {4, 4}, 1, true, "relu"},
       {"asymmetric pads, wide kernel", {1, 3, 8, 20}, {5, 3, 2, 5}, {1, 3}, {}, {0, 2}, {1, 0}, 1, true, ""},
       {"1d", {2, 6, 30}, {9, 6, 4}, {2}, {}, {1}, {2}, 1, true, "relu"},
       {"1d depthwise", {1, 6, 17}, {6, 1, 3}, {1}, {}, {1}, {1}, 6, false, ""},
@@ -268,6 +269,10 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
     EXPECT_EQ(src.find("tj_gc_cl<") != std::string::npos, c.x.size() <= 4 && grouped(c));
     EXPECT_EQ(src.find("tj_wino_in<") != std::string::npos, c.name.rfind("winograd", 0) == 0);
     EXPECT_EQ(src.find("tj_wino_in<4>") != std::string::npos, c.name.rfind("winograd 4x4", 0) == 0);
+    // Its rows read the image through 1 or 2 of the kernel's 3 rows: tiles of those alone.
+    if (c.name.rfind("atrous", 0) == 0) {
+      EXPECT_NE(src.find("switch (kh1 - kh0)"), std::string::npos);
+    }
   }
 }
 

@@ -15,11 +15,14 @@
 // f32 for graphs with f32 values (<= 1e-6).
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "ir/text.h"
+#include "passes/passes.h"
 #include "passes/pipeline.h"
 #include "reference/random_inputs.h"
 #include "support/filecheck.h"
@@ -127,6 +130,26 @@ TEST(PassText, IntegerConstantsFoldExactly) {
   EXPECT_EQ(got[0].get(0), 0x1p63 + 0.5);
 }
 
+
+// trim_conv_taps keeps a dead tap whose weight is not finite: the padding's
+// +0 times inf is NaN, which the reference adds into every output (IR text
+// cannot spell a constant with an inf among other values, hence here).
+TEST(PassText, TrimConvTapsKeepsTapsWithNonFiniteWeights) {
+  for (double bad : {HUGE_VAL, std::nan(""), 2.0}) {
+    Graph g("atrous");
+    ValueId x = g.add_input("x", Type{DType::f64, {Dim(1), Dim(1), Dim(3)}});
+    ValueId w = g.add_const(Type{DType::f64, {Dim(1), Dim(1), Dim(3)}}, std::vector<double>{bad, 0.5, -1.5});
+    g.set_outputs({g.add(Op::conv, {x, w}, {{"dilation", std::vector<int64_t>{4}}, {"pad_begin", std::vector<int64_t>{4}}, {"pad_end", std::vector<int64_t>{4}}})});
+    NDArray xs(DType::f64, {1, 1, 3});
+    for (int64_t i = 0; i < 3; ++i) xs.set(i, 1.0 + static_cast<double>(i));
+    Bindings in{{"x", xs}};
+    auto want = interpret(g, in, {DType::f64});
+    EXPECT_EQ(trim_conv_taps(g, PassOptions{}), std::isfinite(bad));
+    auto got = interpret(g, in, {DType::f64});
+    for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(std::bit_cast<uint64_t>(got[0].get(i)), std::bit_cast<uint64_t>(want[0].get(i))) << bad << " " << i;
+    EXPECT_EQ(std::isnan(want[0].get(0)), !std::isfinite(bad));
+  }
+}
 
 // The test's FileCheck: CHECK-SAME looks at the line of the match before it.
 TEST(PassText, FileCheckSame) {

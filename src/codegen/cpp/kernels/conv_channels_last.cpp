@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <set>
 
 #include "codegen/c_text.h"
 #include "codegen/cpp/emitter.h"
@@ -284,6 +285,27 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // differ only in them (densenet's, after each concat) share one function.
   const bool flat = !wino && G == 1 && pl.KH * pl.KW == 1 && pl.SH == 1 && pl.SW == 1 && !pl.padded() && P >= 2 * kTilePositions;
   const std::string Cx = flat ? lift(C_) : S(C_);
+  // Rows whose windows reach the image through only some of the kernel's
+  // rows (a dilated conv over a small map: DeepLabV3's dilation 12 over
+  // 14x14 reads one kernel row in 10 of 14 output rows) take a tile of
+  // those rows alone, [kh0, kh1): x and the weights start at row kh0,
+  // the rows in the padding are not multiplied. Where at least a quarter
+  // of the rows' taps lie in the padding (not a 3x3's border rows), one
+  // instantiation per count of rows that occurs. The padded copy's rows
+  // above and below the image are then never read: not zeroed either (5.5 MB
+  // a call for DeepLabV3's dilation 12 over 960 channels).
+  std::set<int64_t> row_counts;  // the counts of kernel rows inside, below KH
+  int64_t dead = 0;
+  bool empty_row = false;
+  for (int64_t oh = 0; oh < pl.OH; ++oh) {
+    int64_t live = 0;
+    for (int64_t kh = 0; kh < pl.KH; ++kh)
+      if (const int64_t ih = oh * pl.SH - pl.PH + kh * pl.DH; ih >= 0 && ih < pl.H) ++live;
+    empty_row |= live == 0;
+    dead += pl.KH - live;
+    if (live < pl.KH) row_counts.insert(live);
+  }
+  const bool trim_rows = dense && !wino && !flat && !empty_row && 4 * dead >= pl.OH * pl.KH;
   code += "  for (int64_t b = 0; b < " + Nn + "; ++b) {\n";
   if (!view) code += "    const float* xb = " + X + " + b*" + (flat ? S(Sz) + "*" + Cx : S(Sz * C_)) + ";\n";
   if (dense && pl.padded()) {
@@ -292,8 +314,8 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     scratch(Dim(0));
     out_.scratch_sizes.back() = Dim(Hp * row * 4);
     code += "    float* xpad = (float*)" + slot(tj_slot_scratch) + ";\n";
-    if (pl.PH > 0) code += "    for (int64_t i = 0; i < " + S(pl.PH * row) + "; ++i) xpad[i] = 0;\n";
-    if (Hp > pl.PH + pl.H) code += "    for (int64_t i = " + S((pl.PH + pl.H) * row) + "; i < " + S(Hp * row) + "; ++i) xpad[i] = 0;\n";
+    if (pl.PH > 0 && !trim_rows) code += "    for (int64_t i = 0; i < " + S(pl.PH * row) + "; ++i) xpad[i] = 0;\n";
+    if (Hp > pl.PH + pl.H && !trim_rows) code += "    for (int64_t i = " + S((pl.PH + pl.H) * row) + "; i < " + S(Hp * row) + "; ++i) xpad[i] = 0;\n";
     code += "    " + open_parallel(S(pl.H));
     code += "      float* d = xpad + (tj_part + " + S(pl.PH) + ")*" + S(row) + ";\n";
     if (pl.PW > 0) code += "      for (int64_t i = 0; i < " + S(pl.PW * C_) + "; ++i) d[i] = 0;\n";
@@ -425,20 +447,31 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     if (cbs > 1) code += "      for (int64_t cbk = 0; cbk < " + S(cbs) + "; ++cbk) {\n";
     code += "      for (int64_t oh = r0; oh < r1; ++oh) {\n";
     code += "        const float* xrow = xpad + oh*" + S(pl.SH * row) + group_at + (cbs > 1 ? " + cbk*" + S(Cb) : "") + ";\n";
+    if (trim_rows) code += tap_range("oh", pl.SH, pl.PH, pl.DH, pl.KH, pl.H, "kh", "        ");
     auto tiles = [&](int nv) {
       const RowTiles rt = row_tiles(OW, wide_tile_positions(nv));
       const int64_t count = rt.count, np = rt.np;
-      auto call = [&](bool acc, const std::string& c, const std::string& at) {
-        return at + tile_head(np, nv, pl.KH, pl.KW, acc, cb, regt ? rep.bits : 0) + "xrow + ow*" + S(pl.SW * C_) + ", " +
-               S(pl.SW * C_) + ", " + xr + ", " + xk + ", wp" + (cbs > 1 ? " + cbk*" + S(Cb * cb) : "") + ", " + wt + ", " + c + ", " +
+      // nkh kernel rows from row kh0 (`from_kh0`), or all of them.
+      auto rows_call = [&](bool acc, const std::string& c, const std::string& at, int64_t nkh, bool from_kh0) {
+        const std::string x0 = from_kh0 ? "xrow + kh0*" + xr : "xrow", w0 = from_kh0 ? "wp + kh0*" + S(pl.KW * Cg * cb) : "wp";
+        return at + tile_head(np, nv, nkh, pl.KW, acc, cb, regt ? rep.bits : 0) + x0 + " + ow*" + S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " +
+               xk + ", " + w0 + (cbs > 1 ? " + cbk*" + S(Cb * cb) : "") + ", " + wt + ", " + c + ", " +
                (tiled ? "tj_tile, 64" : "yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M)) + ", valid" + (regt ? rep_args : "") + ");\n";
       };
+      auto call = [&](bool acc, const std::string& c, const std::string& at) { return rows_call(acc, c, at, pl.KH, false); };
       std::string body = "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
                          ");\n";
-      if (cbs == 1) body += call(false, S(Cg), "            ");
+      // The tile, or with trim_rows a switch on the rows inside.
+      auto dispatch = [&](bool acc, const std::string& c, const std::string& at) {
+        if (!trim_rows) return call(acc, c, at);
+        std::string sw = at + "switch (kh1 - kh0) {\n";
+        for (int64_t nkh : row_counts) sw += rows_call(acc, c, "              case " + S(nkh) + ": ", nkh, true) + "                break;\n";
+        return sw + call(acc, c, "              default: ") + "            }\n";
+      };
+      if (cbs == 1) body += dispatch(false, S(Cg), "            ");
       else
         body += "            const int64_t cn = std::min<int64_t>(" + S(Cb) + ", " + S(Cg) + " - cbk*" + S(Cb) + ");\n            if (cbk == 0) " +
-                call(false, "cn", "") + "            else " + call(true, "cn", "");
+                dispatch(false, "cn", "") + "            else " + dispatch(true, "cn", "");
       const std::string at = "oh*" + S(OW) + " + ow";
       if (cbs > 1 && epilogue)
         body += "            if (cbk == " + S(cbs - 1) + ") {\n" + epilogue_over("m0", whole_end(M, nv), at, at + " + " + S(np)) + "            }\n";
