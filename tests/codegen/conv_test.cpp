@@ -64,6 +64,7 @@ const std::vector<Case>& cases() {
       {"grouped", {1, 8, 9, 10}, {12, 2, 3, 3}, {1, 1}, {}, {0, 1}, {2, 0}, 4, true, "relu"},
       {"dilated", {1, 4, 16, 15}, {6, 4, 3, 3}, {1, 1}, {2, 3}, {2, 3}, {2, 3}, 1, false, ""},
       {"atrous over a small map", {1, 16, 6, 5}, {32, 16, 3, 3}, {1, 1}, {4, 4}, {4, 4}, {4, 4}, 1, true, "relu"},
+      {"atrous, rows and columns", {1, 16, 6, 14}, {32, 16, 3, 3}, {1, 1}, {4, 12}, {4, 12}, {4, 12}, 1, true, ""},
       {"asymmetric pads, wide kernel", {1, 3, 8, 20}, {5, 3, 2, 5}, {1, 3}, {}, {0, 2}, {1, 0}, 1, true, ""},
       {"1d", {2, 6, 30}, {9, 6, 4}, {2}, {}, {1}, {2}, 1, true, "relu"},
       {"1d depthwise", {1, 6, 17}, {6, 1, 3}, {1}, {}, {1}, {1}, 6, false, ""},
@@ -272,6 +273,10 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
     // Its rows read the image through 1 or 2 of the kernel's 3 rows: tiles of those alone.
     if (c.name.rfind("atrous", 0) == 0) {
       EXPECT_NE(src.find("switch (kh1 - kh0)"), std::string::npos);
+    }
+    // Its two tiles of 7 positions read the image through kernel columns [1, 3) and [0, 2): a call each.
+    if (c.name == "atrous, rows and columns") {
+      EXPECT_NE(src.find("const int64_t i = 1, ow = 7;"), std::string::npos);
     }
   }
 }

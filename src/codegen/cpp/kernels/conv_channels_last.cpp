@@ -228,9 +228,13 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   };
   // A direct tile's call up to its "(": tj_conv_tile_cl<NP, NV, KH, KW>,
   // with ACC, WS and EP where any differs from the defaults.
-  auto tile_head = [](int64_t np, int nv, int64_t kh, int64_t kw, bool acc, int64_t ws, int ep) {
+  // KWW: the weights' taps per kernel row, where the tile takes kw of them (0: kw).
+  auto tile_head = [](int64_t np, int nv, int64_t kh, int64_t kw, bool acc, int64_t ws, int ep, int64_t kww = 0) {
     std::string h = "tj_conv_tile_cl<" + S(np) + ", " + std::to_string(nv) + ", " + S(kh) + ", " + S(kw);
-    if (acc || ws != 64 || ep) h += std::string(acc ? ", true" : ", false") + ", " + S(ws) + (ep ? ", " + std::to_string(ep) : "");
+    const bool narrower = kww > 0 && kww != kw;
+    if (acc || ws != 64 || ep || narrower) h += std::string(acc ? ", true" : ", false") + ", " + S(ws);
+    if (ep || narrower) h += ", " + std::to_string(ep);
+    if (narrower) h += ", " + S(kww);
     return h + ">(";
   };
   // With an epilogue, a one-group tile stores its sums into tj_tile, a
@@ -451,35 +455,68 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     auto tiles = [&](int nv) {
       const RowTiles rt = row_tiles(OW, wide_tile_positions(nv));
       const int64_t count = rt.count, np = rt.np;
-      // nkh kernel rows from row kh0 (`from_kh0`), or all of them.
-      auto rows_call = [&](bool acc, const std::string& c, const std::string& at, int64_t nkh, bool from_kh0) {
-        const std::string x0 = from_kh0 ? "xrow + kh0*" + xr : "xrow", w0 = from_kh0 ? "wp + kh0*" + S(pl.KW * Cg * cb) : "wp";
-        return at + tile_head(np, nv, nkh, pl.KW, acc, cb, regt ? rep.bits : 0) + x0 + " + ow*" + S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr + ", " +
-               xk + ", " + w0 + (cbs > 1 ? " + cbk*" + S(Cb * cb) : "") + ", " + wt + ", " + c + ", " +
+      // Likewise the columns: per tile (fixed at compile time), the kernel
+      // columns some position of it reads the image through, [kw0, kw1);
+      // where a quarter or more of the tiles' columns lie in the padding,
+      // each tile is its own call, x and the weights starting at column kw0
+      // (tj_conv_tile_cl's KWW: the weights' taps per kernel row stay KW).
+      std::vector<std::pair<int64_t, int64_t>> cols;  // per tile: kw0, kw1
+      int64_t dead_cols = 0;
+      bool empty_col = false;
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t ow = std::min(i * np, OW - np);
+        int64_t kw0 = pl.KW, kw1 = 0;
+        for (int64_t kw = 0; kw < pl.KW; ++kw)
+          for (int64_t q = ow; q < ow + np; ++q)
+            if (const int64_t iw = q * pl.SW - pl.PW + kw * pl.DW; iw >= 0 && iw < pl.W) {
+              kw0 = std::min(kw0, kw), kw1 = std::max(kw1, kw + 1);
+              break;
+            }
+        empty_col |= kw1 <= kw0;
+        dead_cols += pl.KW - std::max<int64_t>(0, kw1 - kw0);
+        cols.emplace_back(kw0, kw1);
+      }
+      const bool trim_cols = !empty_col && 4 * dead_cols >= count * pl.KW;
+      // nkh kernel rows from row kh0 (`from_kh0`), or all of them, by nkw
+      // columns from column kw0.
+      auto rows_call = [&](bool acc, const std::string& c, const std::string& at, int64_t nkh, bool from_kh0, int64_t kw0, int64_t nkw) {
+        std::string x0 = from_kh0 ? "xrow + kh0*" + xr : "xrow", w0 = from_kh0 ? "wp + kh0*" + S(pl.KW * Cg * cb) : "wp";
+        if (kw0 > 0) x0 += " + " + S(kw0 * pl.DW * C_), w0 += " + " + S(kw0 * Cg * cb);
+        return at + tile_head(np, nv, nkh, nkw, acc, cb, regt ? rep.bits : 0, pl.KW) + x0 + " + ow*" + S(pl.SW * C_) + ", " + S(pl.SW * C_) + ", " + xr +
+               ", " + xk + ", " + w0 + (cbs > 1 ? " + cbk*" + S(Cb * cb) : "") + ", " + wt + ", " + c + ", " +
                (tiled ? "tj_tile, 64" : "yb + (oh*" + S(OW) + " + ow)*" + S(M) + ", " + S(M)) + ", valid" + (regt ? rep_args : "") + ");\n";
       };
-      auto call = [&](bool acc, const std::string& c, const std::string& at) { return rows_call(acc, c, at, pl.KH, false); };
-      std::string body = "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
-                         ");\n";
-      // The tile, or with trim_rows a switch on the rows inside.
-      auto dispatch = [&](bool acc, const std::string& c, const std::string& at) {
-        if (!trim_rows) return call(acc, c, at);
+      // The tile of columns [kw0, kw0 + nkw), or with trim_rows a switch on the rows inside.
+      auto dispatch = [&](bool acc, const std::string& c, const std::string& at, int64_t kw0, int64_t nkw) {
+        if (!trim_rows) return rows_call(acc, c, at, pl.KH, false, kw0, nkw);
         std::string sw = at + "switch (kh1 - kh0) {\n";
-        for (int64_t nkh : row_counts) sw += rows_call(acc, c, "              case " + S(nkh) + ": ", nkh, true) + "                break;\n";
-        return sw + call(acc, c, "              default: ") + "            }\n";
+        for (int64_t nkh : row_counts) sw += rows_call(acc, c, "              case " + S(nkh) + ": ", nkh, true, kw0, nkw) + "                break;\n";
+        return sw + rows_call(acc, c, "              default: ", pl.KH, false, kw0, nkw) + "            }\n";
       };
-      if (cbs == 1) body += dispatch(false, S(Cg), "            ");
-      else
-        body += "            const int64_t cn = std::min<int64_t>(" + S(Cb) + ", " + S(Cg) + " - cbk*" + S(Cb) + ");\n            if (cbk == 0) " +
-                dispatch(false, "cn", "") + "            else " + dispatch(true, "cn", "");
-      const std::string at = "oh*" + S(OW) + " + ow";
-      if (cbs > 1 && epilogue)
-        body += "            if (cbk == " + S(cbs - 1) + ") {\n" + epilogue_over("m0", whole_end(M, nv), at, at + " + " + S(np)) + "            }\n";
-      if (tiled)  // the tile's new positions, [i*np, min((i + 1)*np, OW)) of the row
-        body += "            const int64_t tj_t0 = " + at + ";\n" +
-                epilogue_over("m0", whole_end(M, nv), "oh*" + S(OW) + " + i*" + S(np), "oh*" + S(OW) + " + std::min<int64_t>((i + 1)*" + S(np) + ", " + S(OW) + ")",
-                              "tj_t0");
-      return body + "          }\n";
+      // One tile's statements, at its ow (and i).
+      auto one = [&](int64_t kw0, int64_t nkw) {
+        std::string body;
+        if (cbs == 1) body += dispatch(false, S(Cg), "            ", kw0, nkw);
+        else
+          body += "            const int64_t cn = std::min<int64_t>(" + S(Cb) + ", " + S(Cg) + " - cbk*" + S(Cb) + ");\n            if (cbk == 0) " +
+                  dispatch(false, "cn", "", kw0, nkw) + "            else " + dispatch(true, "cn", "", kw0, nkw);
+        const std::string at = "oh*" + S(OW) + " + ow";
+        if (cbs > 1 && epilogue)
+          body += "            if (cbk == " + S(cbs - 1) + ") {\n" + epilogue_over("m0", whole_end(M, nv), at, at + " + " + S(np)) + "            }\n";
+        if (tiled)  // the tile's new positions, [i*np, min((i + 1)*np, OW)) of the row
+          body += "            const int64_t tj_t0 = " + at + ";\n" +
+                  epilogue_over("m0", whole_end(M, nv), "oh*" + S(OW) + " + i*" + S(np), "oh*" + S(OW) + " + std::min<int64_t>((i + 1)*" + S(np) + ", " + S(OW) + ")",
+                                "tj_t0");
+        return body;
+      };
+      if (!trim_cols)
+        return "          for (int64_t i = 0; i < " + S(count) + "; ++i) {\n            const int64_t ow = std::min<int64_t>(i*" + S(np) + ", " + S(OW - np) +
+               ");\n" + one(0, pl.KW) + "          }\n";
+      std::string body;
+      for (int64_t i = 0; i < count; ++i)
+        body += "          {\n            const int64_t i = " + S(i) + ", ow = " + S(std::min(i * np, OW - np)) + ";\n            (void)i;\n" +
+                one(cols[static_cast<size_t>(i)].first, cols[static_cast<size_t>(i)].second - cols[static_cast<size_t>(i)].first) + "          }\n";
+      return body;
     };
     code += (G == 1 ? by_channel_quads(M, tiles, "        ") : tiles(static_cast<int>(cb / 16))) + "      }\n";
     if (cbs > 1) code += "      }\n";

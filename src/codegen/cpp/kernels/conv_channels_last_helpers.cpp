@@ -34,8 +34,10 @@ std::string Emitter::channels_last_conv_helpers() {
          // positions in even chunks. A sub-tile sums every tap and input
          // channel, so each output sums in the same order in any of them;
          // its weights (a vector's few KB a tap) come again from the caches
-         // for the next chunk of positions.
-         "template <int SP, int SU, int KH, int KW, bool ACC, int WS, int EP>\n"
+         // for the next chunk of positions. KWW: the weights' taps per
+         // kernel row, of which the tile takes KW from w (a tile whose
+         // positions read the image through only some kernel columns).
+         "template <int SP, int SU, int KH, int KW, bool ACC, int WS, int EP, int KWW>\n"
          "__attribute__((always_inline)) static inline void tj_conv_sub_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wt,\n"
          "                                                                int64_t C, float* y, int64_t ym, int64_t valid, int u0, const float* bias,\n"
          "                                                                float lo, float hi) {\n"
@@ -48,7 +50,7 @@ std::string Emitter::channels_last_conv_helpers() {
          "        if (l0 + tj_lanes <= valid) acc[p][u] = *(const tj_vfnu*)yp;\n"
          "        else for (int64_t l = 0; l < valid - l0; ++l) acc[p][u][l] = yp[l];\n      }\n    }\n"
          "  for (int kh = 0; kh < KH; ++kh)\n    for (int kw = 0; kw < KW; ++kw) {\n"
-         "      const float* xk_ = x + kh*xr + kw*xk;\n      const float* wk = w + (kh*KW + kw)*wt + tj_lanes*u0;\n"
+         "      const float* xk_ = x + kh*xr + kw*xk;\n      const float* wk = w + (kh*KWW + kw)*wt + tj_lanes*u0;\n"
          "      for (int64_t c = 0; c < C; ++c) {\n"
          "        tj_vfn wv[SU];\n"
          "        for (int u = 0; u < SU; ++u) wv[u] = *(const tj_vfnu*)(wk + c*WS + u*tj_lanes);\n"
@@ -69,15 +71,15 @@ std::string Emitter::channels_last_conv_helpers() {
          "          float s = acc[p][u][l];\n"
          "          if constexpr ((EP & 1) != 0) s = s + bias[l0 + l];\n"
          "          yp[l] = tj_conv_act<EP>(s, lo, hi);\n        }\n      }\n    }\n}\n"
-         "template <int NP, int NV, int KH, int KW, bool ACC = false, int WS = 64, int EP = 0>\n"
+         "template <int NP, int NV, int KH, int KW, bool ACC = false, int WS = 64, int EP = 0, int KWW = KW>\n"
          "__attribute__((noinline)) static void tj_conv_tile_cl(const float* x, int64_t xs, int64_t xr, int64_t xk, const float* w, int64_t wt, int64_t C, float* y,\n"
          "                                   int64_t ym, int64_t valid, const float* bias = nullptr, float lo = 0, float hi = 0) {\n"
          "  constexpr int NU = NV*tj_per16, SU = tj_per16 == 1 ? NU : 2, NC = tj_per16 == 1 ? 1 : (NP + 5)/6;\n"
          "  constexpr int SPa = (NP + NC - 1)/NC, SPb = NP - (NC - 1)*SPa;\n"
          "  for (int u0 = 0; u0 < NU && tj_lanes*u0 < valid; u0 += SU) {\n"
          "    for (int ch = 0; ch + 1 < NC; ++ch)\n"
-         "      tj_conv_sub_cl<SPa, SU, KH, KW, ACC, WS, EP>(x + ch*SPa*xs, xs, xr, xk, w, wt, C, y + ch*SPa*ym, ym, valid, u0, bias, lo, hi);\n"
-         "    tj_conv_sub_cl<SPb, SU, KH, KW, ACC, WS, EP>(x + (NC - 1)*SPa*xs, xs, xr, xk, w, wt, C, y + (NC - 1)*SPa*ym, ym, valid, u0, bias, lo, hi);\n"
+         "      tj_conv_sub_cl<SPa, SU, KH, KW, ACC, WS, EP, KWW>(x + ch*SPa*xs, xs, xr, xk, w, wt, C, y + ch*SPa*ym, ym, valid, u0, bias, lo, hi);\n"
+         "    tj_conv_sub_cl<SPb, SU, KH, KW, ACC, WS, EP, KWW>(x + (NC - 1)*SPa*xs, xs, xr, xk, w, wt, C, y + (NC - 1)*SPa*ym, ym, valid, u0, bias, lo, hi);\n"
          "  }\n}\n"
          // Winograd F(m x m, 3x3), m = 2 or 4, a = m + 2: B^T and A^T
          // applied to a points x[0..a) (vectors or floats alike).
