@@ -81,6 +81,7 @@ OTHERS = list(OTHER_HF) + [
     # torchvision
     "vgg11", "densenet121", "squeezenet1_1", "shufflenet_v2_x1_0", "mnasnet1_0", "regnet_y_400mf", "googlenet",
     "mobilenet_v2", "swin_t", "vit_b_16", "resnext50_32x4d", "efficientnet_v2_s", "maxvit_t", "wide_resnet50_2",
+    "seg:fcn_resnet50", "seg:deeplabv3_mobilenet_v3_large", "seg:lraspp_mobilenet_v3_large",
     # timm
     "timm:resnet50d", "timm:mobilevit_s", "timm:levit_128", "timm:poolformer_s12", "timm:swin_tiny_patch4_window7_224",
     "timm:regnetx_002", "timm:cspresnet50", "timm:dla34", "timm:ghostnet_100", "timm:mixer_b16_224",
@@ -116,6 +117,10 @@ def _build(name):
         if hasattr(model.config, "use_cache"):
             kw["use_cache"] = False
         return model, kw
+    if name.startswith("seg:"):  # torchvision's segmentation models: dilated backbones, atrous pyramids, bilinear upsampling
+        import torchvision.models.segmentation as seg
+        image = {"x": torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))}
+        return getattr(seg, name[len("seg:"):])(weights=None, weights_backbone=None), image
     if name.startswith("timm:"):
         lib, name = "timm", name[len("timm:"):]
     else:
@@ -380,7 +385,7 @@ def table(results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated; 'others' is {len(OTHERS)} other models of the same libraries; "
-                    "other torchvision names and timm:NAME work too")
+                    "other torchvision names, seg:NAME (torchvision's segmentation models) and timm:NAME work too")
     ap.add_argument("--doors", default="tensorjit,inductor,onnx", help="of tensorjit, inductor, onnx")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("TJ_THREADS", "2")))
     ap.add_argument("--calls", type=int, default=5, help="at least this many timed calls per door")

@@ -200,6 +200,22 @@ std::optional<PreparedProgram> load_program(const std::string& key) {
   }
 }
 
+namespace {
+
+// A small table of integers (a gather's constant indices: Resize's taps)
+// stays in the text, where the emitter sees its values: indices inside
+// their axis are read without the bounds check, whose store to tj_status
+// kept the loop scalar. Up to 4096 of them, each exact in a double.
+bool inline_indices(const Node& n) {
+  const ConstData& d = n.const_data();
+  if (!is_int(n.type.dtype) || d->size() > 4096) return false;
+  for (size_t i = 0; i < d->size(); ++i)
+    if (const int64_t v = d->int_at(i); v > (int64_t{1} << 53) || v < -(int64_t{1} << 53)) return false;
+  return true;
+}
+
+}  // namespace
+
 PreparedProgram store_program(const std::string& key, const Graph& optimized) {
   // Large constants become params: the graph's text stays small.
   std::unordered_map<std::string, ValueId> constant_of;
@@ -209,7 +225,7 @@ PreparedProgram store_program(const std::string& key, const Graph& optimized) {
     const Node& n = optimized.node(v);
     if (n.op == Op::input) return s.add_input(n.name, n.type);
     if (n.op == Op::param) return users[static_cast<size_t>(v)].empty() ? -1 : s.add_param(n.name, n.type);
-    if (n.const_data()->size() <= 1) return s.copy_const(n);
+    if (n.const_data()->size() <= 1 || inline_indices(n)) return s.copy_const(n);
     std::string name;
     do name = kPrefix + std::to_string(next++);
     while (optimized.find(name) >= 0);

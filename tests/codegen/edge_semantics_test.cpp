@@ -15,6 +15,7 @@
 #include "compiler/compile.h"
 #include "ir/graph.h"
 #include "ir/text.h"
+#include "reference/random_inputs.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -285,6 +286,34 @@ TEST_F(EdgeSemantics, IndexErrorsInOutputCopies) {
   g.set_outputs({g.add(Op::reshape, {g.add(Op::gather, {gt, idx})}, {{"shape", Shape{1, 2}}})});
   Bindings in{{"x", NDArray::from(DType::f64, {1}, {3})}};
   both_throw(g, in);
+}
+
+// A gather's constant indices inside their axis (an ONNX Resize's taps) are
+// read without the bounds check (its store to tj_status kept the loop
+// scalar); one out of range, or negative, keeps the check, and the first
+// still fails as the interpreter does.
+TEST_F(EdgeSemantics, ConstantIndicesInsideTheAxisAreReadUnchecked) {
+  auto graph = [](const std::vector<double>& idx) {
+    Graph g("resize_taps");
+    ValueId x = g.add_input("x", {DType::f32, {3, 40}});
+    ValueId i = g.add_const({DType::i64, {static_cast<int64_t>(idx.size())}}, idx);
+    ValueId y = g.add(Op::gather, {x, i}, {{"axis", int64_t{1}}});
+    g.set_outputs({g.add(Op::mul, {y, g.add_const({DType::f32, {}}, std::vector<double>{0.5})})});
+    return g;
+  };
+  std::vector<double> idx(64);
+  for (size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<double>(k * 5 % 40);
+  Graph g = graph(idx);
+  Bindings in = random_inputs(g, 3);
+  agree(g, in);
+  Executable exe = tj::compile(g, {});
+  if (!exe.source().empty() && exe.source().find("tj_vfn") != std::string::npos) {  // the C++ backend's source
+    EXPECT_EQ(exe.source().find("tj_index(("), std::string::npos);
+  }
+  idx[7] = -3;  // inside, counted from the end: checked and wrapped
+  agree(graph(idx), in);
+  idx[9] = 40;
+  both_throw(graph(idx), in);
 }
 
 // A gather of a value computed in the same loop nest read the value at its

@@ -332,6 +332,7 @@ void Emitter::emit_index_checks() {
     auto si = shape(ind);
     Idx iv = loop_vars(si.size(), "q");
     Dim len = shape(n.inputs[0])[static_cast<size_t>(n.attr_int("axis"))];
+    if (indices_in_range(ind, len)) continue;  // known at compile time
     std::string check = "  (void)tj_index((int64_t)(" + load(ind, iv) + "), " + C(len) + ");\n";
     body += "if (" + C(count(shape(static_cast<ValueId>(v)))) + " > 0) " + loops(si, iv, check, false, false);
   }
