@@ -118,9 +118,11 @@ def _build(name):
             kw["use_cache"] = False
         return model, kw
     if name.startswith("seg:"):  # torchvision's segmentation models: dilated backbones, atrous pyramids, bilinear upsampling
+        import inspect
         import torchvision.models.segmentation as seg
-        image = {"x": torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))}
-        return getattr(seg, name[len("seg:"):])(weights=None, weights_backbone=None), image
+        model = getattr(seg, name[len("seg:"):])(weights=None, weights_backbone=None)
+        first = next(iter(inspect.signature(model.forward).parameters))  # x, or LRASPP's input
+        return model, {first: torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))}
     if name.startswith("timm:"):
         lib, name = "timm", name[len("timm:"):]
     else:
