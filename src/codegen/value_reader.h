@@ -41,8 +41,9 @@ class ValueReader {
   Sizes shape(ValueId v) const { return g_.type(v).shape; }
   // A size's value for decisions (parallel or not, team or not): at the hint.
   int64_t hint(const Dim& d) const { return d.eval(hint_); }
-  // Whether gather indices `ind` are a constant of integers, each in
-  // [0, len): read without the bounds check and the wrap of negative ones.
+  // Whether gather indices `ind` are known at compile time to lie in
+  // [0, len) (constants, and integer arithmetic on them: views, +, -, *,
+  // max, min): read without the bounds check and the wrap of negative ones.
   bool indices_in_range(ValueId ind, const Dim& len) const;
   std::string T(ValueId v) const { return ctype(g_.type(v).dtype); }          // in memory
   std::string CT(ValueId v) const { return compute_ctype(g_.type(v).dtype); }  // in registers

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "tensorjit/error.h"
@@ -131,14 +133,66 @@ Idx ValueReader::reshape_index(const Idx& idx, const Sizes& so, const Sizes& sx)
   return xi;
 }
 
+namespace {
+
+// The values an integer value can take, [lo, hi], where the graph shows
+// them: constants, their views, and sums, differences, products, maxima and
+// minima of such (aten's bilinear upsampling builds a flat index as row *
+// width + column from two constants). Each value's range must fit its dtype
+// (the IR's integer arithmetic wraps: a range past it says nothing).
+std::optional<std::pair<int64_t, int64_t>> dtype_range(DType t) {
+  switch (t) {
+    case DType::i8: return std::pair<int64_t, int64_t>{INT8_MIN, INT8_MAX};
+    case DType::u8: return std::pair<int64_t, int64_t>{0, UINT8_MAX};
+    case DType::i16: return std::pair<int64_t, int64_t>{INT16_MIN, INT16_MAX};
+    case DType::u16: return std::pair<int64_t, int64_t>{0, UINT16_MAX};
+    case DType::i32: return std::pair<int64_t, int64_t>{INT32_MIN, INT32_MAX};
+    case DType::u32: return std::pair<int64_t, int64_t>{0, UINT32_MAX};
+    case DType::i64: return std::pair<int64_t, int64_t>{-(int64_t{1} << 61), int64_t{1} << 61};  // room for a sum of two below
+    default: return std::nullopt;  // u64, and the sub-byte types
+  }
+}
+
+std::optional<std::pair<int64_t, int64_t>> integer_range(const Graph& g, ValueId v, int depth = 0) {
+  const Node& n = g.node(v);
+  const auto bounds = dtype_range(n.type.dtype);
+  if (!bounds || depth > 8) return std::nullopt;
+  std::optional<std::pair<int64_t, int64_t>> r;
+  if (n.op == Op::constant) {
+    const ConstData& d = n.const_data();
+    if (d->empty() || d->size() > (size_t{1} << 20)) return std::nullopt;  // not worth the scan
+    int64_t lo = d->int_at(0), hi = lo;
+    for (size_t i = 1; i < d->size(); ++i) lo = std::min(lo, d->int_at(i)), hi = std::max(hi, d->int_at(i));
+    r = {lo, hi};
+  } else if (n.def().category == OpCategory::view) {
+    r = integer_range(g, n.inputs[0], depth + 1);  // a view reads some of its operand's values
+  } else if ((n.op == Op::add || n.op == Op::sub || n.op == Op::mul || n.op == Op::max || n.op == Op::min) && n.inputs.size() == 2) {
+    const auto a = integer_range(g, n.inputs[0], depth + 1), b = integer_range(g, n.inputs[1], depth + 1);
+    if (!a || !b) return std::nullopt;
+    switch (n.op) {
+      case Op::add: r = {a->first + b->first, a->second + b->second}; break;
+      case Op::sub: r = {a->first - b->second, a->second - b->first}; break;
+      case Op::max: r = {std::max(a->first, b->first), std::max(a->second, b->second)}; break;
+      case Op::min: r = {std::min(a->first, b->first), std::min(a->second, b->second)}; break;
+      default: {
+        constexpr int64_t kFactor = int64_t{1} << 31;  // products stay inside int64
+        for (int64_t e : {a->first, a->second, b->first, b->second})
+          if (e < -kFactor || e > kFactor) return std::nullopt;
+        const int64_t p[4] = {a->first * b->first, a->first * b->second, a->second * b->first, a->second * b->second};
+        r = {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+      }
+    }
+  }
+  if (!r || r->first < bounds->first || r->second > bounds->second) return std::nullopt;
+  return r;
+}
+
+}  // namespace
+
 bool ValueReader::indices_in_range(ValueId ind, const Dim& len) const {
-  const Node& c = g_.node(ind);
-  if (c.op != Op::constant || !is_int(c.type.dtype) || !len.is_const()) return false;
-  const ConstData& d = c.const_data();
-  if (d->size() > (size_t{1} << 20)) return false;  // not worth the scan
-  for (size_t i = 0; i < d->size(); ++i)
-    if (const int64_t v = d->int_at(i); v < 0 || v >= len.value()) return false;
-  return true;
+  if (!len.is_const()) return false;
+  const auto r = integer_range(g_, ind);
+  return r && r->first >= 0 && r->second < len.value();
 }
 
 // A gather's value at `idx`: the table read at the index it loads (bounds

@@ -316,6 +316,46 @@ TEST_F(EdgeSemantics, ConstantIndicesInsideTheAxisAreReadUnchecked) {
   both_throw(graph(idx), in);
 }
 
+// Indices computed from constants (aten's bilinear upsampling: row * width
+// + column, from two constants broadcast against each other) have a range
+// known at compile time: inside the axis, read unchecked. Where the range
+// reaches past the axis (a column too many), or past the dtype (an i32
+// product that wraps), the check stays, and a bad index still fails.
+TEST_F(EdgeSemantics, ComputedIndicesInsideTheAxisAreReadUnchecked) {
+  auto graph = [](DType t, double row_scale, double last_col) {
+    Graph g("flat_taps");
+    ValueId x = g.add_input("x", {DType::f32, {2, 48}});
+    ValueId rows = g.add_const({t, {4, 1}}, std::vector<double>{0, 1, 1, 5});
+    ValueId cols = g.add_const({t, {6}}, std::vector<double>{0, 3, 2, 7, 1, last_col});
+    ValueId scale = g.add_const({t, {}}, std::vector<double>{row_scale});
+    ValueId idx = g.add(Op::add, {g.add(Op::mul, {rows, scale}), cols});  // [4, 6]
+    g.set_outputs({g.add(Op::gather, {x, idx}, {{"axis", int64_t{1}}})});
+    return g;
+  };
+  const bool cpu_source = [] {
+    Graph g("probe");
+    g.set_outputs({g.add(Op::exp, {g.add_input("x", {DType::f32, {4}})})});
+    return tj::compile(g, {}).source().find("tj_vfn") != std::string::npos;
+  }();
+  Graph ok = graph(DType::i64, 8, 7);  // at most 5*8 + 7 = 47
+  Bindings in = random_inputs(ok, 5);
+  agree(ok, in);
+  if (cpu_source) {
+    EXPECT_EQ(tj::compile(ok, {}).source().find("tj_index(("), std::string::npos);
+  }
+  Graph past = graph(DType::i64, 8, 8);  // 48 at the last row: checked, and out of range
+  if (cpu_source) {
+    EXPECT_NE(tj::compile(past, {}).source().find("tj_index(("), std::string::npos);
+  }
+  both_throw(past, in);
+  // i32: 5 * 2^30 wraps to 2^30 (past 48 either way): the range says nothing, the check stays.
+  Graph wraps = graph(DType::i32, 1073741824.0, 7);
+  if (cpu_source) {
+    EXPECT_NE(tj::compile(wraps, {}).source().find("tj_index(("), std::string::npos);
+  }
+  both_throw(wraps, in);
+}
+
 // A gather of a value computed in the same loop nest read the value at its
 // own index, not the gathered one, and the memory plan let a gather write
 // over its own table (silently wrong answers, fuzz_compiled): a gather's
