@@ -356,6 +356,29 @@ TEST_F(EdgeSemantics, ComputedIndicesInsideTheAxisAreReadUnchecked) {
   both_throw(wraps, in);
 }
 
+// Reductions over any axes give the interpreter's bits: per output, its
+// elements in row-major order of the reduced axes, whether the kernel goes
+// one output at a time (few elements each, or the innermost axis reduced;
+// the outputs split over the pool when large) or once over the input.
+TEST_F(EdgeSemantics, ReductionsOverAnyAxesMatchTheInterpreterBitForBit) {
+  const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {{3, 5, 7, 4}, {1}},    {{3, 5, 7, 4}, {0, 2}}, {{3, 5, 7, 4}, {3}}, {{3, 5, 7, 4}, {1, 3}},
+      {{2, 64, 32, 32}, {0}}, {{2, 3, 64, 40}, {1}},  {{200, 300}, {0}},   {{16, 9, 300}, {0, 2}}};
+  // On a device (its own reduction kernel), the small cases: each compile there takes a while.
+  const size_t n = testing_on_cpu() ? cases.size() : 4;
+  for (size_t c = 0; c < n; ++c)
+    for (Op op : {Op::sum, Op::mean, Op::amax, Op::prod})
+      for (DType t : {DType::f32, DType::i32}) {
+        if (t == DType::i32 && op == Op::mean) continue;
+        const auto& [shape, axes] = cases[c];
+        SCOPED_TRACE(std::string(op_def(op).name) + " " + std::string(dtype_name(t)) + ", case " + std::to_string(c));
+        Graph g("reduce");
+        ValueId x = g.add_input("x", {t, shape});
+        g.set_outputs({g.add(op, {x}, {{"axes", axes}})});
+        agree(g, random_inputs(g, 9));
+      }
+}
+
 // A gather of a value computed in the same loop nest read the value at its
 // own index, not the gathered one, and the memory plan let a gather write
 // over its own table (silently wrong answers, fuzz_compiled): a gather's
