@@ -28,6 +28,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"assign_layouts", assign_layouts, "convolutions with a channels-last kernel, and the values between them, channels last"},
       {"winograd_weights", winograd_weights, "3x3 stride-1 convolutions get their weights in the Winograd F(2x2,3x3) domain, for the CPU kernel"},
       {"pack_conv_weights", pack_conv_weights, "convolutions' constant weights stored 16 output channels side by side, for the conv kernel"},
+      {"fold_conv_pads", fold_conv_pads, "a convolution of a zero-padded input reads the input, the pads added to its own"},
       {"trim_conv_taps", trim_conv_taps, "a convolution's kernel offsets that read only padding, for every output position, dropped"},
       {"stride_matmul_weights", stride_matmul_weights, "products' constant weights whose rows lie a multiple of 4 KB apart stored transposed"},
       {"fold_input_scale", fold_input_scale, "a per-channel scale of a convolution's input (squeeze-excitation's gate) moves onto its packed weights, per call"},
@@ -56,6 +57,7 @@ std::vector<std::string> default_pipeline(bool freeze) {
   p.push_back("constant_fold");           // transposed/scaled weights, with freeze
   p.push_back("match_attention");         // needs softmax whole: before decompose
   p.push_back("match_pools");             // the pads folded to splats: after constant_fold
+  p.push_back("fold_conv_pads");          // likewise: an ONNX Pad before a Conv into its pads
   p.push_back("dce");                     // drop the attention and the windows they replaced
   p.push_back("fold_conv_affine");        // inference batch-norm into the convolution before it
   p.push_back("fold_norm_weights");       // rms_norm scale into Wq/Wk/Wv, W_gate/W_up
