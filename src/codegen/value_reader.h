@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/c_text.h"
@@ -133,6 +134,7 @@ class ValueReader {
   int current_kernel_ = 0;
   SymEnv hint_;
   std::map<ValueId, std::string> local_, local_row_;
+  mutable std::map<std::pair<ValueId, int64_t>, bool> in_range_;  // indices_in_range's answers: it may scan a constant
   EmittedProgram out_;
 };
 

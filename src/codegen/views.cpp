@@ -191,15 +191,18 @@ std::optional<std::pair<int64_t, int64_t>> integer_range(const Graph& g, ValueId
 
 bool ValueReader::indices_in_range(ValueId ind, const Dim& len) const {
   if (!len.is_const()) return false;
+  const auto key = std::make_pair(ind, len.value());
+  if (const auto it = in_range_.find(key); it != in_range_.end()) return it->second;
   const auto r = integer_range(g_, ind);
-  return r && r->first >= 0 && r->second < len.value();
+  return in_range_[key] = r && r->first >= 0 && r->second < len.value();
 }
 
 // A gather's value at `idx`: the table read at the index it loads (bounds
-// checked: an index out of range sets tj_status), or, for a constant of
-// indices inside the axis (Resize's taps, from the ONNX importer), read
-// directly: the check's store to tj_status kept the loop scalar (a 14 -> 224
-// bilinear upsample over 21 channels, DeepLabV3's last op, 800 us).
+// checked: an index out of range sets tj_status), or, for indices known to
+// lie inside the axis (indices_in_range: Resize's taps from the ONNX
+// importer, aten's upsample indices), read directly: the check's store to
+// tj_status kept the loop scalar (a 14 -> 224 bilinear upsample over 21
+// channels, DeepLabV3's last op, 800 us).
 std::string ValueReader::load_gather(const Node& n, const Idx& idx) {
   ValueId table = n.inputs[0], ind = n.inputs[1];
   size_t a = static_cast<size_t>(n.attr_int("axis"));

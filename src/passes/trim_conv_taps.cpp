@@ -19,6 +19,7 @@
 #include <cmath>
 #include <optional>
 
+#include "ir/ops/windows.h"
 #include "ir/rewriter.h"
 #include "passes/passes.h"
 
@@ -36,25 +37,35 @@ std::vector<int64_t> ints_or(const Node& n, const char* name, size_t k, int64_t 
   return v;
 }
 
-// The finite test on the weights the trim drops, for the float dtypes the
-// constant's values can be read in.
+// The flat offsets (row-major over the kernel k) of the taps t keeps, in
+// order.
+std::vector<int64_t> kept_taps(const std::vector<int64_t>& k, const Trim& t) {
+  std::vector<int64_t> kept{0};
+  for (size_t d = 0; d < k.size(); ++d) {
+    std::vector<int64_t> next;
+    for (int64_t at : kept)
+      for (int64_t i = t.t0[d]; i < t.t1[d]; ++i) next.push_back(at * k[d] + i);
+    kept = std::move(next);
+  }
+  return kept;
+}
+
+int64_t product(const std::vector<int64_t>& k) {
+  int64_t n = 1;
+  for (int64_t e : k) n *= e;
+  return n;
+}
+
+// The finite test on the weights [outer, k..] the trim drops, for the float
+// dtypes the constant's values can be read in.
 template <class T>
 bool dropped_finite(const T* w, const std::vector<int64_t>& k, int64_t outer, const Trim& t) {
-  const size_t r = k.size();
-  int64_t taps = 1;
-  for (int64_t e : k) taps *= e;
-  std::vector<int64_t> at(r);
+  const int64_t taps = product(k);
+  std::vector<bool> kept(static_cast<size_t>(taps), false);
+  for (int64_t i : kept_taps(k, t)) kept[static_cast<size_t>(i)] = true;
   for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < taps; ++i) {
-      int64_t rest = i;
-      bool kept = true;
-      for (size_t d = r; d-- > 0;) {
-        at[d] = rest % k[d];
-        rest /= k[d];
-        kept = kept && at[d] >= t.t0[d] && at[d] < t.t1[d];
-      }
-      if (!kept && !std::isfinite(static_cast<double>(w[o * taps + i]))) return false;
-    }
+    for (int64_t i = 0; i < taps; ++i)
+      if (!kept[static_cast<size_t>(i)] && !std::isfinite(static_cast<double>(w[o * taps + i]))) return false;
   return true;
 }
 
@@ -73,14 +84,7 @@ std::optional<Trim> trim_of(const Graph& g, const Node& n) {
   for (size_t d = 0; d < k; ++d) {
     const int64_t H = xs[d + 2].value(), K = ws[d + 2].value(), O = n.type.shape[d + 2].value();
     kernel.push_back(K);
-    int64_t t0 = K, t1 = 0;
-    for (int64_t tap = 0; tap < K; ++tap)
-      for (int64_t o = 0; o < O; ++o)
-        if (const int64_t i = o * stride[d] - pb[d] + tap * dil[d]; i >= 0 && i < H) {
-          t0 = std::min(t0, tap);
-          t1 = std::max(t1, tap + 1);
-          break;
-        }
+    const auto [t0, t1] = windows::live_taps(0, O, stride[d], pb[d], dil[d], K, H);
     if (t1 <= t0) return std::nullopt;  // every window of this dim in the padding: the output is the bias
     if (pb[d] - t0 * dil[d] < 0 || pe[d] - (K - t1) * dil[d] < 0) return std::nullopt;
     any |= t0 > 0 || t1 < K;
@@ -88,8 +92,7 @@ std::optional<Trim> trim_of(const Graph& g, const Node& n) {
     t.t1.push_back(t1);
   }
   if (!any) return std::nullopt;
-  int64_t outer = ws[0].value() * ws[1].value(), all = outer;
-  for (int64_t e : kernel) all *= e;
+  const int64_t outer = ws[0].value() * ws[1].value(), all = outer * product(kernel);
   if (w.const_data()->dtype() != w.type.dtype || static_cast<int64_t>(w.const_data()->size()) != all) return std::nullopt;  // a splat: left alone
   const bool finite = w.type.dtype == DType::f32 ? dropped_finite(static_cast<const float*>(w.const_data()->raw()), kernel, outer, t)
                                                  : dropped_finite(static_cast<const double*>(w.const_data()->raw()), kernel, outer, t);
@@ -100,30 +103,17 @@ std::optional<Trim> trim_of(const Graph& g, const Node& n) {
 // w [M, Cg, k..] sliced to the live taps.
 template <class T>
 NDArray sliced(const T* w, const Shape& ws, const Trim& t, DType dt) {
-  const size_t r = ws.size() - 2;
-  std::vector<int64_t> k, kn;
-  for (size_t d = 0; d < r; ++d) {
-    k.push_back(ws[d + 2].value());
-    kn.push_back(t.t1[d] - t.t0[d]);
+  std::vector<int64_t> k, shape = {ws[0].value(), ws[1].value()};
+  for (size_t d = 2; d < ws.size(); ++d) {
+    k.push_back(ws[d].value());
+    shape.push_back(t.t1[d - 2] - t.t0[d - 2]);
   }
-  std::vector<int64_t> shape = {ws[0].value(), ws[1].value()};
-  shape.insert(shape.end(), kn.begin(), kn.end());
+  const std::vector<int64_t> kept = kept_taps(k, t);
+  const int64_t taps = product(k), n = static_cast<int64_t>(kept.size());
   NDArray out(dt, shape);
   T* dst = out.data<T>();
-  int64_t taps = 1, taps_new = 1;
-  for (size_t d = 0; d < r; ++d) taps *= k[d], taps_new *= kn[d];
-  const int64_t outer = ws[0].value() * ws[1].value();
-  std::vector<int64_t> at(r);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < taps_new; ++i) {
-      int64_t rest = i, src = 0;
-      for (size_t d = r; d-- > 0;) {
-        at[d] = rest % kn[d] + t.t0[d];
-        rest /= kn[d];
-      }
-      for (size_t d = 0; d < r; ++d) src = src * k[d] + at[d];
-      dst[o * taps_new + i] = w[o * taps + src];
-    }
+  for (int64_t o = 0; o < shape[0] * shape[1]; ++o)
+    for (int64_t j = 0; j < n; ++j) dst[o * n + j] = w[o * taps + kept[static_cast<size_t>(j)]];
   return out;
 }
 

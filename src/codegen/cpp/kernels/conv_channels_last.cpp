@@ -11,6 +11,7 @@
 #include "codegen/c_text.h"
 #include "codegen/cpp/emitter.h"
 #include "codegen/cpp/kernels/conv_common.h"
+#include "ir/ops/windows.h"
 #include "ir/layout.h"
 #include "ir/rewriter.h"
 #include "tensorjit/error.h"
@@ -302,9 +303,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   int64_t dead = 0;
   bool empty_row = false;
   for (int64_t oh = 0; oh < pl.OH; ++oh) {
-    int64_t live = 0;
-    for (int64_t kh = 0; kh < pl.KH; ++kh)
-      if (const int64_t ih = oh * pl.SH - pl.PH + kh * pl.DH; ih >= 0 && ih < pl.H) ++live;
+    const int64_t live = windows::live_taps(oh, oh + 1, pl.SH, pl.PH, pl.DH, pl.KH, pl.H).size();
     empty_row |= live == 0;
     dead += pl.KH - live;
     if (live < pl.KH) row_counts.insert(live);
@@ -465,16 +464,10 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
       bool empty_col = false;
       for (int64_t i = 0; i < count; ++i) {
         const int64_t ow = std::min(i * np, OW - np);
-        int64_t kw0 = pl.KW, kw1 = 0;
-        for (int64_t kw = 0; kw < pl.KW; ++kw)
-          for (int64_t q = ow; q < ow + np; ++q)
-            if (const int64_t iw = q * pl.SW - pl.PW + kw * pl.DW; iw >= 0 && iw < pl.W) {
-              kw0 = std::min(kw0, kw), kw1 = std::max(kw1, kw + 1);
-              break;
-            }
-        empty_col |= kw1 <= kw0;
-        dead_cols += pl.KW - std::max<int64_t>(0, kw1 - kw0);
-        cols.emplace_back(kw0, kw1);
+        const windows::TapSpan span = windows::live_taps(ow, ow + np, pl.SW, pl.PW, pl.DW, pl.KW, pl.W);
+        empty_col |= span.empty();
+        dead_cols += pl.KW - span.size();
+        cols.emplace_back(span.t0, span.t1);
       }
       const bool trim_cols = !empty_col && 4 * dead_cols >= count * pl.KW;
       // nkh kernel rows from row kh0 (`from_kh0`), or all of them, by nkw
