@@ -32,6 +32,7 @@ bool match_pools(Graph& g, const PassOptions& o);       // bit-exact: max poolin
 bool assign_layouts(Graph& g, const PassOptions& o);     // bit-exact: convolutions and the values between them channels last
 bool pack_conv_weights(Graph& g, const PassOptions& o);  // bit-exact: conv weights stored 16 output channels side by side
 bool fold_conv_pads(Graph& g, const PassOptions& o);  // bit-exact: a conv of a zero-padded input (concats of +0 splats) reads the input, the pads its own
+bool sink_gathers(Graph& g, const PassOptions& o);    // bit-exact: pointwise ops on values gathered alike computed before the gather, where it enlarges
 bool trim_conv_taps(Graph& g, const PassOptions& o);  // bit-exact: a conv's kernel offsets that read only padding, for every output, dropped (finite constant weights)
 bool stride_matmul_weights(Graph& g, const PassOptions& o);  // bit-exact: products' constant weights whose rows are 4 KB apart stored transposed
 bool fold_input_scale(Graph& g, const PassOptions& o);   // reassociates: ~1 ulp; a conv input's per-channel scale onto its packed weights, per call

@@ -33,6 +33,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"stride_matmul_weights", stride_matmul_weights, "products' constant weights whose rows lie a multiple of 4 KB apart stored transposed"},
       {"fold_input_scale", fold_input_scale, "a per-channel scale of a convolution's input (squeeze-excitation's gate) moves onto its packed weights, per call"},
       {"decompose", decompose, "composites into primitives for fusion"},
+      {"sink_gathers", sink_gathers, "pointwise ops on values gathered alike computed on the tables, gathered once after, where the gather enlarges"},
       {"lower_convs", lower_convs, "convolutions into windows and matmuls, for targets without a conv kernel"},
       {"lower", lower, "ops without kernels into primitives (after every pipeline)"},
       {"dce", dce, "drop what no output needs"},
@@ -71,6 +72,7 @@ std::vector<std::string> default_pipeline(bool freeze) {
   if (freeze) p.push_back("fold_input_scale");   // rewrites the packed view: after pack_conv_weights
   if (freeze) p.push_back("stride_matmul_weights");  // after the last constant_fold, which would transpose them back
   p.push_back("decompose");               // primitives for the fusion stage
+  p.push_back("sink_gathers");            // on the primitives: blends of upsampled values before the upsample
   p.push_back("cse");                     // decompositions share subexpressions
   p.push_back("simplify");                // and expose new no-ops
   p.push_back("dce");                     // drop the leftovers
