@@ -119,6 +119,28 @@ def test_convnet_matches_eager():
 
 
 @torch.no_grad()
+def test_upsampling_and_outer_product_indexing_match_eager():
+    """torch decomposes bilinear and bicubic upsampling into index ops with
+    an index per axis, x[.., i[:, None], j]: taken one axis at a time (and
+    the row blends computed before the rows are taken, sink_gathers), the
+    same values as eager; negative indices and an index of length 1 too."""
+    torch.manual_seed(3)
+    x = torch.randn(2, 3, 7, 5)
+
+    def f(x):
+        i = torch.tensor([0, -1, 3, 3, 6, -7])
+        j = torch.tensor([4, 0, -2])
+        k = torch.tensor([2, -1])
+        return (F.interpolate(x, size=(16, 11), mode="bilinear", align_corners=False),
+                F.interpolate(x, scale_factor=2.5, mode="bilinear", align_corners=True),
+                F.interpolate(x, size=(9, 9), mode="bicubic", align_corners=False),
+                x[:, :, i[:, None], j], x[:, :, i[:1, None], j] * 2 + 1, x[:, k[:, None, None], j[:, None], i[:5] % 5])
+
+    for got, want in zip(compiled(f)(x), f(x)):
+        close(got, want)
+
+
+@torch.no_grad()
 @pytest.mark.parametrize("how", ["dynamic", "mark_dynamic"])
 def test_symbolic_shapes_are_one_compilation(how):
     """dynamic=True (or mark_dynamic) gives SymInt graphs: one symbolic

@@ -1020,6 +1020,20 @@ def idx_of(i):
     return i.astype("i64") if i.dtype not in ("i64", "i32") else i
 
 
+def _outer_product(given, order):
+    """Whether the index tensors on axes `order`, broadcast together, are an
+    outer product: the k-th varies along the k-th broadcast dim only."""
+    k = len(order)
+    for pos, d in enumerate(order):
+        shape = list(given[d].shape)
+        if len(shape) > k:
+            return False
+        shape = [1] * (k - len(shape)) + shape
+        if any(not (isinstance(n, int) and n == 1) for j, n in enumerate(shape) if j != pos):
+            return False
+    return True
+
+
 @row(aten.index, aten._unsafe_index)
 def _index(x, indices):
     """x[i0, i1, ...] with index tensors (None: the whole axis), numpy's
@@ -1037,6 +1051,16 @@ def _index(x, indices):
         d = order[0]
         i = idx_of(given[d])
         return _core.take(x, i, d) if adjacent else _core.take(x, i, d)
+    if adjacent and _outer_product(given, order):
+        # x[.., i[:, None], j] (torch's decompositions of upsample and
+        # reflection pads): a take per axis, rather than one flat index over
+        # all their pairs; the last axis first, so that the outer axes'
+        # takes read whole rows (and sink_gathers computes a bilinear
+        # upsample's row blends before the rows are taken).
+        r = x
+        for d in reversed(order):
+            r = _core.take(r, idx_of(given[d]).reshape([-1]), d)
+        return r
     moved = x.transpose(order + rest)
     flat, total = _flat_index(x, given)
     lead = [sym(moved.shape[k]) for k in range(len(order), moved.ndim)]
