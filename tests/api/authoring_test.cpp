@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include <unistd.h>
 
+#include "support/scratch.h"
 #include "tensorjit/compile.h"
 #include "tensorjit/error.h"
 #include "tensorjit/jit.h"
@@ -25,8 +25,7 @@ using tj::Tensor;
 class Authoring : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    static std::string dir = std::string(::testing::TempDir()) + "tj_authoring_" + std::to_string(::getpid());
-    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+    tj::testing::use_scratch_cache("authoring");
   }
 };
 
@@ -86,7 +85,7 @@ TEST_F(Authoring, ScalarOverloadsOperatorsLinearNormalize) {
 }
 
 TEST_F(Authoring, ParamTreeByPrefix) {
-  std::string path = std::string(::testing::TempDir()) + "tj_tree_" + std::to_string(::getpid()) + ".safetensors";
+  std::string path = tj::testing::scratch_dir("authoring") + "/tree.safetensors";
   tj::write_safetensors(path, {{"layers.0.w", NDArray::of<float>({2, 2}, std::vector<float>{1, 0, 0, 1})},
                                {"layers.1.w", NDArray::of<float>({2, 2}, std::vector<float>{2, 0, 0, 2})},
                                {"head", NDArray::of<float>({2}, std::vector<float>{1, 1})}});

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <random>
 
-#include <unistd.h>
 
+#include "support/scratch.h"
 #include "tensorjit/compile.h"
 #include "tensorjit/error.h"
 #include "tensorjit/safetensors.h"
@@ -25,8 +25,7 @@ using tj::Tensor;
 class Aot : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    static std::string dir = std::string(::testing::TempDir()) + "tj_aot_" + std::to_string(::getpid());
-    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+    tj::testing::use_scratch_cache("aot");
   }
 };
 
@@ -101,7 +100,7 @@ TEST_F(Aot, MlpFromSafetensorsMatchesByHand) {
 }
 
 TEST_F(Aot, WrongOrMissingWeightsAreClearErrors) {
-  std::string path = std::string(::testing::TempDir()) + "tj_aot_bad_" + std::to_string(::getpid()) + ".safetensors";
+  std::string path = tj::testing::scratch_dir("aot") + "/bad.safetensors";
   tj::write_safetensors(path, {{"w1", randn({32, 64}, 1)}, {"b1", NDArray(DType::f64, {64})}});
   tj::SafetensorsFile f(path);
   try {

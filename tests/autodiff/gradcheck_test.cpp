@@ -4,7 +4,6 @@
 // only a comparison of its input.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +17,7 @@
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
 #include "reference/random_inputs.h"
+#include "support/scratch.h"
 #include "tensorjit/error.h"
 #include "tensorjit/tensor.h"
 
@@ -360,8 +360,7 @@ TEST(Gradcheck, LlamaLayer) {
 // The joint graph is a graph like any other: compiled (passes, fusion,
 // generated C++), its gradients match the interpreter's.
 TEST(Vjp, CompiledGradientsMatchTheInterpreter) {
-  static std::string dir = std::string(::testing::TempDir()) + "tj_vjp_" + std::to_string(::getpid());
-  setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+  testing::use_scratch_cache("vjp");
   for (DType dt : {DType::f32, DType::f64}) {
     models::Shapes s;
     s.batch = 2, s.tokens = 5, s.kv_len = 8, s.dtype = dt;

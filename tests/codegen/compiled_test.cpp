@@ -21,6 +21,7 @@
 #include "runtime/thread_pool.h"
 #include "schedule/fusion.h"
 #include "support/random_graph.h"
+#include "support/scratch.h"
 #include "tensorjit/tensor.h"
 
 namespace tj {
@@ -29,8 +30,7 @@ namespace {
 class Compiled : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    static std::string dir = std::string(::testing::TempDir()) + "tj_compiled_" + std::to_string(::getpid());
-    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+    testing::use_scratch_cache("compiled");
   }
   void SetUp() override { TJ_SKIP_WITHOUT_TEST_DEVICE(); }
 };
@@ -886,7 +886,7 @@ TEST_F(Compiled, PackedInt8GemvWithoutAvx512) {
   const std::string cxx = find_compiler().value().executable;
   for (const std::string flags : {"-mno-avx512f", "-mno-avx512f -mno-avx2"}) {
     SCOPED_TRACE(flags);
-    const std::string wrapper = std::string(::testing::TempDir()) + "tj_cxx_" + std::to_string(flags.size()) + "_" + std::to_string(::getpid());
+    const std::string wrapper = testing::scratch_dir("compiled") + "/cxx_" + std::to_string(flags.size());
     std::ofstream(wrapper) << "#!/bin/sh\nexec '" << cxx << "' \"$@\" " << flags << "\n";
     std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
     setenv("TJ_CXX", wrapper.c_str(), 1);

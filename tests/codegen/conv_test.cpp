@@ -22,6 +22,7 @@
 #include "passes/passes.h"
 #include "passes/pipeline.h"
 #include "reference/random_inputs.h"
+#include "support/scratch.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -30,8 +31,7 @@ namespace {
 class Conv : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    static std::string dir = std::string(::testing::TempDir()) + "tj_conv_" + std::to_string(::getpid());
-    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+    testing::use_scratch_cache("conv");
   }
   // The generated forms wherever a rule would take the matrix library
   // (without AVX-512 the rules take most 1x1 convs): these tests read them.

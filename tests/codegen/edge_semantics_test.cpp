@@ -16,6 +16,7 @@
 #include "ir/graph.h"
 #include "ir/text.h"
 #include "reference/random_inputs.h"
+#include "support/scratch.h"
 #include "tensorjit/error.h"
 
 namespace tj {
@@ -112,8 +113,7 @@ void both_throw(const Graph& g, const Bindings& in) {
 class EdgeSemantics : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    static std::string dir = std::string(::testing::TempDir()) + "tj_edges_" + std::to_string(::getpid());
-    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+    testing::use_scratch_cache("edges");
   }
   void SetUp() override { TJ_SKIP_WITHOUT_TEST_DEVICE(); }
 };

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include <unistd.h>
 
+#include "support/scratch.h"
 #include "tensorjit/error.h"
 #include "tensorjit/safetensors.h"
 
@@ -18,9 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_path(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("tj_safetensors_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return (d / name).string();
+  return (fs::path(testing::scratch_dir("safetensors")) / name).string();
 }
 
 // A file of `header` (JSON) and `data`, with the length prefix.

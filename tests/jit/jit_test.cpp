@@ -9,6 +9,7 @@
 #include <string>
 
 #include "reference/random_inputs.h"
+#include "support/scratch.h"
 #include "tensorjit/jit.h"
 #include "tensorjit/safetensors.h"
 
@@ -18,8 +19,7 @@ namespace {
 class Jit : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    static std::string dir = std::string(::testing::TempDir()) + "tj_jit_" + std::to_string(::getpid());
-    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+    testing::use_scratch_cache("jit");
   }
 };
 

@@ -4,7 +4,6 @@
 // convnet learning to tell bars apart.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -14,10 +13,11 @@
 #include "compiler/compile.h"
 #include "ir/text.h"
 #include "models/llama.h"
-#include "tensorjit/nn.h"
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
 #include "reference/random_inputs.h"
+#include "support/scratch.h"
+#include "tensorjit/nn.h"
 #include "train/trainer.h"
 
 namespace tj {
@@ -26,8 +26,7 @@ namespace {
 class Train : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    static std::string dir = std::string(::testing::TempDir()) + "tj_train_" + std::to_string(::getpid());
-    setenv("TJ_CACHE_DIR", dir.c_str(), 1);
+    testing::use_scratch_cache("train");
   }
 };
 
