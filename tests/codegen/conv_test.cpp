@@ -267,7 +267,8 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
     const bool direct = c.x.size() <= 4 && conv_quad_lanes(weight_shape(c), c.groups) > 0, depthwise = c.x.size() <= 4 && c.w[0] == c.groups && c.w[1] == 1;
     EXPECT_EQ(src.find("tj_conv_tile_cl<") != std::string::npos, direct);
     EXPECT_EQ(src.find("tj_dw_cl<") != std::string::npos || src.find("tj_dw_cl_run<") != std::string::npos, depthwise);
-    EXPECT_EQ(src.find("tj_gc_cl<") != std::string::npos, c.x.size() <= 4 && grouped(c));
+    // Grouped: every case's inner columns go in runs (tj_gc_cl_run), the borders as runs or one at a time.
+    EXPECT_EQ(src.find("tj_gc_cl_run<") != std::string::npos, c.x.size() <= 4 && grouped(c));
     EXPECT_EQ(src.find("tj_wino_in<") != std::string::npos, c.name.rfind("winograd", 0) == 0);
     EXPECT_EQ(src.find("tj_wino_in<4>") != std::string::npos, c.name.rfind("winograd 4x4", 0) == 0);
     // Its rows read the image through 1 or 2 of the kernel's 3 rows: tiles of those alone.

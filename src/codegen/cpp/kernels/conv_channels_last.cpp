@@ -459,13 +459,14 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   code += open_sums("tj_part", RBs) + "    " + open_parallel(S(RBs));
   code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
   // The output columns whose windows are inside the image, [lo, hi):
-  // depthwise, in runs of up to kDwRun (tj_dw_cl_run, equal runs, the last
-  // one moved back to end at hi); the columns outside them one at a time.
+  // in runs of up to kDwRun (tj_dw_cl_run, tj_gc_cl_run grouped; equal
+  // runs, the last one moved back to end at hi); the border columns as runs
+  // of their own where they are a run's width, else one at a time.
   // (hi: the last column whose window ends inside, plus one; none when
   // even column 0's window ends past the image: C++ division truncates)
   const int64_t last_in = pl.W - 1 + pl.PW - (pl.KW - 1) * pl.DW;
   const int64_t lo = std::min(OW, (pl.PW + pl.SW - 1) / pl.SW), hi = std::max(lo, last_in < 0 ? int64_t(0) : std::min(OW, last_in / pl.SW + 1));
-  const bool runs = Cg == 1 && hi > lo;
+  const bool runs = hi > lo;
   const RowTiles rt = row_tiles(std::max<int64_t>(1, hi - lo), kDwRun);
   // With an epilogue, each group of columns (the left border, a run, the
   // right border) stores its sums into tj_tile, on the part's stack, and the
@@ -508,13 +509,14 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // A run of np positions from column ow (its first input column `col`
   // inside the image, L and R of its columns outside).
   auto run_call = [&](int64_t np, int64_t L, int64_t R, const std::string& col) {
-    std::string head = "tj_dw_cl_run<" + S(pl.KH) + ", " + S(pl.KW) + ", " + S(pl.SW) + ", " + S(pl.DW) + ", " + S(np);
+    std::string head = (Cg == 1 ? "tj_dw_cl_run<" : "tj_gc_cl_run<") + S(pl.KH) + ", " + S(pl.KW) + ", " + (Cg == 1 ? "" : S(Cg) + ", ") + S(pl.SW) + ", " +
+                       S(pl.DW) + ", " + S(np);
     if (L || R || drep.bits) head += ", " + S(L) + ", " + S(R) + (drep.bits ? ", " + std::to_string(drep.bits) : "");
     const std::string ep = drep.bits ? ", " + (B.empty() ? std::string("nullptr") : B) + ", " + codegen::literal(drep.lo, DType::f32) + ", " +
                                            codegen::literal(drep.hi, DType::f32)
                                      : "";
     return "        " + head + ">(xpad + ((khi + kh0*" + S(pl.DH) + ")*" + S(pl.W) + " + " + col + ")*" + S(C_) + ", " + xr + ", " + S(C_) + ", " + Wp_ +
-           " + kh0*" + S(pl.KW * C_) + ", " + S(C_) + ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0" + ep + ");\n";
+           " + kh0*" + S(pl.KW * Cg * C_) + ", " + S(C_) + ", " + yat("ow", "ow") + ", " + S(M) + ", kh1 - kh0" + ep + ");\n";
   };
   // The border columns [from, to) as one run (at most kDwRun, the taps
   // outside left out) where they are a run's width: its first column
