@@ -74,7 +74,7 @@ bool taps_first_conv(const Shape& w, int64_t groups) {
 bool grouped_channels_last(const Shape& w, int64_t groups) {
   if (groups <= 1 || w.size() < 3 || !w[0].is_const() || !w[1].is_const()) return false;
   const int64_t cg = w[1].value();
-  return w[0].value() == groups * cg && cg >= 2 && cg < 16 && 16 % cg == 0;
+  return w[0].value() == groups * cg && cg >= 2 && conv_quad_lanes(w, groups) == 0;
 }
 
 ValueId packed_conv_taps(const Graph& g, ValueId w) {

@@ -47,8 +47,10 @@ ValueId packed_conv_quads(const Graph& g, ValueId w, int64_t lanes = 64);
 ValueId packed_conv_taps(const Graph& g, ValueId w);
 // Whether a conv of these weights [M, C/groups, k..] in `groups` groups is
 // one the channels-last grouped kernel computes: as many outputs per group
-// as inputs, 2, 4 or 8 of them (one is depthwise; from 16 on, the window
-// form's GEMM per group was faster: resnext50's 14x14 and 7x7 stages).
+// as inputs, 2 or more, and not a multiple of 16 (those take the direct
+// tiles, conv_quad_lanes; one is depthwise). Widths that do not divide the
+// generated code's vector (regnet_y_1_6gf's 24) take the matrix library by
+// rule: the generated form computes them one channel at a time.
 bool grouped_channels_last(const Shape& w, int64_t groups);
 // The output channels per block of Wq for a conv of these weights in
 // `groups` groups that the channels-last direct form computes, or 0: 64 for

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "ir/layout.h"
 #include "ir/rewriter.h"
 #include "support/log.h"
 #include "tensorjit/error.h"
@@ -224,6 +225,10 @@ class Partitioner {
     if ((n.op != Op::sum && n.op != Op::mean) || n.type.dtype != DType::f32) return false;
     const ValueId x = n.inputs[0], b = summed_value(g_, v);
     if (kernel(b) < 0 || &s_.kernels[static_cast<size_t>(kernel(b))] != K || !g_.node(K->ops[0]).attr_bool("channels_last")) return false;
+    // A grouped conv of a width no vector form takes runs by the matrix
+    // library (ir/layout.h), whose epilogue has no sums.
+    const Node& c = g_.node(K->ops[0]);
+    if (grouped_channels_last(g_.type(c.inputs[1]).shape, c.attr_int("groups")) && 8 % g_.type(c.inputs[1]).shape[1].value() != 0) return false;
     const Shape &sb = g_.type(b).shape, &sx = g_.type(x).shape;
     if (sb != K->space || sb.size() < 3 || sb.size() > 4 || sx.size() < 3 || sx.front() != sb.front() || sx.back() != sb.back()) return false;
     std::vector<int64_t> axes = n.attr_ints("axes");

@@ -130,6 +130,10 @@ const std::vector<Case>& cases() {
       {"groups of 8, stride 2, 104 channels", {1, 104, 11, 12}, {104, 8, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 13, false, "residual"},
       {"groups of 8, 216 channels", {1, 216, 7, 9}, {216, 8, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 27, true, "relu"},
       {"groups of 2, two images, sums too", {2, 48, 7, 8}, {48, 2, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 24, true, "relu and sums"},
+      // Widths that divide no vector (regnet_y_1_6gf's 24): the generated
+      // form one channel at a time (the library takes them by rule).
+      {"groups of 24", {1, 48, 7, 9}, {48, 24, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 2, true, "relu"},
+      {"groups of 12, stride 2", {1, 36, 9, 8}, {36, 12, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 3, false, "residual"},
       // Groups of 16 outputs and more: the direct form's tiles per block of
       // min(outputs per group, 64), each reading its group's inputs
       // (resnext's 16 and 32; 128 outputs per group: two blocks a group;

@@ -100,6 +100,8 @@ TEST_F(LibraryConv, EveryFormItTakesMatchesTheInterpreter) {
       // Groups, their weights taps first (4 inputs and outputs each) and in
       // blocks of 16 and of 64 outputs (resnext's forms).
       {"grouped 3x3, 4 per group", {2, 10, 9, 32}, {32, 4, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 8, true, "relu"},
+      {"grouped 3x3, 24 per group", {1, 9, 10, 48}, {48, 24, 3, 3}, {1, 1}, {}, {1, 1}, {1, 1}, 2, true, "relu"},
+      {"grouped 3x3 stride 2, 12 per group", {1, 8, 9, 36}, {36, 12, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 3, false, ""},
       {"grouped 3x3 stride 2, 16 per group", {1, 13, 12, 64}, {64, 16, 3, 3}, {2, 2}, {}, {1, 1}, {1, 1}, 4, false, ""},
       {"grouped 1x1, 128 outputs per group", {1, 7, 7, 32}, {256, 16, 1, 1}, {}, {}, {}, {}, 2, true, "residual relu"},
   };
@@ -134,7 +136,9 @@ TEST_F(LibraryConv, EveryFormItTakesMatchesTheInterpreter) {
     if (c.nchw) {
       EXPECT_NE(exe.source().find("{1449, 483, 21, 1}"), std::string::npos);
     }
-    // The rules: the library for the expanding 1x1 conv only; without
+    // The rules: the library for the expanding 1x1 conv and groups of a
+    // width that divides no vector (the generated form goes a channel at a
+    // time there) only; without
     // AVX-512 also for stems (at most 4 input channels) and strided convs
     // with output rows of 14 or fewer, one group each, and with a residual
     // only for stride-1 1x1s of 14x14 positions and more.
@@ -142,7 +146,8 @@ TEST_F(LibraryConv, EveryFormItTakesMatchesTheInterpreter) {
                                                  "stem, the NCHW image at its strides", "1x1, a residual then ReLU"};
     EXPECT_LE(against_f64(g, {}, &exe), 1e-5);
     EXPECT_EQ(exe.source().find("conv_plan(") != std::string::npos,
-              c.name == "1x1 expanding, two images" || (!cpp::conv_kernels::wide_vectors() && narrow.count(c.name)));
+              c.name == "1x1 expanding, two images" || c.name.find("12 per group") != std::string::npos ||
+                  c.name.find("24 per group") != std::string::npos || (!cpp::conv_kernels::wide_vectors() && narrow.count(c.name)));
   }
 }
 

@@ -177,7 +177,8 @@ std::string Emitter::channels_last_conv_helpers() {
          // to end at M (M - tj_lanes is a multiple of CG: its lanes are whole
          // groups, and the channels it recomputes come out the same). Each
          // channel sums its taps in one order: rows, columns, then j. Groups
-         // wider than a vector (8 with SSE alone) go one channel at a time.
+         // that do not divide a vector (8 with SSE alone; 12, 24) go one
+         // channel at a time (the library takes those by rule).
          "template <int KH, int KW, int CG, int NV>\n"
          "static inline void tj_gc_cl_vecs(const float* x, int64_t xr, int64_t xk, const float* w, int64_t M, float* y, const int64_t* at, int kh0, int kh1,\n"
          "                                 int kw0, int kw1) {\n"
@@ -216,7 +217,7 @@ std::string Emitter::channels_last_conv_helpers() {
          "template <int KH, int KW, int CG, int64_t M, bool FULL>\n"
          "static inline void tj_gc_cl(const float* x, int64_t xr, int64_t xk, const float* w, int64_t, float* y, int kh0, int kh1, int kw0, int kw1) {\n"
          "  if constexpr (FULL) kh0 = 0, kh1 = KH, kw0 = 0, kw1 = KW;\n"
-         "  if constexpr (M < tj_lanes || CG > tj_lanes) {\n"
+         "  if constexpr (M < tj_lanes || tj_lanes % CG != 0) {\n"
          "    for (int64_t m = 0; m < M; ++m) {\n"
          "      float acc = 0;\n"
          "      for (int kh = kh0; kh < kh1; ++kh)\n        for (int kw = kw0; kw < kw1; ++kw)\n"
@@ -286,13 +287,13 @@ std::string Emitter::channels_last_conv_helpers() {
          // per window row would not fit in registers). Each position sums
          // its taps in tj_gc_cl's order: rows, columns, then j (the column's
          // shuffles one at a time, each used by every position it serves,
-         // so that one shuffled vector is live: eight were spilled). Groups wider
-         // than a vector go one channel at a time, as there.
+         // so that one shuffled vector is live: eight were spilled). Groups
+         // that do not divide a vector go one channel at a time, as there.
          "template <int KH, int KW, int CG, int SW, int DW, int NP, int L = 0, int R = 0, int EP = 0>\n"
          "static inline void tj_gc_cl_run(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M, int nkh,\n"
          "                                const float* bias = nullptr, float lo = 0, float hi = 0) {\n"
          "  constexpr int J = (NP - 1)*SW + (KW - 1)*DW + 1;\n"
-         "  constexpr bool vectors = CG <= tj_lanes;\n"
+         "  constexpr bool vectors = tj_lanes % CG == 0;\n"
          "  for (int64_t c0 = 0; vectors && c0 < C && C >= 16; c0 += 16) {\n"
          "    for (int64_t c = (c0 + 16 <= C ? c0 : C - 16), cu = c; cu < c + 16; cu += tj_lanes) {\n"
          "    tj_vfn acc[NP] = {};\n"

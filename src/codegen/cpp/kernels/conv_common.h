@@ -115,6 +115,11 @@ inline bool wide_vectors() {
   const std::optional<Compiler> cxx = find_compiler();
   return cxx ? cxx->vector_bytes >= 64 : __builtin_cpu_supports("avx512f");
 }
+// The floats in one of the generated code's vectors (tj_lanes).
+inline int64_t vector_floats() {
+  const std::optional<Compiler> cxx = find_compiler();
+  return cxx ? cxx->vector_bytes / 4 : __builtin_cpu_supports("avx512f") ? 16 : 8;
+}
 inline int64_t wide_tile_positions(int nv) {
   static constexpr int64_t wide[5] = {0, 24, 12, 8, 7}, narrow[5] = {0, 24, 12, 6, 6};
   return (wide_vectors() ? wide : narrow)[nv];
