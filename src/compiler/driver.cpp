@@ -211,6 +211,7 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
     FusionOptions fo = o.fusion;
     fo.size_hint = c.hint;
     fo.conv_reductions = cpu && fo.epilogue;  // the C++ emitter's conv kernels sum positions
+    fo.library_width_convs = cpu;             // and take some grouped convs by the matrix library
     c.schedule = fuse(c.graph, fo, o.donate);
   });
   // Reordering weighs buffer sizes: at the hint (the same graph, sizes bound).

@@ -213,6 +213,27 @@ class Partitioner {
     return true;
   }
 
+  // A channels-last grouped conv of a width no vector form takes
+  // (ir/layout.h: 12, 24, ...) runs by the matrix library: the generated
+  // form goes one channel at a time. Its kernel takes only the library's
+  // epilogue: a ReLU or a clip of the conv's value, or a residual add and
+  // at most one of those after it (codegen's library_epilogue); any other
+  // op, or sums over its positions, would leave it to the generated form,
+  // about 10x slower than a pointwise kernel of their own.
+  bool library_width_conv(const Kernel& K) const {
+    if (!o_.library_width_convs) return false;
+    const Node& c = g_.node(K.ops[0]);
+    if (c.op != Op::conv || !c.attr_bool("channels_last")) return false;
+    const Shape& w = g_.type(c.inputs[1]).shape;
+    return grouped_channels_last(w, c.attr_int("groups")) && w[1].is_const() && 8 % w[1].value() != 0;
+  }
+  bool library_epilogue_op(const Kernel& K, const Node& n) const {
+    const ValueId last = K.ops.back();
+    const bool act = (n.op == Op::relu || n.op == Op::clip) && !n.inputs.empty() && n.inputs[0] == last;
+    if (K.ops.size() == 1) return act || (n.op == Op::add && n.inputs.size() == 2 && (n.inputs[0] == last) != (n.inputs[1] == last));
+    return K.ops.size() == 2 && g_.node(last).op == Op::add && act;
+  }
+
   // A sum or mean of f32 over every spatial axis of a value that the
   // channels-last conv kernel K computes (FusionOptions::conv_reductions):
   // global average pooling, a squeeze-excitation's squeeze. Its operand may
@@ -225,10 +246,7 @@ class Partitioner {
     if ((n.op != Op::sum && n.op != Op::mean) || n.type.dtype != DType::f32) return false;
     const ValueId x = n.inputs[0], b = summed_value(g_, v);
     if (kernel(b) < 0 || &s_.kernels[static_cast<size_t>(kernel(b))] != K || !g_.node(K->ops[0]).attr_bool("channels_last")) return false;
-    // A grouped conv of a width no vector form takes runs by the matrix
-    // library (ir/layout.h), whose epilogue has no sums.
-    const Node& c = g_.node(K->ops[0]);
-    if (grouped_channels_last(g_.type(c.inputs[1]).shape, c.attr_int("groups")) && 8 % g_.type(c.inputs[1]).shape[1].value() != 0) return false;
+    if (library_width_conv(*K)) return false;  // the library's epilogue has no sums
     const Shape &sb = g_.type(b).shape, &sx = g_.type(x).shape;
     if (sb != K->space || sb.size() < 3 || sb.size() > 4 || sx.size() < 3 || sx.front() != sb.front() || sx.back() != sb.back()) return false;
     std::vector<int64_t> axes = n.attr_ints("axes");
@@ -311,6 +329,7 @@ class Partitioner {
         case KernelKind::pool:
         case KernelKind::attention:
           fits = o_.epilogue && K->space == n.type.shape && !feeds_only_reductions(v) && !reads_conv_sums(n);
+          if (fits && K->kind == KernelKind::conv && library_width_conv(*K)) fits = library_epilogue_op(*K, n);
           break;
         case KernelKind::pointwise: fits = o_.pointwise && K->space == n.type.shape; break;
         case KernelKind::rowwise: {

@@ -50,7 +50,11 @@ struct FusionOptions {
   // conv's kernel, summed in its epilogue: the C++ emitter's rule (its
   // conv kernels keep partial sums per block of positions).
   bool conv_reductions = false;
-  static FusionOptions none() { return {false, false, false, false, {}, false}; }
+  // A channels-last grouped conv of a width no vector form takes (12, 24:
+  // the C++ emitter's matrix-library rule) keeps only the library's
+  // epilogue in its kernel (fusion.cpp, library_width_conv).
+  bool library_width_convs = false;
+  static FusionOptions none() { return {false, false, false, false, {}, false, false}; }
 };
 
 struct Kernel {

@@ -115,6 +115,29 @@ TEST(Fusion, SumsOverAConvsPositionsJoinTheConv) {
   EXPECT_EQ(fused(text), "conv: conv relu | reduction: mean | reduction: sum | pointwise: sub | reduction: mean | conv: conv | reduction: mean");
 }
 
+// A grouped conv of 24 channels per group (a width no vector form takes:
+// the matrix library's) takes only the library's epilogue: a ReLU or a
+// clip, or a residual add and one of those after it. A SiLU's ops and the
+// sums over its positions get kernels of their own; groups of 8 take them.
+TEST(Fusion, ALibraryWidthConvTakesOnlyTheLibrarysEpilogue) {
+  auto text = [](int cg, const std::string& tail) {
+    const std::string w = std::to_string(cg);
+    return "graph g\ninput %x : f32[1,6,7,48]\nparam %w : f32[48," + w + ",3,3]\ninput %r : f32[1,6,7,48]\n"
+           "%0 = conv(%x, %w) {groups=" + std::to_string(48 / cg) + ", pad_begin=[1, 1], pad_end=[1, 1], channels_last=true} : f32[1,6,7,48]\n" + tail;
+  };
+  const std::string silu = "%1 = sigmoid(%0) : f32[1,6,7,48]\n%2 = mul(%0, %1) : f32[1,6,7,48]\n%3 = mean(%2) {axes=[1, 2]} : f32[1,48]\nreturn %2, %3\n";
+  const std::string residual = "%1 = add(%0, %r) : f32[1,6,7,48]\n%2 = relu(%1) : f32[1,6,7,48]\n%3 = mean(%2) {axes=[1, 2]} : f32[1,48]\nreturn %2, %3\n";
+  FusionOptions o;
+  o.conv_reductions = true;
+  o.library_width_convs = true;
+  EXPECT_EQ(fused(text(24, silu), o), "conv: conv | pointwise: sigmoid mul | reduction: mean");
+  EXPECT_EQ(fused(text(24, residual), o), "conv: conv add relu | reduction: mean");
+  EXPECT_EQ(fused(text(8, silu), o), "conv: conv sigmoid mul mean");
+  EXPECT_EQ(fused(text(8, residual), o), "conv: conv add relu mean");
+  o.library_width_convs = false;  // a GPU's: a conv kernel of its own for every width
+  EXPECT_EQ(fused(text(24, silu), o), "conv: conv sigmoid mul mean");
+}
+
 // c = a + b where b comes from a kernel that needs a: c may not join a's
 // kernel (a cycle), so without the epilogue rule it gets its own.
 TEST(Fusion, NeverCreatesACycle) {
