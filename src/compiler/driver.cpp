@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "codegen/cpp/build.h"
 #include "compiler/program_cache.h"
 #include "memory/lifetimes.h"
 #include "passes/pipeline.h"
@@ -211,7 +212,7 @@ bool run_stages(Compilation& c, const Graph* traced, const Bindings& params, con
     FusionOptions fo = o.fusion;
     fo.size_hint = c.hint;
     fo.conv_reductions = cpu && fo.epilogue;  // the C++ emitter's conv kernels sum positions
-    fo.library_width_convs = cpu;             // and take some grouped convs by the matrix library
+    fo.library_vector_floats = cpu ? generated_vector_floats() : 0;  // and take some grouped convs by the matrix library
     c.schedule = fuse(c.graph, fo, o.donate);
   });
   // Reordering weighs buffer sizes: at the hint (the same graph, sizes bound).

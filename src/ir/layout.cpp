@@ -77,6 +77,10 @@ bool grouped_channels_last(const Shape& w, int64_t groups) {
   return w[0].value() == groups * cg && cg >= 2 && conv_quad_lanes(w, groups) == 0;
 }
 
+bool grouped_by_library(const Shape& w, int64_t groups, int64_t vector_floats) {
+  return grouped_channels_last(w, groups) && vector_floats % w[1].value() != 0;
+}
+
 ValueId packed_conv_taps(const Graph& g, ValueId w) {
   const Node& r = g.node(w);
   if (r.op != Op::reshape) return -1;

@@ -48,10 +48,13 @@ ValueId packed_conv_taps(const Graph& g, ValueId w);
 // Whether a conv of these weights [M, C/groups, k..] in `groups` groups is
 // one the channels-last grouped kernel computes: as many outputs per group
 // as inputs, 2 or more, and not a multiple of 16 (those take the direct
-// tiles, conv_quad_lanes; one is depthwise). Widths that do not divide the
-// generated code's vector (regnet_y_1_6gf's 24) take the matrix library by
-// rule: the generated form computes them one channel at a time.
+// tiles, conv_quad_lanes; one is depthwise).
 bool grouped_channels_last(const Shape& w, int64_t groups);
+// Whether such a conv's groups divide no vector of `vector_floats` floats
+// (regnet_y_1_6gf's 24 channels): the generated form computes them one
+// channel at a time. On the CPU they take the matrix library by rule (the
+// C++ emitter), and fusion gives their kernel only the library's epilogue.
+bool grouped_by_library(const Shape& w, int64_t groups, int64_t vector_floats);
 // The output channels per block of Wq for a conv of these weights in
 // `groups` groups that the channels-last direct form computes, or 0: 64 for
 // one group; for groups whose outputs are a multiple of 16 (resnext's 16

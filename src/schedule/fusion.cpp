@@ -214,18 +214,17 @@ class Partitioner {
   }
 
   // A channels-last grouped conv of a width no vector form takes
-  // (ir/layout.h: 12, 24, ...) runs by the matrix library: the generated
+  // (ir/layout.h, grouped_by_library: 12, 24, ...) runs by the matrix library: the generated
   // form goes one channel at a time. Its kernel takes only the library's
   // epilogue: a ReLU or a clip of the conv's value, or a residual add and
   // at most one of those after it (codegen's library_epilogue); any other
   // op, or sums over its positions, would leave it to the generated form,
   // about 10x slower than a pointwise kernel of their own.
   bool library_width_conv(const Kernel& K) const {
-    if (!o_.library_width_convs) return false;
+    if (o_.library_vector_floats <= 0) return false;
     const Node& c = g_.node(K.ops[0]);
     if (c.op != Op::conv || !c.attr_bool("channels_last")) return false;
-    const Shape& w = g_.type(c.inputs[1]).shape;
-    return grouped_channels_last(w, c.attr_int("groups")) && w[1].is_const() && 8 % w[1].value() != 0;
+    return grouped_by_library(g_.type(c.inputs[1]).shape, c.attr_int("groups"), o_.library_vector_floats);
   }
   bool library_epilogue_op(const Kernel& K, const Node& n) const {
     const ValueId last = K.ops.back();

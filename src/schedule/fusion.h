@@ -50,11 +50,12 @@ struct FusionOptions {
   // conv's kernel, summed in its epilogue: the C++ emitter's rule (its
   // conv kernels keep partial sums per block of positions).
   bool conv_reductions = false;
-  // A channels-last grouped conv of a width no vector form takes (12, 24:
-  // the C++ emitter's matrix-library rule) keeps only the library's
-  // epilogue in its kernel (fusion.cpp, library_width_conv).
-  bool library_width_convs = false;
-  static FusionOptions none() { return {false, false, false, false, {}, false, false}; }
+  // The C++ emitter's vector in floats, or 0: a channels-last grouped conv
+  // whose groups divide no such vector (ir/layout.h, grouped_by_library:
+  // the matrix library's by rule) keeps only the library's epilogue in its
+  // kernel (fusion.cpp, library_width_conv). GPUs have a form for every width.
+  int64_t library_vector_floats = 0;
+  static FusionOptions none() { return {false, false, false, false, {}, false, 0}; }
 };
 
 struct Kernel {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 
@@ -100,7 +101,7 @@ const std::vector<Case>& cases() {
       // each side of a 7-wide row (mnasnet's 5x5 at 7x7), 40 channels (a
       // vector moved back).
       {"depthwise 5x5 at 7x7, 40 channels", {1, 40, 7, 7}, {40, 1, 5, 5}, {1, 1}, {}, {2, 2}, {2, 2}, 40, true, "relu"},
-      // Depthwise runs (tj_dw_cl_run): taps two columns apart; rows too
+      // Depthwise runs (tj_cl_run): taps two columns apart; rows too
       // narrow for a run (every window crosses a border); sums of a run past
       // the stack tile's 64 KB (8 positions by 3000 channels), the epilogue
       // then from y.
@@ -274,9 +275,11 @@ TEST_F(Conv, ChannelsLastCompiledMatchesTheInterpreter) {
     if (src.empty()) continue;
     const bool direct = c.x.size() <= 4 && conv_quad_lanes(weight_shape(c), c.groups) > 0, depthwise = c.x.size() <= 4 && c.w[0] == c.groups && c.w[1] == 1;
     EXPECT_EQ(src.find("tj_conv_tile_cl<") != std::string::npos, direct);
-    EXPECT_EQ(src.find("tj_dw_cl<") != std::string::npos || src.find("tj_dw_cl_run<") != std::string::npos, depthwise);
-    // Grouped: every case's inner columns go in runs (tj_gc_cl_run), the borders as runs or one at a time.
-    EXPECT_EQ(src.find("tj_gc_cl_run<") != std::string::npos, c.x.size() <= 4 && grouped(c));
+    // Runs of positions (tj_cl_run<KW, CG, ...>): CG 1 depthwise; grouped, every case's inner
+    // columns go in runs, the borders as runs or one at a time.
+    const std::regex dw_run("tj_cl_run<[0-9]+, 1, "), gc_run("tj_cl_run<[0-9]+, ([2-9]|[1-9][0-9]+), ");
+    EXPECT_EQ(src.find("tj_dw_cl<") != std::string::npos || std::regex_search(src, dw_run), depthwise);
+    EXPECT_EQ(std::regex_search(src, gc_run), c.x.size() <= 4 && grouped(c));
     EXPECT_EQ(src.find("tj_wino_in<") != std::string::npos, c.name.rfind("winograd", 0) == 0);
     EXPECT_EQ(src.find("tj_wino_in<4>") != std::string::npos, c.name.rfind("winograd 4x4", 0) == 0);
     // Its rows read the image through 1 or 2 of the kernel's 3 rows: tiles of those alone.
@@ -313,7 +316,7 @@ TEST_F(Conv, ChannelsLastTilesFitTheGeneratedCodesVectors) {
 
 // The direct tiles and the depthwise runs add the bias and apply a ReLU or
 // a clip by constants in registers (EP of tj_conv_tile_cl and
-// tj_dw_cl_run) where the conv's value is not an output of its own; with
+// tj_cl_run) where the conv's value is not an output of its own; with
 // the sums an output too, the epilogue runs from the
 // tile in L1. Both give the same bits, NaN and signed zeros included (x
 // holds NaN, +0 and -0; a zero bias keeps sums of -0 at -0 only without one).

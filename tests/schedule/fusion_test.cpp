@@ -129,12 +129,12 @@ TEST(Fusion, ALibraryWidthConvTakesOnlyTheLibrarysEpilogue) {
   const std::string residual = "%1 = add(%0, %r) : f32[1,6,7,48]\n%2 = relu(%1) : f32[1,6,7,48]\n%3 = mean(%2) {axes=[1, 2]} : f32[1,48]\nreturn %2, %3\n";
   FusionOptions o;
   o.conv_reductions = true;
-  o.library_width_convs = true;
+  o.library_vector_floats = 16;
   EXPECT_EQ(fused(text(24, silu), o), "conv: conv | pointwise: sigmoid mul | reduction: mean");
   EXPECT_EQ(fused(text(24, residual), o), "conv: conv add relu | reduction: mean");
   EXPECT_EQ(fused(text(8, silu), o), "conv: conv sigmoid mul mean");
   EXPECT_EQ(fused(text(8, residual), o), "conv: conv add relu mean");
-  o.library_width_convs = false;  // a GPU's: a conv kernel of its own for every width
+  o.library_vector_floats = 0;  // a GPU's: a conv kernel of its own for every width
   EXPECT_EQ(fused(text(24, silu), o), "conv: conv sigmoid mul mean");
 }
 

@@ -274,6 +274,11 @@ std::optional<Compiler> find_compiler() {
   return result;
 }
 
+int64_t generated_vector_floats() {
+  const std::optional<Compiler> cxx = find_compiler();
+  return cxx ? cxx->vector_bytes / 4 : __builtin_cpu_supports("avx512f") ? 16 : 8;
+}
+
 // -fno-math-errno and -fno-trapping-math change no result: the generated code
 // never reads errno or the floating-point exception flags. They let GCC
 // vectorize loops holding sqrt, exp's range selects and divisions, which it

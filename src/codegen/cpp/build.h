@@ -41,6 +41,10 @@ struct Compiler {
 // $TJ_CXX, $TJ_CXXFLAGS, $PATH and the cache folder.
 std::optional<Compiler> find_compiler();
 
+// The floats in one of the generated code's vectors (tj_lanes): the
+// compiler probe's, or with no compiler the CPU's (16 with AVX-512, else 8).
+int64_t generated_vector_floats();
+
 // What find_compiler() knows about one candidate, probe included: the
 // compiler, or nullopt and in `why` the reason it is not used.
 std::optional<Compiler> probe_compiler(const std::string& name, std::string* why);

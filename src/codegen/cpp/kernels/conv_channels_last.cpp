@@ -114,7 +114,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
     // (regnet_y_1_6gf's 24 channels): the generated form goes one channel
     // at a time; oneDNN's brgconv ran those 1.4-1.6x faster than the window
     // form they took before (Zen 4).
-    const bool scalar_groups = G > 1 && Cg > 1 && lanes == 0 && vector_floats() % Cg != 0;
+    const bool scalar_groups = grouped_by_library(sw, G, generated_vector_floats());
     const bool rule = rules && ((one_by_one && C_ <= 32 && M >= 6 * C_) || (!wide_vectors() && narrow_rule) || scalar_groups);
     if (tune_ && knobs_.label.empty()) {
       for (bool library : {rule, !rule}) {
@@ -464,7 +464,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   code += open_sums("tj_part", RBs) + "    " + open_parallel(S(RBs));
   code += "      const int64_t r0 = tj_part*" + S(RB) + ", r1 = std::min<int64_t>(" + S(pl.OH) + ", r0 + " + S(RB) + ");\n";
   // The output columns whose windows are inside the image, [lo, hi):
-  // in runs of up to kDwRun (tj_dw_cl_run, tj_gc_cl_run grouped; equal
+  // in runs of up to kDwRun (tj_cl_run; equal
   // runs, the last one moved back to end at hi); the border columns as runs
   // of their own where they are a run's width, else one at a time.
   // (hi: the last column whose window ends inside, plus one; none when
@@ -514,8 +514,7 @@ std::string Emitter::conv_channels_last_body(const Kernel& K) {
   // A run of np positions from column ow (its first input column `col`
   // inside the image, L and R of its columns outside).
   auto run_call = [&](int64_t np, int64_t L, int64_t R, const std::string& col) {
-    std::string head = (Cg == 1 ? "tj_dw_cl_run<" : "tj_gc_cl_run<") + S(pl.KH) + ", " + S(pl.KW) + ", " + (Cg == 1 ? "" : S(Cg) + ", ") + S(pl.SW) + ", " +
-                       S(pl.DW) + ", " + S(np);
+    std::string head = "tj_cl_run<" + S(pl.KW) + ", " + S(Cg) + ", " + S(pl.SW) + ", " + S(pl.DW) + ", " + S(np);
     if (L || R || drep.bits) head += ", " + S(L) + ", " + S(R) + (drep.bits ? ", " + std::to_string(drep.bits) : "");
     const std::string ep = drep.bits ? ", " + (B.empty() ? std::string("nullptr") : B) + ", " + codegen::literal(drep.lo, DType::f32) + ", " +
                                            codegen::literal(drep.hi, DType::f32)

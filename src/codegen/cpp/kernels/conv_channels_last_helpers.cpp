@@ -226,72 +226,37 @@ std::string Emitter::channels_last_conv_helpers() {
          "  } else {\n"
          "    tj_gc_cl_all<KH, KW, CG, M>(x, xr, xk, w, y, kh0, kh1, kw0, kw1);\n"
          "  }\n}\n"
-         // The same for NP positions of a row (SW columns apart, taps DW
-         // columns apart; columns xk floats apart in x, positions M in y),
-         // the window rows [0, nkh) from x and w (the caller starts both at
-         // the first row inside the image), every column inside it. Per
+         // tj_dw_cl and tj_gc_cl for NP positions of a row (SW columns apart,
+         // taps DW columns apart; columns xk floats apart in x, positions M in
+         // y), the window rows [0, nkh) from x and w (the caller starts both
+         // at the first row inside the image), every column inside it; CG
+         // inputs and outputs per group, 1 depthwise (w [KH*KW, CG, C]). Per
          // vector of 16 channels, each input vector of a row that the run's
          // windows read is loaded once and serves every position whose
          // window holds it (3x3, stride 1, 8 positions: 10 loads for 24
-         // multiply-adds, where each position reading its own taps took 24),
-         // the row's KW weight vectors held. Each position sums its taps in
-         // tj_dw_cl's order (rows, then columns). C < 16 channels go one at
-         // a time; a last part vector is moved back to end at C (it
-         // recomputes a few channels, alike). At the image's border, the
-         // run's first L and last R columns lie outside it (x is at its
-         // first column inside): their taps are left out, as zeros would
-         // add nothing (the border positions in runs of their own, where one
-         // at a time each read a weight vector per multiply-add).
-         // EP: the register epilogue of tj_conv_tile_cl (bias, then ReLU
-         // or a clip by constants), applied before the store.
-         "template <int KH, int KW, int SW, int DW, int NP, int L = 0, int R = 0, int EP = 0>\n"
-         "static inline void tj_dw_cl_run(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M, int nkh,\n"
-         "                                const float* bias = nullptr, float lo = 0, float hi = 0) {\n"
-         "  constexpr int J = (NP - 1)*SW + (KW - 1)*DW + 1;\n"
-         "  for (int64_t c0 = 0; c0 < C && C >= 16; c0 += 16) {\n"
-         "    for (int64_t c = (c0 + 16 <= C ? c0 : C - 16), cu = c; cu < c + 16; cu += tj_lanes) {\n"
-         "    tj_vfn acc[NP] = {};\n"
-         "    for (int kh = 0; kh < nkh; ++kh) {\n"
-         "      tj_vfn wv[KW];\n"
-         "#pragma GCC unroll 16\n"
-         "      for (int kw = 0; kw < KW; ++kw) wv[kw] = *(const tj_vfnu*)(w + (kh*KW + kw)*C + cu);\n"
-         "      const float* xp = x + kh*xr + cu;\n"
-         "#pragma GCC unroll 64\n"
-         "      for (int j = L; j < J - R; ++j) {\n"
-         "        const tj_vfn xv = *(const tj_vfnu*)(xp + (j - L)*xk);\n"
-         "#pragma GCC unroll 16\n"
-         "        for (int p = 0; p < NP; ++p) {\n"
-         "          const int t = j - SW*p;\n"
-         "          if (t >= 0 && t % DW == 0 && t / DW < KW) acc[p] += xv * wv[t / DW];\n"
-         "        }\n      }\n    }\n"
-         "    for (int p = 0; p < NP; ++p) {\n"
-         "      tj_vfn s = acc[p];\n"
-         "      if constexpr ((EP & 1) != 0) s = s + *(const tj_vfnu*)(bias + cu);\n"
-         "      *(tj_vfnu*)(y + p*M + cu) = tj_conv_act<EP>(s, lo, hi);\n    }\n  }\n  }\n"
-         "  if (C >= 16) return;\n"
-         "  for (int p = 0; p < NP; ++p)\n"
-         "    for (int64_t c = 0; c < C; ++c) {\n"
-         "      float acc = 0;\n"
-         "      for (int kh = 0; kh < nkh; ++kh)\n        for (int kw = 0; kw < KW; ++kw)\n"
-         "          if (const int j = p*SW + kw*DW; j >= L && j < J - R) acc += x[kh*xr + (j - L)*xk + c] * w[(kh*KW + kw)*C + c];\n"
-         "      if constexpr ((EP & 1) != 0) acc = acc + bias[c];\n"
-         "      y[p*M + c] = tj_conv_act<EP>(acc, lo, hi);\n    }\n}\n"
-         // The same run for a grouped conv (tj_gc_cl's groups of CG inputs
-         // and outputs, w [KH*KW, CG, M]): each input vector a run reads is
-         // loaded once and shuffled once per input j of its groups, and
-         // serves every position whose window holds it (3x3, stride 1: one
+         // multiply-adds, where each position reading its own taps took 24).
+         // Depthwise, the row's KW weight vectors are held; grouped, the
+         // input vector is shuffled once per input j of its groups (one
          // shuffle per KW multiply-adds, where one position at a time took
          // one per multiply-add: resnext50's 56x56x128 convs of 4-channel
-         // groups ran at 35-44% of the machine's sgemm rate). The weights
-         // are read from L1 as the multiply-adds' operands (KW*CG vectors
-         // per window row would not fit in registers). Each position sums
-         // its taps in tj_gc_cl's order: rows, columns, then j (the column's
-         // shuffles one at a time, each used by every position it serves,
-         // so that one shuffled vector is live: eight were spilled). Groups
-         // that do not divide a vector go one channel at a time, as there.
-         "template <int KH, int KW, int CG, int SW, int DW, int NP, int L = 0, int R = 0, int EP = 0>\n"
-         "static inline void tj_gc_cl_run(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M, int nkh,\n"
-         "                                const float* bias = nullptr, float lo = 0, float hi = 0) {\n"
+         // groups ran at 35-44% of the machine's sgemm rate), and the
+         // weights are read from L1 as the multiply-adds' operands (KW*CG
+         // vectors per window row would not fit in registers). Each position
+         // sums its taps in tj_dw_cl's and tj_gc_cl's order: rows, columns,
+         // then j (the column's shuffles one at a time, each used by every
+         // position it serves, so that one shuffled vector is live: eight
+         // were spilled). C < 16 channels, and groups that do not divide a
+         // vector, go one channel at a time; a last part vector is moved
+         // back to end at C (it recomputes a few channels, alike). At the
+         // image's border, the run's first L and last R columns lie outside
+         // it (x is at its first column inside): their taps are left out, as
+         // zeros would add nothing (the border positions in runs of their
+         // own, where one at a time each read a weight vector per
+         // multiply-add). EP: the register epilogue of tj_conv_tile_cl
+         // (bias, then ReLU or a clip by constants), applied before the store.
+         "template <int KW, int CG, int SW, int DW, int NP, int L = 0, int R = 0, int EP = 0>\n"
+         "static inline void tj_cl_run(const float* x, int64_t xr, int64_t xk, const float* w, int64_t C, float* y, int64_t M, int nkh,\n"
+         "                             const float* bias = nullptr, float lo = 0, float hi = 0) {\n"
          "  constexpr int J = (NP - 1)*SW + (KW - 1)*DW + 1;\n"
          "  constexpr bool vectors = tj_lanes % CG == 0;\n"
          "  for (int64_t c0 = 0; vectors && c0 < C && C >= 16; c0 += 16) {\n"
@@ -299,18 +264,25 @@ std::string Emitter::channels_last_conv_helpers() {
          "    tj_vfn acc[NP] = {};\n"
          "    for (int kh = 0; kh < nkh; ++kh) {\n"
          "      const float* xp = x + kh*xr + cu;\n      const float* wp = w + kh*KW*CG*C + cu;\n"
+         "      tj_vfn wv[CG == 1 ? KW : 1];\n"
+         "#pragma GCC unroll 16\n"
+         "      for (int kw = 0; CG == 1 && kw < KW; ++kw) wv[kw] = *(const tj_vfnu*)(wp + kw*C);\n"
          "#pragma GCC unroll 64\n"
          "      for (int j = L; j < J - R; ++j) {\n"
          "        const tj_vfn xv = *(const tj_vfnu*)(xp + (j - L)*xk);\n"
          "#pragma GCC unroll 8\n"
          "        for (int g = 0; g < CG; ++g) {\n"
-         "          tj_vin sel;\n"
-         "          for (int l = 0; l < tj_lanes; ++l) sel[l] = l / CG * CG + g;\n"
-         "          const tj_vfn xs = __builtin_shuffle(xv, sel);\n"
+         "          tj_vfn xs = xv;\n"
+         "          if constexpr (CG > 1) {\n"
+         "            tj_vin sel;\n"
+         "            for (int l = 0; l < tj_lanes; ++l) sel[l] = l / CG * CG + g;\n"
+         "            xs = __builtin_shuffle(xv, sel);\n          }\n"
          "#pragma GCC unroll 16\n"
          "          for (int p = 0; p < NP; ++p) {\n"
          "            const int t = j - SW*p;\n"
-         "            if (t >= 0 && t % DW == 0 && t / DW < KW) acc[p] += xs * *(const tj_vfnu*)(wp + (t / DW * CG + g)*C);\n"
+         "            if (t < 0 || t % DW != 0 || t / DW >= KW) continue;\n"
+         "            if constexpr (CG == 1) acc[p] += xs * wv[t / DW];\n"
+         "            else acc[p] += xs * *(const tj_vfnu*)(wp + (t / DW * CG + g)*C);\n"
          "          }\n        }\n      }\n    }\n"
          "    for (int p = 0; p < NP; ++p) {\n"
          "      tj_vfn s = acc[p];\n"

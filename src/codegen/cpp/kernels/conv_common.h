@@ -111,15 +111,7 @@ inline RowTiles row_tiles(int64_t OW, int64_t cap) {
 // vectors take 6 positions, one sub-tile of 12 accumulators (7 ran as 4 and
 // 3 positions, each loading more than it multiplied: mnasnet's 7x7 1x1
 // convs at a quarter of the machine's rate). With no compiler, the CPU's.
-inline bool wide_vectors() {
-  const std::optional<Compiler> cxx = find_compiler();
-  return cxx ? cxx->vector_bytes >= 64 : __builtin_cpu_supports("avx512f");
-}
-// The floats in one of the generated code's vectors (tj_lanes).
-inline int64_t vector_floats() {
-  const std::optional<Compiler> cxx = find_compiler();
-  return cxx ? cxx->vector_bytes / 4 : __builtin_cpu_supports("avx512f") ? 16 : 8;
-}
+inline bool wide_vectors() { return generated_vector_floats() >= 16; }
 inline int64_t wide_tile_positions(int nv) {
   static constexpr int64_t wide[5] = {0, 24, 12, 8, 7}, narrow[5] = {0, 24, 12, 6, 6};
   return (wide_vectors() ? wide : narrow)[nv];

@@ -1,5 +1,5 @@
 // The epilogues a channels-last conv kernel applies itself, beside its sums:
-// in registers (tj_conv_tile_cl's and tj_dw_cl_run's EP) or by the matrix
+// in registers (tj_conv_tile_cl's and tj_cl_run's EP) or by the matrix
 // library's post-ops (kernels/conv_library.cpp). conv_channels_last.cpp
 // asks which one a kernel's ops allow.
 #pragma once
