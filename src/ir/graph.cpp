@@ -13,6 +13,17 @@ namespace tj {
 
 std::string Type::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
 
+const Sharding* Graph::sharding(ValueId v) const {
+  if (v < 0 || static_cast<size_t>(v) >= shardings_.size() || !shardings_[static_cast<size_t>(v)]) return nullptr;
+  return &*shardings_[static_cast<size_t>(v)];
+}
+
+void Graph::set_sharding(ValueId v, Sharding s) {
+  if (v < 0 || static_cast<size_t>(v) >= nodes_.size()) throw Error("set_sharding: no value %" + std::to_string(v));
+  if (shardings_.size() <= static_cast<size_t>(v)) shardings_.resize(static_cast<size_t>(v) + 1);
+  shardings_[static_cast<size_t>(v)] = std::move(s);
+}
+
 const AttrValue& Node::attr(std::string_view name) const {
   int i = attr_index(def(), name);
   if (i < 0) throw Error(std::string(def().name) + " has no attribute '" + std::string(name) + "'");

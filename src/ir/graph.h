@@ -6,12 +6,14 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ir/constant.h"
 #include "ir/op.h"
+#include "ir/sharding.h"
 
 namespace tj {
 
@@ -80,6 +82,13 @@ class Graph {
   std::vector<ValueId> inputs() const;  // `input` nodes, in order
   std::vector<ValueId> params() const;  // `param` nodes, in order
   ValueId find(std::string_view input_or_param_name) const;  // -1 if none
+  // The devices the graph runs over and how its values lie on them
+  // (ir/sharding.h): no mesh, every value unannotated, by default. The
+  // sharding of a value the graph lacks, or of one not annotated, is null.
+  const Mesh& mesh() const { return mesh_; }
+  void set_mesh(Mesh m) { mesh_ = std::move(m); }
+  const Sharding* sharding(ValueId v) const;
+  void set_sharding(ValueId v, Sharding s);
   // 1 for a graph without regions, else 1 + the deepest region's nesting;
   // adding a node that would make it exceed kMaxRegionNesting throws.
   int nesting() const { return nesting_; }
@@ -90,6 +99,8 @@ class Graph {
   int nesting_ = 1;
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
+  Mesh mesh_;
+  std::vector<std::optional<Sharding>> shardings_;  // by value; shorter than nodes_ when the last ones have none
 };
 
 // Runs an op's inference on given operand types; the entry point shared by

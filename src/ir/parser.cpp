@@ -43,6 +43,8 @@ class Parser {
     Graph g(read_ident("graph name"));
     if (regions_.count(g.name())) fail_at(name_at, "graph defined twice", g.name());
     end_line();
+    skip_blank_lines();
+    if (s_.substr(i_).starts_with("mesh")) g.set_mesh(read_mesh());
     for (;;) {
       skip_blank_lines();
       if (at_end()) fail_here("unexpected end of input: expected 'return'");
@@ -183,7 +185,7 @@ class Parser {
       char c = s_[i_];
       if (c == '(') ++depth;
       else if (c == ')' && depth > 0) --depth;
-      else if (depth == 0 && (c == ',' || c == ']' || c == '}' || c == ')')) break;
+      else if (depth == 0 && (c == ',' || c == ']' || c == '}' || c == ')' || c == '@')) break;
       else if (c == '\n') break;
       ++i_;
     }
@@ -204,8 +206,10 @@ class Parser {
     i_ = save;
     return t;
   }
-  // In a type, dims must not be negative; attribute dims are checked by inference.
-  Shape read_dims(bool in_type = false) {
+  // In a type, dims must not be negative; attribute dims are checked by
+  // inference. With `axes`, a dim may name the mesh axes that split it
+  // (`2048@tp`, `2048@(dp,tp)`: ir/sharding.h), one entry per dim.
+  Shape read_dims(bool in_type = false, std::vector<std::vector<std::string>>* axes = nullptr) {
     expect('[');
     Shape s;
     if (accept(']')) return s;
@@ -213,11 +217,76 @@ class Parser {
       size_t at = (skip_space(), i_);
       s.push_back(read_dim());
       if (auto v = s.back().as_const(); in_type && v && *v < 0) fail_at(at, "negative dimension in type", s.back().str());
+      if (!axes) continue;
+      axes->emplace_back();
+      if (!accept('@')) continue;
+      if (accept('(')) {
+        do axes->back().push_back(read_ident("a mesh axis"));
+        while (accept(','));
+        expect(')');
+      } else {
+        axes->back().push_back(read_ident("a mesh axis"));
+      }
     } while (accept(','));
     expect(']');
     return s;
   }
-  Type read_type() {
+  // A type with its sharding, if it has one: `f32[2048@tp, 256] partial(tp)`.
+  std::pair<Type, std::optional<Sharding>> read_sharded_type() {
+    std::vector<std::vector<std::string>> axes;
+    Type t = read_type(&axes);
+    Sharding s{std::move(axes), {}};
+    skip_space();
+    if (s_.substr(i_).starts_with("partial")) {
+      expect_word("partial");
+      expect('(');
+      do {
+        std::string axis = read_ident("a mesh axis");
+        Reduction r = Reduction::sum;
+        if (accept(':')) {
+          size_t at = (skip_space(), i_);
+          std::string name = read_ident("a reduction (sum, max, min)");
+          auto pr = parse_reduction(name);
+          if (!pr) fail_at(at, "unknown reduction (sum, max or min)", name);
+          r = *pr;
+        }
+        s.partial.emplace_back(std::move(axis), r);
+      } while (accept(','));
+      expect(')');
+    }
+    if (s.replicated()) return {t, std::nullopt};
+    return {t, std::move(s)};
+  }
+  void annotate(Graph& g, ValueId v, const std::optional<Sharding>& s, size_t at) {
+    if (!s) return;
+    try {
+      check_sharding(g.mesh(), g.type(v), *s);
+    } catch (const Error& e) {
+      fail_at(at, e.what(), sharded_type_str(g.type(v), &*s));
+    }
+    g.set_sharding(v, *s);
+  }
+  // `mesh {dp=2, tp=2}`: after the graph line, before any value.
+  Mesh read_mesh() {
+    expect_word("mesh");
+    expect('{');
+    Mesh m;
+    do {
+      size_t at = (skip_space(), i_);
+      std::string name = read_ident("a mesh axis name");
+      if (m.axis(name) >= 0) fail_at(at, "mesh axis named twice", name);
+      expect('=');
+      size_t size_at = (skip_space(), i_);
+      int64_t size = read_int();
+      if (size < 1 || size > (int64_t{1} << 20)) fail_at(size_at, "a mesh axis has 1 to 2^20 devices", current_token_at(size_at));
+      m.axes.push_back({name, size});
+      if (m.devices() > (int64_t{1} << 20)) fail_at(size_at, "a mesh of more than 2^20 devices", current_token_at(size_at));
+    } while (accept(','));
+    expect('}');
+    end_line();
+    return m;
+  }
+  Type read_type(std::vector<std::vector<std::string>>* axes = nullptr) {
     skip_space();
     size_t at = i_;
     std::string name = read_ident("a type such as f32[2,3]");
@@ -225,7 +294,7 @@ class Parser {
     if (!dt) fail_at(at, "unknown dtype", name);
     Type t{*dt, {}};
     if (peek() != '[') fail_here("expected '[' after dtype");
-    t.shape = read_dims(/*in_type=*/true);
+    t.shape = read_dims(/*in_type=*/true, axes);
     // Concrete sizes must fit: element count and bytes in 63 bits.
     std::vector<int64_t> concrete;
     for (const Dim& d : t.shape)
@@ -361,11 +430,13 @@ class Parser {
     std::string name = read_value_name(&name_at);
     if (!ident_start(name[0])) fail_at(name_at, "input and param names must start with a letter", "%" + name);
     expect(':');
-    Type t = read_type();
+    size_t type_at = (skip_space(), i_);
+    auto [t, sharding] = read_sharded_type();
     end_line();
     (void)at;
     if (values_.count(name)) fail_at(name_at, "value defined twice", "%" + name);
     ValueId v = is_input ? g.add_input(name, t) : g.add_param(name, t);
+    annotate(g, v, sharding, type_at);
     define(name, v, name_at);
   }
 
@@ -424,7 +495,7 @@ class Parser {
     expect(':');
     skip_space();
     size_t type_at = i_;
-    Type declared = read_type();
+    auto [declared, sharding] = read_sharded_type();
     end_line();
 
     ValueId v;
@@ -447,6 +518,7 @@ class Parser {
         fail_at(type_at, "declared type " + declared.str() + " differs from inferred type " + g.type(v).str(),
                 declared.str());
     }
+    annotate(g, v, sharding, type_at);
     define(name, v, name_at);
   }
 

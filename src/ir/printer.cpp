@@ -89,11 +89,12 @@ namespace {
 std::string print_one(const Graph& g, const PrintOptions& o) {
   std::vector<std::string> names(g.size());
   std::string out = "graph " + g.name() + "\n";
+  if (!g.mesh().empty()) out += "mesh " + g.mesh().str() + "\n";
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
     if (n.op != Op::input && n.op != Op::param) continue;
     names[i] = "%" + n.name;
-    out += std::string(n.def().name) + " " + names[i] + " : " + n.type.str() + "\n";
+    out += std::string(n.def().name) + " " + names[i] + " : " + sharded_type_str(n.type, g.sharding(static_cast<ValueId>(i))) + "\n";
   }
   int next = 0;
   for (size_t i = 0; i < g.size(); ++i) {
@@ -115,7 +116,7 @@ std::string print_one(const Graph& g, const PrintOptions& o) {
       attrs += (attrs.empty() ? "" : ", ") + std::string(specs[j].name) + "=" + v;
     }
     if (!attrs.empty()) out += " {" + attrs + "}";
-    out += " : " + n.type.str() + "\n";
+    out += " : " + sharded_type_str(n.type, g.sharding(static_cast<ValueId>(i))) + "\n";
   }
   out += "return";
   for (size_t j = 0; j < g.outputs().size(); ++j)

@@ -79,6 +79,14 @@ int verify_graph(const Graph& g, int depth, std::map<const Graph*, int>& done) {
   }
   for (ValueId v : g.outputs())
     if (v < 0 || static_cast<size_t>(v) >= g.size()) throw Error("verifier: output %" + std::to_string(v) + " is not defined");
+  for (size_t i = 0; i < g.size(); ++i)
+    if (const Sharding* s = g.sharding(static_cast<ValueId>(i))) {
+      try {
+        check_sharding(g.mesh(), g.nodes()[i].type, *s);
+      } catch (const Error& e) {
+        throw Error("verifier: node %" + std::to_string(i) + " (" + g.nodes()[i].def().name + "): " + e.what());
+      }
+    }
   return nesting;
 }
 
