@@ -152,6 +152,12 @@ using DecomposeFn = int32_t (*)(Decomposer&);
 struct Differ;
 using GradFn = void (*)(Differ&);
 
+// How an op's dims correspond to factors of its work, for sharding
+// (ir/factors.h): the rule for node n with operand types in.
+struct FactorRule;
+struct Node;
+using FactorFn = FactorRule (*)(const Node& n, const std::vector<Type>& in);
+
 // How a Fuse::rowwise op's kernel computes one row, as data that every
 // backend's row kernel prints (codegen/cpp and codegen/gpu render the same
 // form; the op's meaning is its reference kernel and its decomposition).
@@ -220,6 +226,10 @@ struct OpDef {
   // Its derivative rule; null: not differentiable (an error when a
   // gradient must flow through it; integer and bool results never carry one).
   GradFn grad = nullptr;
+
+  // How its dims correspond, for sharding (ir/factors.h); null: pointwise
+  // ops broadcast, other ops take whole values.
+  FactorFn factors = nullptr;
 };
 
 const OpDef& op_def(Op op);

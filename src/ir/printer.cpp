@@ -76,6 +76,16 @@ std::string print_one(const Graph& g, const PrintOptions& o);
 
 }  // namespace
 
+std::vector<std::string> printed_names(const Graph& g) {
+  std::vector<std::string> names(g.size());
+  int next = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes()[i];
+    names[i] = (n.op == Op::input || n.op == Op::param) ? "%" + n.name : "%" + std::to_string(next++);
+  }
+  return names;
+}
+
 std::string print_graph(const Graph& g, const PrintOptions& o) {
   std::vector<const Graph*> regions;
   collect_regions(g, &regions);
@@ -87,21 +97,17 @@ std::string print_graph(const Graph& g, const PrintOptions& o) {
 namespace {
 
 std::string print_one(const Graph& g, const PrintOptions& o) {
-  std::vector<std::string> names(g.size());
+  const std::vector<std::string> names = printed_names(g);
   std::string out = "graph " + g.name() + "\n";
   if (!g.mesh().empty()) out += "mesh " + g.mesh().str() + "\n";
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
     if (n.op != Op::input && n.op != Op::param) continue;
-    names[i] = "%" + n.name;
     out += std::string(n.def().name) + " " + names[i] + " : " + sharded_type_str(n.type, g.sharding(static_cast<ValueId>(i))) + "\n";
   }
-  int next = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
     if (n.op == Op::input || n.op == Op::param) continue;
-    names[i] = "%";
-    names[i] += std::to_string(next++);
     out += names[i] + " = " + n.def().name;
     if (!n.inputs.empty()) {
       out += "(";

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -30,6 +31,9 @@ struct PrintOptions {
 inline PrintOptions log_print_options() { return PrintOptions{16}; }
 
 std::string print_graph(const Graph& g, const PrintOptions& o = {});
+// Each value's name as print_graph writes it: `%name` for inputs and params,
+// `%0`, `%1`, ... for the others in order (for reports that name values).
+std::vector<std::string> printed_names(const Graph& g);
 Graph parse_graph(std::string_view text);
 
 }  // namespace tj

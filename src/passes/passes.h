@@ -46,4 +46,14 @@ bool needs_lowering(const Graph& g);                     // whether the graph ha
 bool lower_convs(Graph& g, const PassOptions& o);        // ~1 ulp: convolutions as windows and matmuls (targets without a conv kernel)
 bool lower_convs_where(Graph& g, const std::function<bool(const Node&)>& which);  // those `which` selects
 
+// Sharding propagation (propagate_shardings.cpp): every value of a graph
+// with a mesh gets a sharding, from the annotated ones through the ops'
+// factor rules; annotated values keep theirs. Returns what it chose for each
+// value it split or made partial, and why (value -1: a conflict it noted).
+struct ShardingChoice {
+  ValueId value;
+  std::string why;
+};
+std::vector<ShardingChoice> propagate_shardings(Graph& g);
+
 }  // namespace tj

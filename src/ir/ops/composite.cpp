@@ -8,6 +8,7 @@
 
 #include "ir/decomposer.h"
 #include "ir/differ.h"
+#include "ir/factors.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
 
@@ -205,13 +206,13 @@ std::vector<OpDef> composite() {
       {.op = Op::softmax, .name = "softmax", .category = Cat::composite, .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"axis", AK::Int, AttrValue(int64_t{-1})}}, .infer = infer_softmax,
        .fuse = Fuse::rowwise, .flops = 5,
-       .row_form = &kSoftmaxRow, .decompose = decompose_softmax, .grad = d_softmax},
+       .row_form = &kSoftmaxRow, .decompose = decompose_softmax, .grad = d_softmax, .factors = axis_factors},
       {.op = Op::rms_norm, .name = "rms_norm", .category = Cat::composite, .min_inputs = 2, .max_inputs = 2, .attrs = {eps}, .infer = infer_norm,
        .fuse = Fuse::rowwise, .flops = 4,
-       .row_form = &kRmsNormRow, .decompose = decompose_rms_norm, .grad = d_rms_norm},
+       .row_form = &kRmsNormRow, .decompose = decompose_rms_norm, .grad = d_rms_norm, .factors = last_axis_factors},
       {.op = Op::layer_norm, .name = "layer_norm", .category = Cat::composite, .min_inputs = 3, .max_inputs = 3, .attrs = {eps}, .infer = infer_norm,
        .fuse = Fuse::rowwise, .flops = 8,
-       .row_form = &kLayerNormRow, .decompose = decompose_layer_norm, .grad = d_layer_norm},
+       .row_form = &kLayerNormRow, .decompose = decompose_layer_norm, .grad = d_layer_norm, .factors = last_axis_factors},
       {.op = Op::silu, .name = "silu", .category = Cat::composite, .min_inputs = 1, .max_inputs = 1, .infer = infer::float_unary,
        .fuse = Fuse::pointwise, .flops = 4,
        .scalar = floats<1>([](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }),

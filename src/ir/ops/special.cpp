@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "ir/differ.h"
+#include "ir/factors.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
 
@@ -267,7 +268,7 @@ std::vector<OpDef> special() {
        .fuse = Fuse::generator, .flops = 0},
       {.op = Op::kv_write, .name = "kv_write", .category = Cat::special, .min_inputs = 3, .max_inputs = 3,
        .attrs = {{"axis", AK::Int, AttrValue(int64_t{2})}}, .infer = infer_kv_write,
-       .fuse = Fuse::store, .flops = 0, .grad = d_kv_write},
+       .fuse = Fuse::store, .flops = 0, .grad = d_kv_write, .factors = axis_factors},
       // Operands q, k, v, [offset if causal], [bias if bias]; zero_empty_rows:
       // a row with no visible key (every score -inf) gives 0, not NaN.
       {.op = Op::flash_attn, .name = "flash_attn", .category = Cat::special, .min_inputs = 3, .max_inputs = 5,

@@ -5,6 +5,7 @@
 
 #include "ir/decomposer.h"
 #include "ir/differ.h"
+#include "ir/factors.h"
 #include "ir/ops/infer.h"
 #include "ir/ops/rows.h"
 
@@ -357,45 +358,45 @@ std::vector<OpDef> structure() {
        .fuse = Fuse::generator, .flops = 0},
 
       {.op = Op::sum, .name = "sum", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1, .attrs = reduce_attrs, .infer = infer_reduce,
-       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .grad = d_sum},
+       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .grad = d_sum, .factors = reduce_factors},
       {.op = Op::amax, .name = "amax", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1, .attrs = reduce_attrs, .infer = infer_reduce,
-       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .grad = d_amax},
+       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .grad = d_amax, .factors = reduce_factors},
       {.op = Op::mean, .name = "mean", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1, .attrs = reduce_attrs, .infer = infer_reduce,
-       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .grad = d_mean},
+       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .grad = d_mean, .factors = reduce_factors},
       {.op = Op::prod, .name = "prod", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1, .attrs = reduce_attrs, .infer = infer_reduce,
-       .fuse = Fuse::reduction, .flops_fn = reduction_flops},
+       .fuse = Fuse::reduction, .flops_fn = reduction_flops, .factors = reduce_factors},
       {.op = Op::argmax, .name = "argmax", .category = Cat::reduction, .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"axis", AK::Int, std::nullopt}, keepdim}, .infer = infer_argmax,
        .fuse = Fuse::lower, .flops = 3,
        .decompose = decompose_argmax},
 
       {.op = Op::matmul, .name = "matmul", .category = Cat::matmul, .min_inputs = 2, .max_inputs = 2, .infer = infer_matmul,
-       .fuse = Fuse::matmul, .flops_fn = matmul_flops, .grad = d_matmul},
+       .fuse = Fuse::matmul, .flops_fn = matmul_flops, .grad = d_matmul, .factors = matmul_factors},
 
       {.op = Op::reshape, .name = "reshape", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"shape", AK::Dims, std::nullopt}}, .infer = infer_reshape,
-       .fuse = Fuse::view, .flops = 0, .grad = d_reshape},
+       .fuse = Fuse::view, .flops = 0, .grad = d_reshape, .factors = reshape_factors},
       {.op = Op::permute, .name = "permute", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"perm", AK::Ints, std::nullopt}}, .infer = infer_permute,
-       .fuse = Fuse::view, .flops = 0, .grad = d_permute},
+       .fuse = Fuse::view, .flops = 0, .grad = d_permute, .factors = permute_factors},
       {.op = Op::expand, .name = "expand", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"shape", AK::Dims, std::nullopt}}, .infer = infer_expand,
-       .fuse = Fuse::view, .flops = 0, .grad = d_expand},
+       .fuse = Fuse::view, .flops = 0, .grad = d_expand, .factors = expand_factors},
       {.op = Op::slice, .name = "slice", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"axis", AK::Int, std::nullopt}, {"start", AK::DimK, std::nullopt}, {"end", AK::DimK, std::nullopt},
                  {"step", AK::Int, AttrValue(int64_t{1})}},
        .infer = infer_slice,
-       .fuse = Fuse::view, .flops = 0, .grad = d_slice},
+       .fuse = Fuse::view, .flops = 0, .grad = d_slice, .factors = axis_factors},
       {.op = Op::squeeze, .name = "squeeze", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"axes", AK::Ints, std::nullopt}}, .infer = infer_squeeze,
-       .fuse = Fuse::view, .flops = 0, .grad = d_reshape},
+       .fuse = Fuse::view, .flops = 0, .grad = d_reshape, .factors = squeeze_factors},
       {.op = Op::unsqueeze, .name = "unsqueeze", .category = Cat::view, .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"axes", AK::Ints, std::nullopt}}, .infer = infer_unsqueeze,
-       .fuse = Fuse::view, .flops = 0, .grad = d_reshape},
+       .fuse = Fuse::view, .flops = 0, .grad = d_reshape, .factors = unsqueeze_factors},
 
       {.op = Op::concat, .name = "concat", .category = Cat::movement, .min_inputs = 1, .max_inputs = -1,
        .attrs = {{"axis", AK::Int, std::nullopt}}, .infer = infer_concat,
-       .fuse = Fuse::store, .flops = 0, .grad = d_concat},
+       .fuse = Fuse::store, .flops = 0, .grad = d_concat, .factors = axis_factors},
       {.op = Op::gather, .name = "gather", .category = Cat::movement, .min_inputs = 2, .max_inputs = 2,
        .attrs = {{"axis", AK::Int, AttrValue(int64_t{0})}}, .infer = infer_gather,
        .fuse = Fuse::gather, .flops = 0, .grad = d_gather},
