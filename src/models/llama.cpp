@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "tensorjit/error.h"
+
 namespace tj::models {
 
 namespace {
@@ -204,6 +206,33 @@ namespace tj::models {
 
 NDArray rope_table_array(const LlamaConfig& c, bool sine, DType dtype) {
   return NDArray::from(dtype, {c.max_pos, c.head_dim / 2}, rope_table(c, sine));
+}
+
+}  // namespace tj::models
+
+namespace tj::models {
+
+int annotate_megatron(Graph& g, const LlamaConfig& c, const std::string& axis) {
+  const int at = g.mesh().axis(axis);
+  if (at < 0) throw Error("annotate_megatron: the graph's mesh " + g.mesh().str() + " has no axis '" + axis + "'");
+  const int64_t n = g.mesh().axes[static_cast<size_t>(at)].size;
+  const bool kv = c.n_kv_heads % n == 0;
+  int annotated = 0;
+  for (ValueId p : g.params()) {
+    const std::string& name = g.node(p).name;
+    const std::string base = name.substr(name.rfind('.') == std::string::npos ? 0 : name.rfind('.') + 1);
+    int dim = -1;
+    if (base == "wq" || base == "w_gate" || base == "w_up" || (kv && (base == "wk" || base == "wv"))) dim = 1;
+    if (base == "wo" || base == "w_down") dim = 0;
+    if (dim < 0 || g.type(p).rank() != 2) continue;
+    Sharding s;
+    s.dims.assign(2, {});
+    s.dims[static_cast<size_t>(dim)] = {axis};
+    check_sharding(g.mesh(), g.type(p), s);
+    g.set_sharding(p, s);
+    ++annotated;
+  }
+  return annotated;
 }
 
 }  // namespace tj::models

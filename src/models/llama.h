@@ -71,6 +71,15 @@ Graph trace_llama_loss(const LlamaConfig& c, const Shapes& s, int64_t layers);
 // The cross-entropy of logits [..., V] against integer targets [...]: the
 // mean of logsumexp(logits) - logits[target].
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+// Megatron's tensor parallelism for a traced layer or model of config c
+// over mesh axis `axis` (the graph's mesh must have it): the Q, gate and up
+// projections split by columns, O and down by rows, K and V by columns
+// where the axis divides the KV heads (whole otherwise: each device then
+// computes them all and reads its query heads' ones). Params are found by
+// name (wq, layers.0.wq, ...); the rest is left to propagate_shardings.
+// Returns how many params it annotated.
+int annotate_megatron(Graph& g, const LlamaConfig& c, const std::string& axis);
+
 // x [B,T,d] @ w1 [d,ffn] -> gelu -> @ w2 [ffn,d].
 Graph trace_mlp(const LlamaConfig& c, const Shapes& s);
 

@@ -56,4 +56,25 @@ struct ShardingChoice {
 };
 std::vector<ShardingChoice> propagate_shardings(Graph& g);
 
+// The collectives a graph's shardings call for (plan_collectives.cpp):
+// where an op reads an operand laid out otherwise than it needs, each step
+// that moves it there, once per value and step, in graph order; outputs
+// that are partial are all-reduced. `slice` is Replicate to Shard: each
+// device takes its block, no communication.
+struct Collective {
+  enum class Kind : uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, slice };
+  Kind kind;
+  ValueId value;     // the value moved
+  ValueId consumer;  // the op that reads it; -1: a graph output; `value` itself: a slice of its result, computed whole
+  Sharding from, to;
+  std::vector<std::string> axes;  // the mesh axes it runs over
+  int64_t bytes = 0;              // the value's block on one device, before
+  int64_t wire_bytes = 0;         // what one device sends (ring algorithms)
+};
+const char* collective_name(Collective::Kind k);
+std::vector<Collective> plan_collectives(const Graph& g);
+// One line per collective, with the printer's value names:
+// "all_reduce %2 for add %3 over tp: f32[8,16] partial(tp) -> f32[8,16], 512 B, 512 B sent"
+std::string collectives_report(const Graph& g, const std::vector<Collective>& plan);
+
 }  // namespace tj

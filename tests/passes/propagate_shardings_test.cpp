@@ -87,14 +87,7 @@ TEST(PropagateShardings, ConflictsAreReportedNotForced) {
 TEST(PropagateShardings, LlamaLayerMegatron) {
   Graph g = models::trace_llama_layer(models::llama_config("tiny"), {1, 4, 4, DType::f32});
   g.set_mesh(Mesh{{{"tp", 2}}});
-  auto split = [&](const char* name, size_t dim) {
-    Sharding s;
-    s.dims.assign(static_cast<size_t>(g.type(g.find(name)).rank()), {});
-    s.dims[dim] = {"tp"};
-    g.set_sharding(g.find(name), s);
-  };
-  for (const char* w : {"wq", "wk", "wv", "w_gate", "w_up"}) split(w, 1);
-  for (const char* w : {"wo", "w_down"}) split(w, 0);
+  EXPECT_EQ(models::annotate_megatron(g, models::llama_config("tiny"), "tp"), 7);
   propagate_shardings(g);
   verify(g);
   int partial = 0;

@@ -119,6 +119,24 @@ TEST(Tjc, BadArgumentsGiveUsageAndNonZeroExit) {
   }
 }
 
+// The tiny Llama layer over 2 devices, Megatron style: the graph with its
+// shardings (it parses back), and the report's two all-reduces.
+TEST(Tjc, PartitionReportsTheCollectives) {
+  Result r = tjc("partition --model llama-layer --config tiny --tokens 4 --mesh tp=2 --megatron tp --report", "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  Graph g = parse_graph(r.out);
+  EXPECT_EQ(g.mesh().str(), "{tp=2}");
+  EXPECT_NE(r.out.find("param %wq : f32[128,128@tp]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#   all_reduce %57 for add %58 over tp: f32[1,4,128] partial(tp) -> f32[1,4,128], 2048 B, 2048 B sent\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# in all: 2 all_reduce; 4096 bytes sent per device\n"), std::string::npos) << r.out;
+  for (const char* args : {"--mesh tp=0", "--mesh x", "--mesh tp=2 --shard wq:5=tp", "--mesh tp=2 --shard nope:1=tp", "",
+                           "--mesh tp=2 --megatron dp", "--mesh tp=3 --shard wq:1=tp", "--mesh tp=2 --shard wq=tp"}) {
+    Result bad = tjc(std::string("partition --model llama-layer --config tiny --tokens 4 ") + args);
+    EXPECT_EQ(bad.code, 1) << args << ": " << bad.out;
+    EXPECT_NE(bad.out.find("tjc: error: "), std::string::npos) << args << ": " << bad.out;
+  }
+}
+
 TEST(Tjc, RunRejectsBadSizes) {
   std::string path = temp_file("sym_bad.tj", "graph g\ninput %x : f32[S,2]\n%0 = exp(%x) : f32[S,2]\nreturn %0\n");
   for (const char* v : {"1e30", "nan", "2.5", "-3", "abc", "", "4x", "1099511627777", "99999999999999999999"}) {

@@ -41,5 +41,6 @@ void add_onnx_commands(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_grad_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
+void add_partition_command(CLI::App& app);
 
 }  // namespace tjc

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   tjc::add_train_command(app);
   tjc::add_grad_command(app);
   tjc::add_devices_command(app);
+  tjc::add_partition_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
