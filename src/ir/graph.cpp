@@ -18,6 +18,11 @@ const Sharding* Graph::sharding(ValueId v) const {
   return &*shardings_[static_cast<size_t>(v)];
 }
 
+Sharding Graph::sharding_or_whole(ValueId v) const {
+  if (const Sharding* s = sharding(v)) return *s;
+  return Sharding{std::vector<std::vector<std::string>>(static_cast<size_t>(type(v).rank())), {}};
+}
+
 void Graph::set_sharding(ValueId v, Sharding s) {
   if (v < 0 || static_cast<size_t>(v) >= nodes_.size()) throw Error("set_sharding: no value %" + std::to_string(v));
   if (shardings_.size() <= static_cast<size_t>(v)) shardings_.resize(static_cast<size_t>(v) + 1);

@@ -88,6 +88,9 @@ class Graph {
   const Mesh& mesh() const { return mesh_; }
   void set_mesh(Mesh m) { mesh_ = std::move(m); }
   const Sharding* sharding(ValueId v) const;
+  // v's sharding, or, where it has none, one with every dim whole and
+  // nothing partial (what a pass starts a value from).
+  Sharding sharding_or_whole(ValueId v) const;
   void set_sharding(ValueId v, Sharding s);
   // 1 for a graph without regions, else 1 + the deepest region's nesting;
   // adding a node that would make it exceed kMaxRegionNesting throws.

@@ -52,20 +52,19 @@ std::vector<std::string> Sharding::axes() const {
   return out;
 }
 
+std::string axes_str(const std::vector<std::string>& axes) {
+  if (axes.size() == 1) return axes[0];
+  std::string s = "(";
+  for (size_t i = 0; i < axes.size(); ++i) s += (i ? "," : "") + axes[i];
+  return s + ")";
+}
+
 std::string sharded_type_str(const Type& t, const Sharding* s) {
   if (!s || s->replicated()) return t.str();
   std::string out = std::string(dtype_name(t.dtype)) + "[";
   for (size_t i = 0; i < t.shape.size(); ++i) {
     out += (i ? "," : "") + t.shape[i].str();
-    const std::vector<std::string>* axes = i < s->dims.size() ? &s->dims[i] : nullptr;
-    if (!axes || axes->empty()) continue;
-    if (axes->size() == 1) {
-      out += "@" + axes->front();
-      continue;
-    }
-    out += "@(";
-    for (size_t k = 0; k < axes->size(); ++k) out += (k ? "," : "") + (*axes)[k];
-    out += ")";
+    if (i < s->dims.size() && !s->dims[i].empty()) out += "@" + axes_str(s->dims[i]);
   }
   out += "]";
   if (!s->partial.empty()) {

@@ -58,6 +58,9 @@ struct Sharding {
   bool operator==(const Sharding&) const = default;
 };
 
+// Mesh axes as a sharding names them: "tp", or "(dp,tp)" for several.
+std::string axes_str(const std::vector<std::string>& axes);
+
 // `t` with s's decorations: "f32[2048@tp,256] partial(tp:max)". Without a
 // sharding (s null or s->dims empty and nothing partial) exactly t.str().
 std::string sharded_type_str(const Type& t, const Sharding* s);

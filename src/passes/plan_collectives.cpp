@@ -33,12 +33,7 @@ namespace {
 class Planner {
  public:
   explicit Planner(const Graph& g) : g_(g), hint_(size_hint(g, {})) {
-    sh_.resize(g.size());
-    for (size_t v = 0; v < g.size(); ++v) {
-      const ValueId id = static_cast<ValueId>(v);
-      if (const Sharding* s = g.sharding(id)) sh_[v] = *s;
-      else sh_[v].dims.assign(static_cast<size_t>(g.type(id).rank()), {});
-    }
+    for (size_t v = 0; v < g.size(); ++v) sh_.push_back(g.sharding_or_whole(static_cast<ValueId>(v)));
   }
 
   std::vector<Collective> run() {

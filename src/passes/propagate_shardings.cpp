@@ -28,24 +28,12 @@ namespace tj {
 
 namespace {
 
-std::string axes_str(const std::vector<std::string>& axes) {
-  if (axes.size() == 1) return axes[0];
-  std::string s = "(";
-  for (size_t i = 0; i < axes.size(); ++i) s += (i ? "," : "") + axes[i];
-  return s + ")";
-}
-
 class Propagation {
  public:
   explicit Propagation(Graph& g) : g_(g), names_(printed_names(g)), sh_(g.size()), fixed_(g.size(), false), why_(g.size()) {
     for (size_t v = 0; v < g.size(); ++v) {
-      const ValueId id = static_cast<ValueId>(v);
-      if (const Sharding* s = g.sharding(id)) {
-        sh_[v] = *s;
-        fixed_[v] = true;
-      } else {
-        sh_[v].dims.assign(static_cast<size_t>(g.type(id).rank()), {});
-      }
+      sh_[v] = g.sharding_or_whole(static_cast<ValueId>(v));
+      fixed_[v] = g.sharding(static_cast<ValueId>(v)) != nullptr;
     }
   }
 
