@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ir/graph.h"
 #include "tensorjit/ndarray.h"
@@ -18,6 +19,8 @@ Graph load_graph(const std::string& path);         // IR text (errors carry FILE
 DType dtype_arg(const std::string& s);
 Dim dim_arg(const std::string& text, const char* option);
 std::pair<std::string, std::string> split_eq(const std::string& s, const char* what);
+// s cut at each `sep`, empty parts kept ("a,,b" is a, "", b; "" is one empty part).
+std::vector<std::string> split_on(const std::string& s, char sep);
 double parse_number(const std::string& s, const std::string& what);
 
 // An integer in [lo, hi] (decimal, exact, no fraction or exponent), or

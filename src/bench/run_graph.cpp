@@ -41,17 +41,6 @@ void print_outputs(const std::vector<NDArray>& outs) {
   }
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (;;) {
-    size_t comma = s.find(',', start);
-    parts.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return parts;
-    start = comma + 1;
-  }
-}
-
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -138,7 +127,7 @@ Bindings make_inputs(const Graph& g, const GraphRunOptions& a, const std::set<st
       bind_from_shape("--input " + k, t, arr.shape(), ro.sizes);
       given[k] = std::move(arr);
     } else {
-      std::vector<std::string> values = split_commas(v);
+      std::vector<std::string> values = split_on(v, ',');
       if (t.shape.size() == 1) bind_from_shape("--input " + k, t, {static_cast<int64_t>(values.size())}, ro.sizes);
       lists.emplace_back(k, std::move(values));
     }

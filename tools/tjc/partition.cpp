@@ -24,19 +24,10 @@ struct PartitionOptions {
   bool report = false;
 };
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out(1);
-  for (char c : s) {
-    if (c == sep) out.emplace_back();
-    else out.back() += c;
-  }
-  return out;
-}
-
 // "tp=2" or "dp=2,tp=2".
 Mesh parse_mesh(const std::string& text) {
   Mesh m;
-  for (const std::string& part : split(text, ',')) {
+  for (const std::string& part : split_on(text, ',')) {
     const size_t eq = part.find('=');
     if (eq == std::string::npos || eq == 0) throw Error("--mesh: '" + part + "' is not NAME=N (as in --mesh tp=2 or --mesh dp=2,tp=2)");
     const std::string name = part.substr(0, eq);
@@ -59,8 +50,8 @@ void apply_shard(Graph& g, const std::string& text) {
   const Type& t = g.type(v);
   if (t.rank() == 0) throw Error("--shard: " + name + " " + t.str() + " has no dims to split");
   const int64_t dim = int_arg(text.substr(colon + 1, eq - colon - 1), "--shard " + name + " dim", 0, t.rank() - 1);
-  Sharding s = g.sharding(v) ? *g.sharding(v) : Sharding{std::vector<std::vector<std::string>>(static_cast<size_t>(t.rank())), {}};
-  s.dims[static_cast<size_t>(dim)] = split(text.substr(eq + 1), ',');
+  Sharding s = g.sharding_or_whole(v);
+  s.dims[static_cast<size_t>(dim)] = split_on(text.substr(eq + 1), ',');
   check_sharding(g.mesh(), t, s);
   g.set_sharding(v, s);
 }
@@ -89,7 +80,7 @@ void partition(const PartitionOptions& o) {
     for (const ShardingChoice& c : choices) out += "#   " + (c.value < 0 ? std::string() : names[static_cast<size_t>(c.value)] + ": ") + c.why + "\n";
     out += "# collectives:\n";
     const std::string lines = collectives_report(g, plan);
-    for (const std::string& l : split(lines, '\n'))
+    for (const std::string& l : split_on(lines, '\n'))
       if (!l.empty()) out += "#   " + l + "\n";
     std::map<std::string, int> count;
     int64_t sent = 0;
